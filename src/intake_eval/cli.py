@@ -1,0 +1,82 @@
+"""Thin Typer CLI. Each command lives in intake_eval/commands/<name>.py; heavy imports happen
+inside commands so `intake-eval --help` answers fast."""
+
+from __future__ import annotations
+
+import os
+
+import typer
+
+from intake_eval import __version__
+from intake_eval.commands import (
+    annotate,
+    classify,
+    generate,
+    judge,
+    models,
+    phenotypes,
+    qc,
+    report,
+    run,
+    show,
+    status,
+    study,
+)
+
+app = typer.Typer(
+    name="intake-eval",
+    help=(
+        "Measure how well LLM clinicians run a mental-health intake interview: simulated patients with "
+        "hidden comorbid conditions, 12-turn intakes, per-turn LLM judges, coverage reports.\n\n"
+        "Pipeline: generate → run → judge → report (or `study CONFIG` for all of them; `demo` offline)."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"intake-eval {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """intake-eval: measure intake interviews by LLM clinicians."""
+
+
+def _register() -> None:
+    # Single-command modules expose a function with the command's name; groups expose a Typer app.
+    app.command("generate")(generate.generate)
+    app.add_typer(phenotypes.app, name="phenotypes")
+    app.command("run")(run.run)
+    app.command("judge")(judge.judge)
+    app.command("report")(report.report)
+    app.command("study")(study.study)
+    app.command("demo")(study.demo)
+    app.command("estimate")(study.estimate)
+    app.command("status")(status.status)
+    app.command("models")(models.models)
+    app.command("classify")(classify.classify)
+    app.command("show")(show.show)
+    app.command("qc-patient")(qc.qc_patient)
+    app.add_typer(annotate.app, name="annotate")
+
+
+_register()
+
+
+def main() -> None:
+    # Offline safety for litellm, before anything can import it.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,15 @@
+"""`intake-eval judge` (placeholder until its issue lands)."""
+
+from __future__ import annotations
+
+import typer
+
+from intake_eval.errors import IntakeEvalError
+
+app = typer.Typer(help="(not built yet)")
+
+
+@app.command()
+def judge() -> None:
+    """(not built yet)"""
+    raise IntakeEvalError("'judge' is not built yet")

@@ -1,0 +1,15 @@
+"""`intake-eval status` (placeholder until its issue lands)."""
+
+from __future__ import annotations
+
+import typer
+
+from intake_eval.errors import IntakeEvalError
+
+app = typer.Typer(help="(not built yet)")
+
+
+@app.command()
+def status() -> None:
+    """(not built yet)"""
+    raise IntakeEvalError("'status' is not built yet")

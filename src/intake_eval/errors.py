@@ -1,0 +1,43 @@
+"""One error type for everything a user can cause: printed as one line, exit code 2, no traceback."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import IO
+
+import click
+
+
+class IntakeEvalError(click.ClickException):
+    """A problem the user can fix (bad file, flag, key, config). Click prints it and exits 2."""
+
+    exit_code = 2
+
+    def show(self, file: IO[str] | None = None) -> None:
+        stream = file if file is not None else sys.stderr
+        print(f"error: {self.format_message()}", file=stream)
+
+
+class ConfigChangedError(IntakeEvalError):
+    """A stage was asked to resume under a different configuration than the one on disk."""
+
+
+class RunLockedError(IntakeEvalError):
+    """Another process holds the run folder."""
+
+
+def describe_validation_error(error: Exception, source: str | Path) -> str:
+    """One line naming the file and field of the first pydantic validation problem."""
+    errors = getattr(error, "errors", None)
+    if not callable(errors):
+        return f"{source}: {error}"
+    problems = []
+    for item in errors():
+        location = ".".join(str(part) for part in item.get("loc", ())) or "(top level)"
+        message = item.get("msg", "invalid")
+        if item.get("type") == "extra_forbidden":
+            message = "unknown key"
+        problems.append(f"{location}: {message}")
+    extra = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{source}: {problems[0]}{extra}" if problems else f"{source}: invalid"

@@ -1,0 +1,1 @@
+"""Model layer: one async call shape for every role (see base.py)."""

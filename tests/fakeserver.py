@@ -1,0 +1,179 @@
+"""A real OpenAI-compatible HTTP server on 127.0.0.1 for tests and benchmarks.
+
+The real litellm/openai clients talk to it over real HTTP. Replies are scripted by a responder
+function (request body, call index) -> Reply, so a test can return text, reasoning, 429 with
+Retry-After, 500s, a hang, a truncated JSON body or an empty length-stopped answer. Every request
+body is recorded in ``server.requests`` so tests can assert the prompts that were sent.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    content: str = "OK"
+    reasoning_content: str | None = None  # sent as message.reasoning_content
+    reasoning: str | None = None  # sent as message.reasoning (OpenRouter/vLLM style)
+    finish_reason: str = "stop"
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds before answering (a hang = longer than the client timeout)
+    raw_body: bytes | None = None  # sent verbatim (e.g. truncated JSON)
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int = 0
+    error_message: str = "scripted error"
+
+
+Responder = Callable[[dict[str, Any], int], Reply]
+
+
+def scripted(replies: Iterable[Reply | str], then: Reply | str | None = None) -> Responder:
+    """Answer with the given replies in order, then ``then`` (or the last one) forever."""
+    queue = [r if isinstance(r, Reply) else Reply(content=r) for r in replies]
+    tail = then if isinstance(then, Reply) else Reply(content=then) if then is not None else (queue[-1] if queue else Reply())
+    lock = threading.Lock()
+
+    def respond(_body: dict[str, Any], _index: int) -> Reply:
+        with lock:
+            return queue.pop(0) if queue else tail
+
+    return respond
+
+
+def _approx_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: "_Server"
+
+    def log_message(self, *args: Any) -> None:  # keep test output clean
+        pass
+
+    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        try:
+            self.wfile.write(body)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path.rstrip("/").endswith("/models"):
+            self._send(200, json.dumps({"object": "list", "data": [{"id": "fake", "object": "model"}]}).encode())
+        else:
+            self._send(404, b'{"error": {"message": "not found"}}')
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("Content-Length", "0"))
+        raw = self.rfile.read(length) if length else b"{}"
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = {"_unparsed": raw.decode(errors="replace")}
+        owner = self.server.owner
+        index = owner._record(body, dict(self.headers))
+        reply = owner.responder(body, index)
+        if reply.delay:
+            time.sleep(reply.delay)
+        if reply.raw_body is not None:
+            self._send(reply.status, reply.raw_body, reply.headers)
+            return
+        if reply.status != 200:
+            error = {"error": {"message": reply.error_message, "type": "scripted", "code": reply.status}}
+            self._send(reply.status, json.dumps(error).encode(), reply.headers)
+            return
+        prompt_text = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.reasoning_content is not None:
+            message["reasoning_content"] = reply.reasoning_content
+        if reply.reasoning is not None:
+            message["reasoning"] = reply.reasoning
+        completion = reply.completion_tokens if reply.completion_tokens is not None else _approx_tokens(reply.content or " ")
+        prompt = reply.prompt_tokens if reply.prompt_tokens is not None else _approx_tokens(prompt_text)
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion + reply.reasoning_tokens,
+            "total_tokens": prompt + completion + reply.reasoning_tokens,
+        }
+        if reply.reasoning_tokens:
+            usage["completion_tokens_details"] = {"reasoning_tokens": reply.reasoning_tokens}
+        payload = {
+            "id": f"chatcmpl-fake-{index}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "fake"),
+            "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
+            "usage": usage,
+        }
+        self._send(200, json.dumps(payload).encode(), reply.headers)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024
+    allow_reuse_address = True
+    owner: "FakeOpenAIServer"
+
+
+class FakeOpenAIServer:
+    """Start with ``with FakeOpenAIServer(responder) as server: ... server.url``."""
+
+    def __init__(self, responder: Responder | None = None):
+        self.responder: Responder = responder or (lambda body, index: Reply())
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self._lock = threading.Lock()
+        self._counter = itertools.count()
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.owner = self
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def _record(self, body: dict[str, Any], headers: dict[str, str]) -> int:
+        with self._lock:
+            self.requests.append(body)
+            self.headers.append(headers)
+            return next(self._counter)
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def request_count(self) -> int:
+        with self._lock:
+            return len(self.requests)
+
+    def start(self) -> "FakeOpenAIServer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> "FakeOpenAIServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
