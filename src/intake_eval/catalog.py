@@ -50,6 +50,7 @@ class Domain(Strict):
     symptoms: list[Symptom]
     min_symptoms: int | None = None  # minimum count where the diagnosis needs one
     severity_prior: dict[Severity, float]
+    severity_source: str = ""  # where the severity prior comes from (or "clinical judgement")
     symptom_counts: dict[Severity, tuple[int, int]] = Field(
         default_factory=lambda: {"mild": (2, 3), "moderate": (3, 4), "severe": (4, 6)}
     )  # inclusive range of symptoms drawn per severity band
@@ -58,9 +59,25 @@ class Domain(Strict):
     probe_questions: list[str] = Field(default_factory=list)  # specific screening questions (screener, QC)
 
 
+class ContextItem(Prerequisites):
+    """A demographic or life-context option, usable only when its prerequisites hold."""
+
+    text: str
+
+
+class ContextPools(Strict):
+    names: dict[Literal["female", "male"], list[str]] = Field(
+        default_factory=lambda: {"female": ["Alex"], "male": ["Alex"]}
+    )
+    occupations: list[ContextItem] = Field(default_factory=lambda: [ContextItem(text="office worker")])
+    relationships: list[ContextItem] = Field(default_factory=lambda: [ContextItem(text="single")])
+    life_context: list[ContextItem] = Field(default_factory=list)
+
+
 class DomainCatalog(Strict):
     version: str = "1"
     domains: list[Domain]
+    context: ContextPools = Field(default_factory=ContextPools)
 
     def by_id(self) -> dict[str, Domain]:
         return {domain.id: domain for domain in self.domains}
@@ -84,6 +101,7 @@ class DemographicConstraints(Strict):
     age: tuple[int, int] = (18, 70)
     sex_weights: dict[Literal["female", "male"], float] = Field(default_factory=lambda: {"female": 0.5, "male": 0.5})
     postpartum: bool = False
+    weeks_postpartum: tuple[int, int] = (2, 26)  # only used when postpartum
     occupations: list[str] = Field(default_factory=list)  # optional phenotype-specific pool
     life_context: list[str] = Field(default_factory=list)  # phenotype-specific life-context seeds
 
@@ -116,6 +134,8 @@ class Catalog(BaseModel):
     directory: Path
     domains: dict[str, Domain]
     phenotypes: dict[str, Phenotype]  # sorted by id
+    context: ContextPools = Field(default_factory=ContextPools)
+    content_hash: str = ""  # stable_hash of the parsed catalog: part of the generate config
 
     def domain(self, domain_id: str) -> Domain:
         return self.domains[domain_id]

@@ -99,6 +99,17 @@ class Profile(Record):
         return [draw.domain for draw in self.hidden]
 
 
+class RenderFailure(Record):
+    """A profile whose render never passed QC (render_failures.jsonl); it is not in profiles.jsonl."""
+
+    profile_id: str
+    phenotype: str
+    generator: str = ""
+    attempts: int = 0
+    missing: dict[str, list[str]] = Field(default_factory=dict)  # domain -> symptom texts QC did not find
+    failure: str = ""
+
+
 # ---------------------------------------------------------------- conversations
 
 class TrackerDecision(BaseModel):
@@ -110,6 +121,7 @@ class TrackerDecision(BaseModel):
     newly_unlocked: list[str] = Field(default_factory=list)
     unlocked_after: list[str] = Field(default_factory=list)
     source: str = ""  # tracker model alias or "offline/classifier"
+    repaired: bool = False  # the tracker's first JSON answer was invalid and one repair call fixed it
 
 
 class ConversationTurn(BaseModel):
@@ -185,3 +197,33 @@ class Judgment(Record):
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+
+# ---------------------------------------------------------------- patient QC (issue 9)
+
+class PatientProbe(Record):
+    """One fixed probe sent to a patient outside any interview (opening, then this one question),
+    with the judge's reading of the reply. Written to qc/patient_<alias>_<mode>.jsonl."""
+
+    key: str  # probe_id + "|" + judge: the resume key
+    probe_id: str  # {profile_id}.{kind}.{target}.{index}
+    kind: Literal["direct", "open", "absent"]
+    target: str = ""  # the probed domain (direct: a hidden one; absent: one the profile lacks); "" for open
+    probe: str
+    profile_id: str
+    phenotype: str = ""
+    patient: str
+    patient_model: str = ""
+    patient_mode: PatientMode = "prompted"
+    judge: str
+    judge_model: str = ""
+    opening: str = ""
+    reply: str = ""
+    tracker: TrackerDecision | None = None
+    target_asked_about: bool | None = None  # the judge agrees the probe asks about the target
+    disclosed: list[str] = Field(default_factory=list)  # judged domains (hidden + target) revealed in the reply
+    patient_faithful: bool | None = None
+    outcome: bool | None = None  # direct: target disclosed; open: leaked; absent: invented (None when not judged)
+    status: str = "ok"  # ok | patient_error: <kind> | judge_error | provider_error: <kind>
+    error: str | None = None
+    usage: dict[str, Usage] = Field(default_factory=dict)  # patient / judge

@@ -64,6 +64,10 @@ class RunPaths:
     def judgments(self, judge: str, clinician: str) -> Path:
         return self.judgments_dir / file_safe(judge) / f"{file_safe(clinician)}.jsonl"
 
+    def judge_dir(self, judge: str) -> Path:
+        """judgments/<judge>/: one judge's files, one per clinician."""
+        return self.judgments_dir / file_safe(judge)
+
     @property
     def metrics_dir(self) -> Path:
         return self.root / "metrics"
@@ -74,6 +78,23 @@ class RunPaths:
     @property
     def report_dir(self) -> Path:
         return self.root / "report"
+
+    @property
+    def report_index(self) -> Path:
+        return self.report_dir / "index.html"
+
+    @property
+    def report_summary(self) -> Path:
+        return self.report_dir / "summary.md"
+
+    @property
+    def report_headline(self) -> Path:
+        return self.report_dir / "headline.csv"
+
+    @property
+    def report_shards_dir(self) -> Path:
+        """Transcript-viewer data: conversations/<shard>.js next to index.html (loaded on demand)."""
+        return self.report_dir / "conversations"
 
     @property
     def cache_db(self) -> Path:
@@ -90,6 +111,23 @@ class RunPaths:
     @property
     def annotations_dir(self) -> Path:
         return self.root / "annotations"
+
+    def qc_patient(self, patient: str, mode: str) -> Path:
+        """Per-probe records of a patient QC run (issue 9)."""
+        return self.qc_dir / f"patient_{file_safe(patient)}_{mode}.jsonl"
+
+    @property
+    def annotation_form(self) -> Path:
+        return self.annotations_dir / "form.html"
+
+    @property
+    def annotation_sheet(self) -> Path:
+        return self.annotations_dir / "sheet.csv"
+
+    @property
+    def annotation_key(self) -> Path:
+        """Item id → judge labels; never given to annotators."""
+        return self.annotations_dir / "key.json"
 
     @property
     def superseded_dir(self) -> Path:

@@ -1,15 +1,64 @@
-"""`intake-eval qc` (placeholder until its issue lands)."""
+"""`intake-eval qc-patient`: does the simulated patient obey the disclosure rule?"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-from intake_eval.errors import IntakeEvalError
+from intake_eval.commands.common import (
+    DEFAULT_RUN_DIR,
+    ForceOption,
+    ModelsOption,
+    NoCacheOption,
+    RunDirOption,
+)
 
-app = typer.Typer(help="(not built yet)")
 
+def qc_patient(
+    patient: Annotated[str, typer.Option("--patient", help="Patient model: alias, provider id or offline/patient.", show_default=False)],
+    patient_mode: Annotated[str, typer.Option("--patient-mode", help="prompted (one prompt with the disclosure rule) or tracked (state-tracked).")] = "prompted",
+    judge: Annotated[str, typer.Option("--judge", help="Judge that reads the patient's replies.")] = "offline/judge",
+    tracker: Annotated[str | None, typer.Option("--tracker", help="Tracked mode: the model that decides which domains a question unlocks (default: the patient model).", show_default=False)] = None,
+    n: Annotated[int, typer.Option("--n", help="Profiles to probe (round-robin over phenotypes).", min=1)] = 10,
+    probes: Annotated[Path | None, typer.Option("--probes", help="Probe file (default: configs/qc_probes.yaml).", show_default=False)] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", help="Probes in flight at once.", min=1)] = 8,
+    max_leak_rate: Annotated[float | None, typer.Option("--max-leak-rate", help="Fail (exit 2) when the leak rate on open invitations is above this share (0–1).", min=0.0, max=1.0, show_default=False)] = None,
+    run_dir: RunDirOption = DEFAULT_RUN_DIR,
+    models: ModelsOption = None,
+    no_cache: NoCacheOption = False,
+    force: ForceOption = False,
+) -> None:
+    """Probe the patient outside any interview and report disclosure recall, leak rate and invention rate.
 
-@app.command()
-def qc_patient() -> None:
-    """(not built yet)"""
-    raise IntakeEvalError("'qc' is not built yet")
+    For each profile (from the run's profiles.jsonl): a direct question per hidden domain (must
+    disclose), open invitations such as "tell me more" (must reveal no hidden domain) and questions
+    about domains the profile lacks (must deny). Each probe is a fresh exchange after the opening.
+    Writes qc/patient_<alias>_<mode>.jsonl (one record per probe) and metrics/patient_qc.csv.
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    from intake_eval.commands.common import console
+    from intake_eval.qc import QCSettings, execute_qc, qc_gate
+    from intake_eval.qc_probes import DEFAULT_PROBES
+    from intake_eval.store import RunPaths
+
+    settings = QCSettings(patient=patient, mode=patient_mode, judge=judge, tracker=tracker, n=n,
+                          probes=probes or DEFAULT_PROBES, concurrency=concurrency)
+    err = console()
+    result = execute_qc(RunPaths(run_dir), settings, models_file=models, use_cache=not no_cache, force=force, console=err)
+    table = Table(title=f"Patient QC — {patient} ({patient_mode}), judged by {judge}, {result.profiles} profiles",
+                  title_justify="left")
+    for column in ("metric", "rate", "95% CI (Wilson)", "count", "errors", "wanted"):
+        table.add_column(column, justify="left" if column in ("metric", "wanted") else "right")
+    wanted = {"disclosure_recall": "high (1.0)", "leak_rate": "low (0)", "invention_rate": "low (0)"}
+    for row in result.rows():
+        rate = "—" if row["rate"] is None else f"{row['rate']:.3f}"
+        ci = "—" if row["ci_low"] is None else f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+        table.add_row(row["metric"], rate, ci, f"{row['successes']}/{row['n']}", str(row["errors"]), wanted[row["metric"]])
+    Console(width=140).print(table)
+    err.print(f"wrote {result.records_path} and {result.metrics_path}")
+    if max_leak_rate is not None:
+        qc_gate(result, max_leak_rate)

@@ -1,15 +1,49 @@
-"""`intake-eval report` (placeholder until its issue lands)."""
+"""`intake-eval report`: metrics CSVs (refreshed when stale), report/index.html, report/summary.md."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-from intake_eval.errors import IntakeEvalError
-
-app = typer.Typer(help="(not built yet)")
+from intake_eval.commands.common import DEFAULT_RUN_DIR, RunDirOption
 
 
-@app.command()
-def report() -> None:
-    """(not built yet)"""
-    raise IntakeEvalError("'report' is not built yet")
+def report(
+    run_dir: RunDirOption = DEFAULT_RUN_DIR,
+    judge: Annotated[str | None, typer.Option("--judge", help="Judge whose labels drive the numbers (default: the primary judge of the judge stage).")] = None,
+    open_: Annotated[bool, typer.Option("--open", help="Open report/index.html in the default browser when done.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the report's path (no summary table).")] = False,
+) -> None:
+    """Write report/index.html (coverage matrix, domains, trajectories, judge agreement, drill-down,
+    transcript viewer), report/summary.md and report/headline.csv; print the report's path.
+
+    Works on a run in progress: whatever is missing is listed at the top of the report."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from intake_eval.commands.common import console
+    from intake_eval.report.build import build_report
+    from intake_eval.report.terminal import print_summary
+
+    err = console()
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=True, disable=quiet) as progress:
+        task = progress.add_task("report", total=None)
+        shards = progress.add_task("transcripts", total=None, visible=False)
+
+        def on_step(name: str) -> None:
+            progress.update(task, description=name)
+
+        def on_shard(n: int) -> None:
+            progress.update(shards, advance=n, visible=True)
+
+        result = build_report(Path(run_dir), judge=judge, progress=on_step, shard_progress=on_shard)
+    if not quiet:
+        print_summary(err, result)
+        err.print(f"Markdown summary: {result.summary}")
+    typer.echo(str(result.index))
+    if open_:
+        import webbrowser
+
+        webbrowser.open(result.index.resolve().as_uri())

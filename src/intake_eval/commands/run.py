@@ -1,15 +1,105 @@
-"""`intake-eval run` (placeholder until its issue lands)."""
+"""`intake-eval run`: the intake conversations (patient speaks first, then N clinician turns)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-from intake_eval.errors import IntakeEvalError
+from intake_eval.commands.common import DEFAULT_RUN_DIR, ForceOption, ModelsOption, NoCacheOption, RunDirOption
 
-app = typer.Typer(help="(not built yet)")
+PATIENT_MODES = ("prompted", "tracked")
 
 
-@app.command()
-def run() -> None:
-    """(not built yet)"""
-    raise IntakeEvalError("'run' is not built yet")
+def run(
+    clinician: Annotated[list[str], typer.Option(
+        "--clinician", help="Clinician model under test: an alias, a raw provider id, or offline/screener|offline/anchored. Repeat for several.",
+        show_default=False)],
+    patient: Annotated[str, typer.Option(
+        "--patient", help="Model that plays the patient (the study used gpt-4o; offline/patient needs no key).")] = "gpt-4o",
+    patient_mode: Annotated[str, typer.Option(
+        "--patient-mode", help="prompted: one prompt with every domain and the disclosure rule (the study's design). "
+        "tracked: a tracker unlocks a hidden domain only when asked about it; the responder never sees locked ones.")] = "prompted",
+    tracker: Annotated[str | None, typer.Option(
+        "--tracker", help="Tracked mode: model that decides which hidden domains a clinician turn asks about "
+        "(default: the patient model; an offline/ model means the offline classifier).", show_default=False)] = None,
+    turns: Annotated[int, typer.Option("--turns", help="Clinician turns per conversation.")] = 12,
+    condition: Annotated[list[str] | None, typer.Option(
+        "--condition", help="Clinician prompt condition (prompts/clinician_<condition>.j2): minimal (the study's) "
+        "or screening. Repeat to run several on the same profiles.", show_default=False)] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", help="Conversations in flight at once.")] = 16,
+    limit: Annotated[int | None, typer.Option(
+        "--limit", help="Only the first N profiles (a cheap pilot).", show_default=False)] = None,
+    trials: Annotated[int, typer.Option(
+        "--trials", help="Independent conversations per (profile, clinician, condition); each trial samples anew.")] = 1,
+    budget: Annotated[float | None, typer.Option(
+        "--budget", help="Stop starting new conversations once this invocation has spent this many dollars.",
+        show_default=False)] = None,
+    no_cache: NoCacheOption = False,
+    force: ForceOption = False,
+    run_dir: RunDirOption = DEFAULT_RUN_DIR,
+    models: ModelsOption = None,
+) -> None:
+    """Run the intake conversations for every profile × clinician × condition × trial.
+
+    The patient speaks first, then the clinician takes --turns turns, each answered by the
+    patient. Conversations are written to RUN_DIR/conversations/<clinician>.jsonl as they
+    finish. Rerun the same command after a crash or Ctrl-C to finish exactly the missing ones
+    (failed conversations are retried). Needs profiles.jsonl: run `intake-eval generate` first.
+
+    Example (offline, no keys): intake-eval run --clinician offline/screener
+    --clinician offline/anchored --patient offline/patient
+    """
+    from intake_eval.commands.common import console
+    from intake_eval.errors import IntakeEvalError
+    from intake_eval.prompts import available_conditions
+    from intake_eval.runner import RunSettings, execute_run
+    from intake_eval.store import RunPaths
+
+    conditions = condition or ["minimal"]
+    known = available_conditions()
+    for name in conditions:
+        if name not in known:
+            raise IntakeEvalError(f"--condition {name}: no prompts/clinician_{name}.j2; choose one of: {', '.join(known)}")
+    if patient_mode not in PATIENT_MODES:
+        raise IntakeEvalError(f"--patient-mode {patient_mode}: choose prompted or tracked")
+    if tracker and patient_mode != "tracked":
+        raise IntakeEvalError("--tracker only applies with --patient-mode tracked")
+    for flag, value in (("--turns", turns), ("--concurrency", concurrency), ("--trials", trials), ("--limit", limit)):
+        if value is not None and value < 1:
+            raise IntakeEvalError(f"{flag} must be at least 1 (got {value})")
+    if budget is not None and budget <= 0:
+        raise IntakeEvalError(f"--budget must be a positive number of dollars (got {budget})")
+    if len(set(clinician)) != len(clinician):
+        raise IntakeEvalError("--clinician: the same clinician is given twice")
+    out = console()
+    settings = RunSettings(
+        clinicians=list(clinician), patient=patient, patient_mode=patient_mode, tracker=tracker, turns=turns,
+        conditions=list(dict.fromkeys(conditions)), trials=trials, concurrency=concurrency, limit=limit, budget=budget,
+    )
+    paths = RunPaths(Path(run_dir))
+    result = execute_run(paths, settings, models_file=models, use_cache=not no_cache, force=force, console=out)
+    _summarize(out, paths, result)
+
+
+def _summarize(out, paths, result) -> None:
+    totals, counts = result.totals, result.counts
+    spent = f"${totals.dollars:.2f}" + ("" if totals.cost_known else " (some prices unknown)")
+    out.print(
+        f"run: {counts['ok']}/{counts['planned']} conversations ok in {paths.conversations_dir} "
+        f"(this invocation: {totals.ok + totals.failed} ran, {totals.skipped} already done, {spent})"
+    )
+    for clinician, cell in sorted(result.per_clinician.items()):
+        out.print(f"  {clinician}: {cell['ok']} ok, {cell['failed']} failed, {cell['not_started']} not started")
+    if result.interrupted:
+        out.print("[yellow]interrupted[/]: finished conversations are saved; run the same command again to resume.")
+        raise typer.Exit(130)
+    if totals.budget_reached:
+        out.print(f"[yellow]budget reached[/]: {counts['not_started']} conversations not started; "
+                  "run again (with a larger --budget) to continue.")
+    if counts["failed"]:
+        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(totals.failures.items()))
+        out.print(f"[red]{counts['failed']} conversations failed[/] ({reasons or 'see status in the records'}); "
+                  "run the same command again to retry them.")
+        raise typer.Exit(1)

@@ -1,15 +1,147 @@
-"""`intake-eval show` (placeholder until its issue lands)."""
+"""`intake-eval show CONVERSATION_ID`: a transcript in the terminal, with its judges' labels."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-from intake_eval.errors import IntakeEvalError
-
-app = typer.Typer(help="(not built yet)")
+from intake_eval.commands.common import DEFAULT_RUN_DIR, RunDirOption
 
 
-@app.command()
-def show() -> None:
-    """(not built yet)"""
-    raise IntakeEvalError("'show' is not built yet")
+def show(
+    conversation_id: Annotated[str, typer.Argument(
+        help="Conversation id, e.g. P00001.offline__screener.minimal.prompted.t0 (see conversations/*.jsonl).",
+        show_default=False)],
+    reasoning: Annotated[bool, typer.Option(
+        "--reasoning", help="Also print the clinician's hidden reasoning (reasoning models).")] = False,
+    run_dir: RunDirOption = DEFAULT_RUN_DIR,
+) -> None:
+    """Print one conversation: profile summary, the patient's opening, every turn with the tracker's
+    unlock decisions (tracked mode), and each judge's per-turn labels once `judge` has run."""
+    from rich.console import Console
+
+    from intake_eval.store import RunPaths
+
+    paths = RunPaths(Path(run_dir))
+    conversation = find_conversation(paths, conversation_id)
+    judgments = find_judgments(paths, conversation)
+    profile = find_profile(paths, conversation.profile_id)
+    render_transcript(Console(), conversation, judgments, profile, show_reasoning=reasoning)
+
+
+def find_conversation(paths, conversation_id: str):
+    """The id names its file: {profile}.{file-safe clinician}.{condition}.{mode}.t{trial}."""
+    import difflib
+
+    from intake_eval.errors import IntakeEvalError
+    from intake_eval.records import Conversation
+    from intake_eval.store import latest_by_key
+
+    parts = conversation_id.split(".")
+    candidates = []
+    if len(parts) >= 5:
+        candidates.append(paths.conversations_dir / f"{'.'.join(parts[1:-3])}.jsonl")
+    candidates += [p for p in paths.conversation_files() if p not in candidates]
+    seen: list[str] = []
+    for path in candidates:
+        if not path.exists():
+            continue
+        records = latest_by_key(path, Conversation, "conversation_id")
+        if conversation_id in records:
+            return records[conversation_id]
+        seen.extend(records)
+    if not seen:
+        raise IntakeEvalError(f"{paths.conversations_dir}: no conversations yet; run `intake-eval run` first")
+    close = difflib.get_close_matches(conversation_id, seen, n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; for example {sorted(seen)[0]}"
+    raise IntakeEvalError(f"no conversation {conversation_id!r} in {paths.conversations_dir}{hint}")
+
+
+def find_judgments(paths, conversation) -> dict:
+    from intake_eval.records import Judgment
+    from intake_eval.store import iter_records
+
+    found = {}
+    if not paths.judgments_dir.exists():
+        return found
+    for judge_dir in sorted(p for p in paths.judgments_dir.iterdir() if p.is_dir()):
+        path = judge_dir / paths.conversations(conversation.clinician).name
+        for record in iter_records(path, Judgment):
+            if record.conversation_id == conversation.conversation_id:
+                found[record.judge] = record  # the latest line wins
+    return found
+
+
+def find_profile(paths, profile_id: str):
+    from intake_eval.records import Profile
+    from intake_eval.store import iter_records
+
+    for profile in iter_records(paths.profiles, Profile):
+        if profile.profile_id == profile_id:
+            return profile
+    return None
+
+
+def _judge_lines(judgments: dict, turn: int) -> list[str]:
+    from rich.markup import escape
+
+    lines = []
+    for judge, judgment in sorted(judgments.items()):
+        label = next((t for t in judgment.turns if t.turn == turn), None)
+        if label is None:
+            continue
+        asked = [d for d, v in sorted(label.domains.items()) if v.asked_about]
+        disclosed = [d for d, v in sorted(label.domains.items()) if v.disclosed]
+        bleed = [d for d in disclosed if d not in asked]
+        text = f"[magenta]{escape(judge)}[/]: {label.question_type}"
+        text += f" · asked {', '.join(asked) or '-'} · disclosed {', '.join(disclosed) or '-'}"
+        if bleed:
+            text += f" · [yellow]bleed {', '.join(bleed)}[/]"
+        if not label.patient_faithful:
+            text += " · [red]patient unfaithful[/]"
+        lines.append(text)
+    return lines
+
+
+def render_transcript(console, conversation, judgments: dict, profile, *, show_reasoning: bool = False) -> None:
+    from rich.markup import escape
+    from rich.panel import Panel
+
+    c = conversation
+    status = "[green]ok[/]" if c.ok else f"[red]{escape(c.status)}[/]"
+    header = [
+        f"[bold]{escape(c.conversation_id)}[/]  {status}  termination: {c.termination}",
+        f"clinician {escape(c.clinician)} ({escape(c.clinician_model)}) · condition {c.condition} · trial {c.trial}",
+        f"patient {escape(c.patient)} ({escape(c.patient_model)}) · mode {c.patient_mode} · phenotype {escape(c.phenotype)}",
+    ]
+    if profile is not None:
+        hidden = ", ".join(f"{d.domain} ({d.severity})" for d in profile.hidden)
+        header.append(f"presenting {profile.presenting.domain} ({profile.presenting.severity}) · hidden {hidden}")
+    if c.error:
+        header.append(f"[red]error:[/] {escape(c.error)}")
+    for judge, judgment in sorted(judgments.items()):
+        if not judgment.ok:
+            header.append(f"[yellow]judge {escape(judge)}: {escape(judgment.status)}[/]")
+    console.print(Panel("\n".join(header), title="conversation", expand=True))
+    console.print(f"[bold cyan]Patient (opening)[/]: {escape(c.opening)}")
+    for line in _judge_lines(judgments, 0):
+        console.print(f"    {line}")
+    for turn in c.turns:
+        console.print()
+        console.print(f"[bold]Turn {turn.turn}[/]")
+        if show_reasoning and turn.clinician_reasoning:
+            console.print(f"  [dim]reasoning: {escape(turn.clinician_reasoning)}[/]")
+        console.print(f"  [bold green]Clinician[/]: {escape(turn.clinician)}")
+        if turn.tracker is not None:
+            t = turn.tracker
+            unlocked = f" · [bold yellow]unlocked {', '.join(t.newly_unlocked)}[/]" if t.newly_unlocked else ""
+            repaired = " · repaired" if t.repaired else ""
+            console.print(f"  [dim]tracker ({escape(t.source)}): {t.question_type} · asks {', '.join(t.asked_domains) or '-'}"
+                          f"{repaired}[/]{unlocked}")
+        console.print(f"  [bold cyan]Patient[/]: {escape(turn.patient)}")
+        for line in _judge_lines(judgments, turn.turn):
+            console.print(f"    {line}")
+    if not judgments:
+        console.print("\n[dim]no judgments yet for this conversation (run `intake-eval judge`)[/]")

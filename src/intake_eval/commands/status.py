@@ -1,15 +1,158 @@
-"""`intake-eval status` (placeholder until its issue lands)."""
+"""`intake-eval status`: what a run folder holds, from its manifest, as tables."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import typer
 
-from intake_eval.errors import IntakeEvalError
-
-app = typer.Typer(help="(not built yet)")
+from intake_eval.commands.common import DEFAULT_RUN_DIR, RunDirOption
 
 
-@app.command()
-def status() -> None:
-    """(not built yet)"""
-    raise IntakeEvalError("'status' is not built yet")
+SHOWN_PARAMS = ("temperature", "max_tokens", "reasoning", "api_base", "api_key_env", "rpm", "tpm")
+
+
+def _money(value: float, known: bool = True) -> str:
+    if not known:
+        return f"≥ ${value:,.4f} (some unknown)" if value else "unknown"
+    return f"${value:,.4f}"
+
+
+def _usage_rows(stage: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return sorted((stage.get("usage") or {}).items())
+
+
+def _stage_table(data: dict[str, Any]):
+    from rich.table import Table
+
+    table = Table(title="Stages", title_justify="left")
+    for column in ("stage", "status", "done", "failed", "judge errors", "other counts", "calls", "cache hits",
+                   "retries", "prompt tok", "completion tok", "dollars", "started", "finished"):
+        table.add_column(column, justify="right" if column not in ("stage", "status", "other counts") else "left")
+    for name, stage in data.get("stages", {}).items():
+        counts = dict(stage.get("counts") or {})
+        done = counts.pop("done", counts.pop("ok", ""))
+        failed = counts.pop("failed", "")
+        judge_errors = counts.pop("judge_errors", "")
+        totals = {"calls": 0, "cache_hits": 0, "attempts": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                  "cost_usd": 0.0}
+        known = True
+        for _, usage in _usage_rows(stage):
+            for key in totals:
+                totals[key] += usage.get(key, 0) or 0
+            known = known and usage.get("cost_known", True)
+        retries = max(0, totals["attempts"] - (totals["calls"] - totals["cache_hits"]))
+        table.add_row(
+            name, stage.get("status", "?"), str(done), str(failed), str(judge_errors),
+            ", ".join(f"{k}={v}" for k, v in counts.items()),
+            f"{totals['calls']:,}", f"{totals['cache_hits']:,}", f"{retries:,}",
+            f"{totals['prompt_tokens']:,}", f"{totals['completion_tokens']:,}",
+            _money(totals["cost_usd"], known), str(stage.get("started", "")), str(stage.get("finished", "")),
+        )
+    return table
+
+
+def _model_usage_table(data: dict[str, Any]):
+    from rich.table import Table
+
+    table = Table(title="Usage per stage and model", title_justify="left")
+    for column in ("stage", "model", "calls", "cache hits", "retries", "prompt tok", "completion tok",
+                   "reasoning tok", "dollars"):
+        table.add_column(column, justify="left" if column in ("stage", "model") else "right")
+    for name, stage in data.get("stages", {}).items():
+        for model, usage in _usage_rows(stage):
+            calls, hits, attempts = usage.get("calls", 0), usage.get("cache_hits", 0), usage.get("attempts", 0)
+            table.add_row(name, model, f"{calls:,}", f"{hits:,}", f"{max(0, attempts - (calls - hits)):,}",
+                          f"{usage.get('prompt_tokens', 0):,}", f"{usage.get('completion_tokens', 0):,}",
+                          f"{usage.get('reasoning_tokens', 0):,}",
+                          _money(usage.get("cost_usd", 0.0), usage.get("cost_known", True)))
+    return table
+
+
+def _models_table(data: dict[str, Any]):
+    from rich.table import Table
+
+    table = Table(title="Models per role", title_justify="left")
+    for column in ("role", "alias", "provider id", "params"):
+        table.add_column(column)
+    for role, specs in (data.get("models") or {}).items():
+        for spec in specs or []:
+            spec = dict(spec) if isinstance(spec, dict) else {"alias": str(spec)}
+            alias, model = spec.pop("alias", ""), spec.pop("model", "")
+            params = spec.pop("params", None)
+            shown = params if isinstance(params, dict) else spec
+            shown = {k: v for k, v in shown.items() if k in SHOWN_PARAMS and v not in (None, "", {})}
+            table.add_row(role, alias, model, ", ".join(f"{k}={v}" for k, v in sorted(shown.items())))
+    return table
+
+
+def _study_runs_table(data: dict[str, Any]):
+    from rich.table import Table
+
+    table = Table(title="Study invocations", title_justify="left")
+    for column in ("#", "started", "finished", "status", "model calls", "cache hits", "dollars", "wall s"):
+        table.add_column(column, justify="left" if column in ("started", "finished", "status") else "right")
+    for number, entry in enumerate((data.get("study") or {}).get("history", []), start=1):
+        table.add_row(str(number), str(entry.get("started", "")), str(entry.get("finished", "")),
+                      str(entry.get("status", "")), f"{entry.get('calls', 0):,}", f"{entry.get('cache_hits', 0):,}",
+                      _money(entry.get("cost_usd", 0.0), entry.get("cost_known", True)),
+                      f"{entry.get('wall_s', 0):.1f}")
+    return table
+
+
+def _provenance_table(data: dict[str, Any]):
+    from rich.table import Table
+
+    table = Table(title="Provenance", title_justify="left", show_header=False)
+    table.add_column("key")
+    table.add_column("value")
+    study = data.get("study") or {}
+    table.add_row("run", str(data.get("run_name", "")))
+    if study.get("config_file"):
+        table.add_row("study config", str(study["config_file"]))
+    table.add_row("config hash", str(data.get("config_hash", "")))
+    for name, stage in data.get("stages", {}).items():
+        table.add_row(f"  {name} config hash", str(stage.get("config_hash", ""))[:16])
+    table.add_row("created", str(data.get("created", "")))
+    table.add_row("updated", str(data.get("updated", "")))
+    for name, seed in (data.get("seeds") or {}).items():
+        table.add_row(f"seed {name}", str(seed))
+    for name, version in (data.get("versions") or {}).items():
+        table.add_row(f"version {name}", str(version))
+    for name, digest in sorted((data.get("prompts") or {}).items()):
+        table.add_row(f"prompt {name}", str(digest))
+    return table
+
+
+def status(
+    run_dir: RunDirOption = DEFAULT_RUN_DIR,
+    as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON on stdout instead of tables."),
+) -> None:
+    """Show what a run folder holds: stages with counts (done, failed, judge errors), calls, retries,
+    tokens and dollars per stage and model, models per role, config hash, seeds and versions.
+
+    Reads runs/<name>/manifest.json only; safe while a run is in progress.
+    """
+    from rich.console import Console
+
+    from intake_eval.errors import IntakeEvalError
+    from intake_eval.manifest import Manifest
+    from intake_eval.store import RunPaths
+
+    paths = RunPaths(run_dir)
+    if not paths.manifest.exists():
+        raise IntakeEvalError(f"{paths.manifest}: no manifest here; is --run-dir right? (start with `intake-eval demo`)")
+    data = Manifest(paths).data
+    if as_json:
+        typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+        return
+    out = Console()
+    out.print(f"[bold]{paths.root}[/bold]  run [bold]{data.get('run_name', '')}[/bold]")
+    out.print(_stage_table(data))
+    out.print(_model_usage_table(data))
+    if data.get("models"):
+        out.print(_models_table(data))
+    if (data.get("study") or {}).get("history"):
+        out.print(_study_runs_table(data))
+    out.print(_provenance_table(data))

@@ -1,25 +1,158 @@
-"""`intake-eval study` (placeholder until its issue lands)."""
+"""`intake-eval study CONFIG`, `intake-eval demo`, `intake-eval estimate CONFIG`."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-from intake_eval.errors import IntakeEvalError
+from intake_eval.commands.common import ForceOption, ModelsOption, NoCacheOption
 
-app = typer.Typer(help="(not built yet)")
-
-
-@app.command()
-def study() -> None:
-    """(not built yet)"""
-    raise IntakeEvalError("'study' is not built yet")
-
-
-def demo() -> None:
-    """(not built yet)"""
-    raise IntakeEvalError("'demo' is not built yet")
+ConfigArgument = Annotated[
+    Path, typer.Argument(help="Study config YAML (e.g. configs/paper.yaml, configs/demo.yaml).", show_default=False)
+]
+StudyRunDirOption = Annotated[
+    Path | None,
+    typer.Option("--run-dir", help="Run folder (default: runs/<name> from the config).", show_default=False),
+]
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+DEMO_CONFIG = PROJECT_ROOT / "configs" / "demo.yaml"
 
 
-def estimate() -> None:
-    """(not built yet)"""
-    raise IntakeEvalError("'estimate' is not built yet")
+def study(
+    config: ConfigArgument,
+    run_dir: StudyRunDirOption = None,
+    models: ModelsOption = None,
+    force: ForceOption = False,
+    no_cache: NoCacheOption = False,
+) -> None:
+    """Run a whole study from one config: generate → run → judge → report, resumable.
+
+    Judging of a conversation starts as soon as it is finished, so the study takes about as long
+    as its conversations. Rerun the same command after a crash or Ctrl-C to finish what is
+    missing; rerunning a finished study makes no model calls and rebuilds the report. A changed
+    config is refused with the differences shown; --force starts the changed stages over (old
+    files move to superseded/). Run `intake-eval estimate CONFIG` first to see the cost.
+    """
+    from intake_eval.commands.common import console
+    from intake_eval.study import run_study
+
+    outcome = run_study(config, run_dir=run_dir, models_file=models, force=force, use_cache=not no_cache,
+                        console=console())
+    typer.echo(str(outcome.report_path))
+
+
+def demo(
+    run_dir: Annotated[Path, typer.Option("--run-dir", help="Run folder; emptied first so the demo starts fresh.")]
+    = Path("runs/demo"),
+) -> None:
+    """The offline study end to end (configs/demo.yaml) in a fresh run folder: simulated patients,
+    a screening clinician (the ceiling) and an anchored one (the floor), a rule-based judge.
+
+    No network, no keys, under a minute. Prints where the report is.
+    """
+    import shutil
+
+    from intake_eval.commands.common import console
+    from intake_eval.errors import IntakeEvalError
+    from intake_eval.store import RunLock, RunPaths
+    from intake_eval.study import run_study
+
+    if run_dir.exists():
+        if not run_dir.is_dir():
+            raise IntakeEvalError(f"--run-dir {run_dir}: exists and is not a folder")
+        if any(run_dir.iterdir()) and not (run_dir / "manifest.json").exists():
+            raise IntakeEvalError(f"--run-dir {run_dir}: is a folder that is not a run folder; "
+                                  "choose an empty or new path (the demo empties it first)")
+        with RunLock(RunPaths(run_dir)):  # refuse to wipe a folder another process is using
+            pass
+        shutil.rmtree(run_dir)
+    out = console()
+    outcome = run_study(DEMO_CONFIG, run_dir=run_dir, console=out)
+    out.print(f"[bold green]Report:[/bold green] {outcome.report_path}")
+    typer.echo(str(outcome.report_path))
+
+
+def _fmt_money(value: float | None) -> str:
+    if value is None:
+        return "unknown"
+    return f"${value:,.2f}" if value >= 1 or value == 0 else f"${value:,.4f}"
+
+
+def _fmt_seconds(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:,.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:,.1f} min"
+    return f"{seconds / 3600:,.1f} h"
+
+
+def _print_estimate(result, out) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"Estimate for study '{result.study}': {result.profiles} profiles, "
+                        f"{result.conversations} conversations", title_justify="left")
+    for column in ("stage", "role", "model", "provider id", "calls", "prompt tok", "completion tok",
+                   "of which reasoning", "$/1M in", "$/1M out", "dollars", "dollars at caps"):
+        table.add_column(column, justify="left" if column in ("stage", "role", "model", "provider id") else "right")
+    for line in result.lines:
+        price_in = "—" if line.offline else (
+            "unknown" if line.input_cost_per_token is None else f"{line.input_cost_per_token * 1e6:,.2f}")
+        price_out = "—" if line.offline else (
+            "unknown" if line.output_cost_per_token is None else f"{line.output_cost_per_token * 1e6:,.2f}")
+        table.add_row(line.stage, line.role, line.alias + (" (reasoning)" if line.reasoning else ""), line.model,
+                      f"{line.calls:,}", f"{line.prompt_tokens:,}", f"{line.completion_tokens:,}",
+                      f"{line.reasoning_tokens:,}", price_in, price_out, _fmt_money(line.dollars),
+                      _fmt_money(line.dollars_at_cap))
+    totals = {key: sum(getattr(line, key) for line in result.lines)
+              for key in ("calls", "prompt_tokens", "completion_tokens", "reasoning_tokens")}
+    cap_values = [line.dollars_at_cap for line in result.lines]
+    cap_total = None if any(v is None for v in cap_values) else sum(cap_values)
+    table.add_section()
+    table.add_row("total", "", "", "", f"{totals['calls']:,}", f"{totals['prompt_tokens']:,}",
+                  f"{totals['completion_tokens']:,}", f"{totals['reasoning_tokens']:,}", "", "",
+                  _fmt_money(result.dollars) if result.dollars is not None
+                  else f"≥ {_fmt_money(result.known_dollars)} + unknown",
+                  _fmt_money(cap_total) if cap_total is not None else "unknown")
+    out.print(table)
+    stages = Table(title="Wall time, lower bound", title_justify="left")
+    stages.add_column("stage")
+    stages.add_column("at least", justify="right")
+    for stage, seconds in result.wall_s.items():
+        label = "whole study (judging overlaps the run)" if stage == "study" else stage
+        stages.add_row(label, _fmt_seconds(seconds))
+    out.print(stages)
+    if result.unknown_price_models:
+        out.print(f"[yellow]Unknown price for: {', '.join(result.unknown_price_models)} — set "
+                  "input_cost_per_token/output_cost_per_token on the alias to include it.[/yellow]")
+    a = result.assumptions
+    out.print(f"[dim]Prompts rendered from the real templates for {result.sampled_profiles} sampled profiles and "
+              f"scaled; answers assumed {a['answer_tokens']} tokens, reasoning models +{a['reasoning_overhead_tokens']} "
+              f"per call (up to their cap); 'dollars at caps' = every answer at its max_tokens. No failures, "
+              f"repairs or cache hits counted. Wall time: {a['first_token_s']} s first token + "
+              f"{a['decode_tokens_per_s']:.0f} tok/s, concurrency {a['concurrency']}, alias rpm/tpm limits.[/dim]")
+
+
+def estimate(
+    config: ConfigArgument,
+    models: ModelsOption = None,
+    as_json: bool = typer.Option(False, "--json", help="Print the estimate as JSON on stdout."),
+) -> None:
+    """What a study will cost before anything is spent: per stage and model, the number of calls,
+    prompt and completion tokens (measured on the real prompts of sampled profiles, reasoning
+    overhead included), dollars from the price table (unknown prices shown as unknown), and a
+    wall-time lower bound from the concurrency and the aliases' rate limits. Runs offline.
+    """
+    from rich.console import Console
+
+    from intake_eval.commands.common import console
+    from intake_eval.study import estimate_config
+
+    with console().status("Rendering sample prompts and counting tokens…"):
+        result = estimate_config(config, models_file=models)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2, sort_keys=True))
+        return
+    _print_estimate(result, Console(width=max(160, Console().width)))

@@ -1,0 +1,155 @@
+"""offline/judge: a rule-based judge that labels the *text* of a conversation.
+
+- question_type and asked_about come from the clinician's words (the offline classifier).
+- disclosed comes from whether the patient's reply carries a hidden domain's content: each
+  sentence of the reply is fuzzy-matched (rapidfuzz partial_ratio) against every domain's symptom
+  texts and rendered phenomenology, and is attributed to its best-matching domain when the score
+  clears a threshold — so presenting-concern talk is not mistaken for a hidden domain.
+- patient_faithful is false when the reply discloses a hidden domain that this turn did not ask
+  about and that had not come up before (elaborating on something already disclosed is no leak).
+
+It never reads the offline patient's unlock log (ConversationTurn.tracker). It answers with JSON in
+exactly the schema a real judge returns, so parsing and validation are one code path.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from intake_eval.models.base import ChatRequest, ChatResult, ModelSpec
+from intake_eval.records import Conversation, Profile
+
+if TYPE_CHECKING:
+    from intake_eval.catalog import Catalog
+
+MATCH_THRESHOLD = 82.0  # partial_ratio (0-100) a sentence needs to count as a domain's content
+MIN_CANDIDATE_CHARS = 12  # shorter phrases match too much by chance
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.split(text) if len(s.strip()) >= MIN_CANDIDATE_CHARS]
+
+
+class _ProfileMatcher:
+    """Per profile: each domain's reference phrases, and which domains a reply carries."""
+
+    def __init__(self, profile: Profile):
+        from rapidfuzz import utils
+
+        self.domains: list[str] = []
+        self.phrases: list[str] = []
+        for draw in [profile.presenting, *profile.hidden]:
+            for phrase in [*draw.symptoms, *_sentences(draw.phenomenology)]:
+                processed = utils.default_process(phrase)
+                if len(processed) >= MIN_CANDIDATE_CHARS:
+                    self.domains.append(draw.domain)
+                    self.phrases.append(processed)
+
+    def carried(self, reply: str) -> dict[str, tuple[float, str]]:
+        """Domain → (best score, the reply sentence) for domains the reply carries."""
+        from rapidfuzz import fuzz, process, utils
+
+        sentences = [utils.default_process(s) for s in _sentences(reply)]
+        sentences = [s for s in sentences if s]
+        if not sentences or not self.phrases:
+            return {}
+        scores = process.cdist(sentences, self.phrases, scorer=fuzz.partial_ratio)
+        found: dict[str, tuple[float, str]] = {}
+        for row, sentence in zip(scores, sentences):
+            best = int(row.argmax())
+            score = float(row[best])
+            # A short sentence can sit inside a long phrase by chance; require comparable length.
+            if score < MATCH_THRESHOLD or len(sentence) < 0.5 * min(len(self.phrases[best]), 80):
+                continue
+            domain = self.domains[best]
+            if score > found.get(domain, (0.0, ""))[0]:
+                found[domain] = (score, sentence)
+        return found
+
+
+class OfflineJudge:
+    def __init__(self, spec: ModelSpec, catalog: "Catalog | None" = None):
+        self.spec = spec
+        self.catalog = catalog
+        self._matchers: OrderedDict[str, _ProfileMatcher] = OrderedDict()
+        self._replies: OrderedDict[tuple[str, int], dict[str, tuple[float, str]]] = OrderedDict()
+
+    # Small LRU caches: per-turn mode asks about every turn of a conversation, each needing the
+    # disclosures of all earlier replies.
+    def _matcher(self, profile: Profile) -> _ProfileMatcher:
+        key = profile.profile_id
+        if key not in self._matchers:
+            self._matchers[key] = _ProfileMatcher(profile)
+            if len(self._matchers) > 256:
+                self._matchers.popitem(last=False)
+        return self._matchers[key]
+
+    def _carried(self, profile: Profile, conversation: Conversation, turn: int, reply: str) -> dict[str, tuple[float, str]]:
+        key = (conversation.conversation_id, turn)
+        if key not in self._replies:
+            self._replies[key] = self._matcher(profile).carried(reply)
+            if len(self._replies) > 4096:
+                self._replies.popitem(last=False)
+        return self._replies[key]
+
+    def _label_turn(self, profile: Profile, conversation: Conversation, number: int) -> dict[str, Any]:
+        from intake_eval.classifier import classify
+
+        turns = {t.turn: t for t in conversation.turns}
+        replies = [(0, conversation.opening)] + [(t, turns[t].patient) for t in sorted(turns) if t < number]
+        disclosed_before = {profile.presenting.domain}
+        for earlier, reply in replies:
+            if earlier < number:
+                disclosed_before |= set(self._carried(profile, conversation, earlier, reply))
+        if number == 0:
+            question_type, asked, clinician_words = "other", set(), None
+        else:
+            clinician_words = turns[number].clinician
+            classification = classify(clinician_words, disclosed=sorted(disclosed_before))
+            question_type, asked = classification.question_type, set(classification.domains)
+        reply = conversation.opening if number == 0 else turns[number].patient
+        carried = self._carried(profile, conversation, number, reply)
+        domains, leaked = [], []
+        for domain in profile.hidden_domains:
+            is_asked, is_disclosed = domain in asked, domain in carried
+            if is_disclosed and not is_asked and domain not in disclosed_before:
+                leaked.append(domain)
+            domains.append({
+                "domain": domain,
+                "reasoning": _domain_reason(domain, is_asked, carried.get(domain), number),
+                "asked_about": is_asked,
+                "disclosed": is_disclosed,
+            })
+        reasoning = f"classifier: {question_type}" + (f"; asked about {sorted(asked)}" if asked else "")
+        if leaked:
+            reasoning += f"; reply volunteers {leaked} without a specific question"
+        return {"turn": number, "reasoning": reasoning, "question_type": question_type,
+                "patient_faithful": not leaked, "domains": domains}
+
+    async def complete(self, request: ChatRequest) -> ChatResult:
+        context = request.context or {}
+        if context.get("role") != "judge":
+            from intake_eval.models.base import ModelCallError
+
+            raise ModelCallError("offline/judge needs a judge request context (role 'judge')", kind="fatal")
+        profile: Profile = context["profile"]
+        conversation: Conversation = context["conversation"]
+        turn = context.get("turn")
+        if turn is None:
+            numbers = [0] + sorted(t.turn for t in conversation.turns)
+            answer: dict[str, Any] = {"turns": [self._label_turn(profile, conversation, n) for n in numbers]}
+        else:
+            answer = self._label_turn(profile, conversation, int(turn))
+        return ChatResult(text=json.dumps(answer, ensure_ascii=False), model=self.spec.model, finish_reason="stop")
+
+
+def _domain_reason(domain: str, asked: bool, match: tuple[float, str] | None, number: int) -> str:
+    asked_part = ("opening statement: nothing asked" if number == 0 else
+                  "the clinician asked about a specific feature of it" if asked else "no specific question about it")
+    disclosed_part = (f"reply carries its content ('{match[1][:80]}', score {match[0]:.0f})" if match
+                      else "reply does not carry its content")
+    return f"{domain}: {asked_part}; {disclosed_part}."

@@ -1,0 +1,66 @@
+"""Shared helpers of the offline participants: their phrase files (prompts/offline_*.yaml),
+seeded choices, and reading a transcript from chat messages."""
+
+from __future__ import annotations
+
+import random
+import re
+from functools import lru_cache
+from typing import Any
+
+from intake_eval.errors import IntakeEvalError
+from intake_eval.models.base import CallUsage, ChatResult, Message
+from intake_eval.prompts import PROMPTS_DIR
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+@lru_cache(maxsize=8)
+def phrases(name: str) -> dict[str, Any]:
+    """prompts/<name>.yaml, the phrase bank of one offline participant."""
+    import yaml
+
+    path = PROMPTS_DIR / f"{name}.yaml"
+    if not path.exists():
+        raise IntakeEvalError(f"phrase file {path} does not exist")
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def seeded(*parts: object) -> random.Random:
+    """A generator seeded by a readable string (never hash(), which is salted per process)."""
+    return random.Random(":".join(str(part) for part in parts))
+
+
+def pick(rng: random.Random, options: list[str]) -> str:
+    return options[rng.randrange(len(options))]
+
+
+def sentences(text: str) -> list[str]:
+    return [part.strip() for part in _SENTENCE.split(text or "") if part.strip()]
+
+
+def result(text: str, model: str) -> ChatResult:
+    return ChatResult(text=text, usage=CallUsage(), latency_s=0.0, finish_reason="stop", model=model)
+
+
+def transcript(messages: list[Message]) -> tuple[str, list[tuple[str, str]]]:
+    """The clinician's view of the chat → (patient opening, [(clinician, patient reply), …]).
+
+    Clinician turns are 'assistant' messages, the patient's are 'user'; a trailing clinician
+    question without a reply gets an empty reply. A final instruction (e.g. a formulation
+    request) is a 'user' message too, so callers that add one drop it first.
+    """
+    opening = ""
+    pairs: list[tuple[str, str]] = []
+    for message in messages:
+        role, content = message.get("role"), message.get("content") or ""
+        if role == "system":
+            continue
+        if role == "assistant":
+            pairs.append((content, ""))
+        elif role == "user":
+            if not pairs and not opening:
+                opening = content
+            elif pairs and not pairs[-1][1]:
+                pairs[-1] = (pairs[-1][0], content)
+    return opening, pairs

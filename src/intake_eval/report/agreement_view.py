@@ -1,0 +1,73 @@
+"""Judge agreement for the report: κ per label (metrics/agreement.csv) and where the judges
+disagree most (by domain, by question type, by conversation), from the judgments' labels."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from intake_eval.report.load import RunData
+from intake_eval.report.tables import _num, table_rows
+
+
+def kappa_rows(data: RunData, judges: list[str]) -> list[dict[str, Any]]:
+    """metrics/agreement.csv, the primary judge named first in each pair."""
+    primary = judges[0] if judges else None
+    rows = []
+    for row in table_rows(data, "agreement"):
+        a, b = str(row["judge_a"]), str(row["judge_b"])
+        if b == primary:
+            a, b = b, a
+        rows.append({"judge_a": a, "judge_b": b, "label": str(row["label"]), "n": int(_num(row.get("n")) or 0),
+                     "conversations": int(_num(row.get("conversations")) or 0),
+                     "raw_agreement": _num(row.get("raw_agreement")), "kappa": _num(row.get("kappa")), "scope": "all"})
+    return rows
+
+
+def _hidden(data: RunData, cid: str) -> list[str]:
+    profile = data.profiles.get(data.conversations.get(cid, {}).get("profile_id", ""), {})
+    return [d["domain"] for d in profile.get("hidden", [])]
+
+
+def hotspots(data: RunData, judges: list[str], top: int = 10) -> dict[str, Any]:
+    """Primary judge vs each other judge: disagreement rates by domain and the worst conversations."""
+    if len(judges) < 2:
+        return {}
+    primary, other = judges[0], judges[1]
+    by_domain: dict[str, list[int]] = {}
+    qtype_pairs: Counter = Counter()
+    qtype_total = 0
+    per_conv: list[tuple[int, int, str]] = []
+    for cid, a in data.judgments[primary].items():
+        b = data.judgments[other].get(cid)
+        if b is None or a.get("status", "ok") != "ok" or b.get("status", "ok") != "ok":
+            continue
+        hidden = _hidden(data, cid)
+        turns_b = {t.get("turn"): t for t in b.get("turns", [])}
+        differing = cells = 0
+        for turn_a in a.get("turns", []):
+            turn_b = turns_b.get(turn_a.get("turn"))
+            if turn_b is None:
+                continue
+            if turn_a.get("turn", 0) >= 1:
+                qtype_total += 1
+                if turn_a.get("question_type") != turn_b.get("question_type"):
+                    qtype_pairs[(turn_a.get("question_type"), turn_b.get("question_type"))] += 1
+            for domain in hidden:
+                la, lb = turn_a.get("domains", {}).get(domain), turn_b.get("domains", {}).get(domain)
+                if la is None or lb is None:
+                    continue
+                diff = int(bool(la.get("asked_about")) != bool(lb.get("asked_about"))
+                           or bool(la.get("disclosed")) != bool(lb.get("disclosed")))
+                by_domain.setdefault(domain, []).append(diff)
+                differing += diff
+                cells += 1
+        if cells:
+            per_conv.append((differing, cells, cid))
+    domains = sorted(({"domain": d, "rate": sum(v) / len(v), "n": len(v)} for d, v in by_domain.items()),
+                     key=lambda r: (-r["rate"], r["domain"]))
+    confusions = [{"a": a, "b": b, "count": n, "share": n / qtype_total} for (a, b), n in qtype_pairs.most_common(5)]
+    worst = [{"conversation_id": cid, "clinician": data.conversations.get(cid, {}).get("clinician", ""),
+              "differing": d, "cells": c} for d, c, cid in sorted(per_conv, key=lambda r: (-r[0], r[2]))[:top] if d]
+    return {"primary": primary, "other": other, "domains": domains[:12], "confusions": confusions, "worst": worst,
+            "n_conversations": len(per_conv)}

@@ -1,0 +1,254 @@
+/* intake-eval report: drilldown + transcript viewer. No network: conversation shards are local
+   <script> files (conversations/<shard>.js) that call IE_SHARD(name, data) when loaded. */
+(function () {
+  "use strict";
+  var IE = window.IE_DATA;
+  var shards = {}, pending = {}, state = { conv: null, judge: IE.judges[0] || null, cell: null };
+  var OUT = { "3": ["active", "\u2713", "active discovery (asked + disclosed)"], "2": ["bleed", "!", "bleed (disclosed without ask)"],
+              "1": ["asked", "?", "asked, never disclosed"], "0": ["missed", "", "never asked, never disclosed"] };
+  var PAGE = 25;
+
+  function el(tag, attrs, children) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) {
+      if (k === "text") node.textContent = attrs[k];
+      else if (k === "cls") node.className = attrs[k];
+      else if (attrs[k] === null || attrs[k] === undefined) return;
+      else if (k.slice(0, 2) === "on") node.addEventListener(k.slice(2), attrs[k]);
+      else node.setAttribute(k, attrs[k]);
+    });
+    (children || []).forEach(function (c) { if (c) node.appendChild(typeof c === "string" ? document.createTextNode(c) : c); });
+    return node;
+  }
+  function label(d) { return IE.labels[d] || d.replace(/_/g, " "); }
+  function pct(v) { return v === null || v === undefined ? "\u2013" : (100 * v).toFixed(0) + "%"; }
+
+  /* ------------------------------------------------------------ shard loading */
+  window.IE_SHARD = function (name, data) {
+    shards[name] = data;
+    (pending[name] || []).forEach(function (fn) { fn(data); });
+    delete pending[name];
+  };
+  function withShard(name, fn) {
+    if (shards[name]) return fn(shards[name]);
+    if (pending[name]) { pending[name].push(fn); return; }
+    pending[name] = [fn];
+    var s = document.createElement("script");
+    s.src = "conversations/" + name + ".js";
+    s.onerror = function () {
+      delete pending[name];
+      showMessage("Could not load conversations/" + name + ".js \u2014 keep the conversations/ folder next to index.html.");
+    };
+    document.head.appendChild(s);
+  }
+  var byId = {};
+  IE.convs.forEach(function (c) { byId[c[0]] = c; });
+
+  /* ------------------------------------------------------------ drilldown */
+  var dd = { page: 0, rows: [] };
+  function drilldownRows() {
+    var q = (document.getElementById("dd-filter").value || "").toLowerCase();
+    var ph = document.getElementById("dd-phenotype").value;
+    var pids = Object.keys(IE.profiles).sort();
+    return pids.filter(function (pid) {
+      var p = IE.profiles[pid];
+      if (ph && p[0] !== ph) return false;
+      if (!q) return true;
+      return (pid + " " + p[0] + " " + p[2].join(" ")).toLowerCase().indexOf(q) >= 0;
+    });
+  }
+  var convsByProfile = {};
+  IE.convs.forEach(function (c) { (convsByProfile[c[3]] = convsByProfile[c[3]] || []).push(c); });
+  function chips(conv, hidden) {
+    var codes = conv[5] || "";
+    var box = el("span", { cls: "chips", title: conv[0] + (conv[4] !== "ok" ? " (" + conv[4] + ")" : ""),
+      "data-conv": conv[0], onclick: function () { openConversation(conv[0]); } });
+    if (conv[4] !== "ok") { box.appendChild(el("span", { cls: "badge fail", text: conv[4] })); return box; }
+    if (!codes) { box.appendChild(el("span", { cls: "badge", text: "not judged" })); return box; }
+    hidden.forEach(function (d, i) {
+      var o = OUT[codes[i]] || OUT["0"];
+      box.appendChild(el("span", { cls: "chip " + o[0], title: label(d) + ": " + o[2], text: o[1] }));
+    });
+    return box;
+  }
+  function renderDrilldown() {
+    var body = document.getElementById("dd-body");
+    if (!body) return;
+    dd.rows = drilldownRows();
+    var pages = Math.max(1, Math.ceil(dd.rows.length / PAGE));
+    dd.page = Math.min(dd.page, pages - 1);
+    body.textContent = "";
+    dd.rows.slice(dd.page * PAGE, dd.page * PAGE + PAGE).forEach(function (pid) {
+      var p = IE.profiles[pid];
+      var tr = el("tr", {}, [
+        el("td", { cls: "l" }, [el("b", { text: pid }), el("span", { cls: "sub", text: p[3] })]),
+        el("td", { cls: "l" }, [p[0], p[1] ? el("span", { cls: "badge " + p[1], text: p[1] }) : null,
+          el("span", { cls: "sub", text: p[2].map(label).join(" \u00b7 ") })])
+      ]);
+      IE.arms.forEach(function (arm, ai) {
+        var td = el("td", { cls: "l" });
+        (convsByProfile[pid] || []).filter(function (c) { return c[2] === ai; })
+          .sort(function (a, b) { return a[6] - b[6]; })
+          .forEach(function (c) { td.appendChild(chips(c, p[2])); td.appendChild(el("br")); });
+        if (!td.childNodes.length) td.appendChild(el("span", { cls: "empty", text: "\u2013" }));
+        tr.appendChild(td);
+      });
+      body.appendChild(tr);
+    });
+    document.getElementById("dd-count").textContent = dd.rows.length + " profiles \u00b7 page " + (dd.page + 1) + " of " + pages;
+  }
+
+  /* ------------------------------------------------------------ transcript viewer */
+  function showMessage(text) {
+    var box = document.getElementById("viewer-body");
+    box.textContent = "";
+    box.appendChild(el("p", { cls: "empty", text: text }));
+  }
+  function openConversation(id, judge, scroll) {
+    var entry = byId[id];
+    if (!entry) { showMessage("Unknown conversation " + id); return; }
+    if (judge) state.judge = judge;
+    state.cell = null;
+    if (scroll !== false) document.getElementById("transcript").scrollIntoView();
+    syncPicker(entry);
+    withShard(entry[1], function (data) { state.conv = data[id]; renderConversation(); });
+  }
+  function cellClass(lab) {
+    if (!lab) return ["nolabel", "", "no label from this judge"];
+    if (lab[0] && lab[1]) return ["active", "\u2713", "active discovery: asked + disclosed"];
+    if (lab[0]) return ["asked", "?", "asked, not disclosed"];
+    if (lab[1]) return ["bleed", "!", "bleed: disclosed without being asked"];
+    return ["empty", "", "nothing on this turn"];
+  }
+  function selectCell(turn, domain, node) {
+    var prev = document.querySelector(".cell.sel");
+    if (prev) prev.classList.remove("sel");
+    if (node) node.classList.add("sel");
+    state.cell = [turn, domain];
+    renderPanel();
+  }
+  function judgeTurns() {
+    var j = state.conv.judges[state.judge];
+    var map = {};
+    if (j) j.turns.forEach(function (t) { map[t.t] = t; });
+    return map;
+  }
+  function renderPanel() {
+    var panel = document.getElementById("panel");
+    panel.textContent = "";
+    var j = state.conv && state.conv.judges[state.judge];
+    if (!state.cell || !j) {
+      panel.appendChild(el("h4", { text: "Judge reasoning" }));
+      panel.appendChild(el("p", { cls: "empty", text: j ? "Click a cell to see this judge's reasoning for that turn and domain."
+        : "This conversation has no judgment from " + (state.judge || "any judge") + "." }));
+      if (j && j.status !== "ok") panel.appendChild(el("p", { text: "Judge status: " + j.status + (j.errors.length ? " \u2014 " + j.errors.join("; ") : "") }));
+      return;
+    }
+    var t = judgeTurns()[state.cell[0]] || { d: {}, q: "", r: "" };
+    var lab = t.d[state.cell[1]];
+    var c = cellClass(lab);
+    panel.appendChild(el("h4", { text: "Turn " + state.cell[0] + " \u00b7 " + label(state.cell[1]) }));
+    panel.appendChild(el("div", {}, [el("span", { cls: "sw " + (c[0] === "empty" ? "missed" : c[0]) }), c[2]]));
+    panel.appendChild(el("div", { cls: "qt", text: "judge: " + state.judge + " \u00b7 question type: " + (t.q || "\u2013").replace(/_/g, " ")
+      + (t.f === 0 ? " \u00b7 patient broke the disclosure rule" : "") }));
+    panel.appendChild(el("div", { cls: "why", id: "panel-reasoning", text: lab && lab[2] ? lab[2] : (t.r || "(the judge gave no reasoning)") }));
+  }
+  function renderConversation() {
+    var conv = state.conv, box = document.getElementById("viewer-body");
+    if (!conv.judges[state.judge]) state.judge = IE.judges.filter(function (j) { return conv.judges[j]; })[0] || state.judge;
+    box.textContent = "";
+    var head = el("div", { cls: "vhead" }, [
+      el("h3", { text: conv.clinician + " \u00b7 " + conv.profile_id }),
+      el("span", {}, [conv.phenotype, conv.alignment ? el("span", { cls: "badge " + conv.alignment, text: conv.alignment }) : null]),
+      el("span", { cls: "qt", text: [conv.who, "presenting: " + conv.presenting, conv.condition, conv.patient_mode + " patient", "trial " + conv.trial].filter(Boolean).join(" \u00b7 ") }),
+      conv.status !== "ok" ? el("span", { cls: "badge fail", text: conv.status + (conv.error ? ": " + conv.error : "") }) : null
+    ]);
+    box.appendChild(head);
+    var tabs = el("div", { cls: "tabs", id: "judge-tabs" });
+    IE.judges.forEach(function (j) {
+      var jd = conv.judges[j];
+      tabs.appendChild(el("button", { cls: j === state.judge ? "on" : "", "data-judge": j, disabled: jd ? null : "disabled",
+        title: jd ? (jd.model || j) + " \u00b7 " + jd.status : "not judged by " + j,
+        onclick: function () { state.judge = j; state.cell = null; location.hash = "c=" + conv.id + "&j=" + encodeURIComponent(j); renderConversation(); } },
+        [j + (jd ? (jd.status === "ok" ? "" : " (" + jd.status + ")") : " (none)")]));
+    });
+    box.appendChild(el("div", { cls: "controls" }, [el("span", { cls: "qt", text: "judge:" }), tabs]));
+    var turns = judgeTurns();
+    var table = el("table", { cls: "turns" });
+    var hr = el("tr", {}, [el("th"), el("th", { cls: "l", text: "" })]);
+    conv.hidden.forEach(function (d) { hr.appendChild(el("th", { cls: "dom", title: d, text: conv.labels[d] || label(d) })); });
+    table.appendChild(el("thead", {}, [hr]));
+    var body = el("tbody");
+    var rows = [{ t: 0, c: null, p: conv.opening }].concat(conv.turns);
+    rows.forEach(function (row) {
+      var jt = turns[row.t];
+      var tr = el("tr", { cls: (jt ? "q-" + jt.q : "") + (jt && jt.f === 0 ? " leak" : ""), "data-turn": row.t });
+      var text = el("td", {}, [
+        row.c !== null ? el("p", { cls: "utt" }, [el("b", { text: "clinician" }), row.c]) : null,
+        el("p", { cls: "utt pat" }, [el("b", { text: row.t === 0 ? "patient (opening)" : "patient" }), row.p]),
+        jt ? el("span", { cls: "qt", text: (row.t === 0 ? "opening" : jt.q.replace(/_/g, " ")) + (jt.f === 0 ? " \u00b7 leak: patient volunteered hidden information" : "") }) : null
+      ]);
+      tr.appendChild(el("td", { cls: "tn", text: String(row.t) }));
+      tr.appendChild(text);
+      conv.hidden.forEach(function (d) {
+        var lab = jt ? jt.d[d] : null;
+        var c = cellClass(jt ? lab : null);
+        var cell = el("span", { cls: "cell " + c[0], text: c[1], title: "turn " + row.t + " \u00b7 " + label(d) + ": " + c[2],
+          "data-turn": row.t, "data-domain": d, role: "button", tabindex: "0" });
+        cell.addEventListener("click", function () { selectCell(row.t, d, cell); });
+        cell.addEventListener("keydown", function (e) { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); selectCell(row.t, d, cell); } });
+        tr.appendChild(el("td", { cls: "cellwrap" }, [cell]));
+      });
+      body.appendChild(tr);
+    });
+    table.appendChild(body);
+    box.appendChild(el("div", { cls: "vgrid" }, [el("div", { cls: "scroll" }, [table]), el("aside", { cls: "panel", id: "panel" })]));
+    renderPanel();
+  }
+
+  /* ------------------------------------------------------------ picker */
+  var refillPicker = null;
+  function syncPicker(entry) {
+    var arm = document.getElementById("pick-arm"), conv = document.getElementById("pick-conv");
+    if (!arm || !refillPicker) return;
+    if (arm.value !== String(entry[2])) { arm.value = String(entry[2]); refillPicker(); }
+    conv.value = entry[0];
+  }
+  function fillPicker() {
+    var arm = document.getElementById("pick-arm"), conv = document.getElementById("pick-conv");
+    if (!arm) return;
+    IE.arms.forEach(function (a, i) { arm.appendChild(el("option", { value: String(i), text: a.label })); });
+    function refill() {
+      conv.textContent = "";
+      IE.convs.filter(function (c) { return String(c[2]) === arm.value; }).forEach(function (c) {
+        conv.appendChild(el("option", { value: c[0], text: c[3] + " \u00b7 " + (IE.profiles[c[3]] || [c[3]])[0] + " \u00b7 t" + c[6] + " \u00b7 " + (c[4] === "ok" ? pct(c[7]) : c[4]) }));
+      });
+    }
+    refillPicker = refill;
+    arm.addEventListener("change", function () { refill(); openConversation(conv.value, null, false); });
+    conv.addEventListener("change", function () { openConversation(conv.value, null, false); });
+    refill();
+  }
+
+  function fromHash() {
+    var m = /c=([^&]+)(?:&j=([^&]+))?/.exec(location.hash);
+    if (m) { openConversation(decodeURIComponent(m[1]), m[2] ? decodeURIComponent(m[2]) : null); return true; }
+    return false;
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var f = document.getElementById("dd-filter");
+    if (f) {
+      f.addEventListener("input", function () { dd.page = 0; renderDrilldown(); });
+      document.getElementById("dd-phenotype").addEventListener("change", function () { dd.page = 0; renderDrilldown(); });
+      document.getElementById("dd-prev").addEventListener("click", function () { dd.page = Math.max(0, dd.page - 1); renderDrilldown(); });
+      document.getElementById("dd-next").addEventListener("click", function () { dd.page += 1; renderDrilldown(); });
+      renderDrilldown();
+    }
+    document.querySelectorAll("a[data-conv]").forEach(function (a) {
+      a.addEventListener("click", function (e) { e.preventDefault(); openConversation(a.getAttribute("data-conv"), a.getAttribute("data-judge")); });
+    });
+    fillPicker();
+    if (!fromHash() && IE.start) openConversation(IE.start, null, false);
+  });
+})();

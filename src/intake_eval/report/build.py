@@ -1,0 +1,212 @@
+"""Orchestration: run folder → metrics CSVs (refreshed) → view model → index.html, summary.md,
+headline.csv and the viewer's conversation shards."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from intake_eval.report import fmt
+from intake_eval.report.load import RunData, load_run, order_judges
+from intake_eval.store import RunPaths, write_text_atomic
+
+HEADLINE_COLUMNS = ("arm", "clinician", "condition", "patient_mode", "n_conversations", "n_scored", "n_profiles",
+                    "coverage_mean", "coverage_ci_low", "coverage_ci_high", "bleed_mean", "first_tp_median",
+                    "first_tp_never", "closure_median", "closure_never", "leak_total", "leak_conversations",
+                    "failures", "judge_errors", "not_judged", "tokens", "cost_usd", "cost_known")
+
+
+@dataclass
+class ReportResult:
+    index: Path
+    summary: Path
+    headline_csv: Path
+    views: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _steps(progress: Callable[[str], None] | None):
+    import time
+
+    timings: dict[str, float] = {}
+    state = {"name": None, "t": time.perf_counter()}
+
+    def step(name: str | None) -> None:
+        now = time.perf_counter()
+        if state["name"]:
+            timings[state["name"]] = round(now - state["t"], 3)
+        state.update(name=name, t=now)
+        if name and progress:
+            progress(name)
+
+    return step, timings
+
+
+def build_views(data: RunData, judges: list[str]) -> dict[str, Any]:
+    from intake_eval.report import agreement_view, tables
+
+    primary = judges[0] if judges else None
+    arms = sorted({tables.arm_of(c) for c in data.conversations.values()})
+    labels = tables.arm_labels(arms)
+    lines, mixes, max_turn = tables.trajectories(data, arms, labels, primary)
+    max_turn = max([max_turn] + [len(c.get("turns", [])) for c in data.conversations.values()])
+    return {
+        "primary": primary, "judges": judges, "arms": arms, "arm_labels": labels,
+        "outcomes": tables.conversation_outcomes(data, primary),
+        "coverage": {str(r["conversation_id"]): tables._num(r["active_coverage_rate"])
+                     for r in tables.table_rows(data, "conversations", primary)},
+        "headline": tables.headline(data, arms, labels, primary),
+        "matrix": tables.matrix(data, arms, labels, primary),
+        "domains": tables.domain_breakdown(data, arms, labels, primary),
+        "trajectories": lines, "qmix": mixes, "max_turn": max_turn,
+        "comparisons": tables.comparisons(data, primary),
+        "agreement": agreement_view.kappa_rows(data, judges), "hotspots": agreement_view.hotspots(data, judges),
+    }
+
+
+def domain_labels(data: RunData) -> dict[str, str]:
+    labels = {}
+    for profile in data.profiles.values():
+        for draw in [profile.get("presenting", {})] + profile.get("hidden", []):
+            if draw.get("domain"):
+                labels.setdefault(draw["domain"], draw.get("label") or draw["domain"].replace("_", " "))
+    return labels
+
+
+def render_charts(views: dict[str, Any], labels: dict[str, str]) -> dict[str, str]:
+    from intake_eval.records import QUESTION_TYPES
+    from intake_eval.report import charts
+
+    out = {"forest": "", "matrix": "", "domains": "", "trajectory": "", "qmix": ""}
+    head = [r for r in views["headline"] if r["coverage_mean"] is not None]
+    if head:
+        out["forest"] = charts.forest([{"label": r["arm"], "mean": r["coverage_mean"], "lo": r["coverage_ci_low"],
+                                        "hi": r["coverage_ci_high"], "n": r["n_scored"]} for r in head],
+                                      title=f"Mean active coverage by clinician (judge: {views['primary']})")
+    m = views["matrix"]
+    if m["phenotypes"]:
+        marks = ["▲ masked" if m["alignment"].get(p) == "masked" else "" for p in m["phenotypes"]]
+        out["matrix"] = charts.heatmap(m["values"], m["counts"], title="Active coverage (%) by phenotype and clinician",
+                                       row_labels=m["phenotypes"], col_labels=m["arms"], row_marks=marks)
+    d = views["domains"]
+    if d["domains"]:
+        out["domains"] = charts.heatmap(d["values"], d["counts"], title="Hidden domain actively surfaced (% of conversations)",
+                                        row_labels=[labels.get(x, x) for x in d["domains"]], col_labels=d["arms"],
+                                        cbar_label="conversations surfacing the domain (%)")
+    if views["trajectories"]:
+        out["trajectory"] = charts.trajectories(views["trajectories"], max_turn=views["max_turn"])
+        out["qmix"] = charts.question_mix(views["qmix"], qtypes=list(QUESTION_TYPES), max_turn=views["max_turn"])
+    return out
+
+
+def provenance(data: RunData) -> dict[str, Any]:
+    manifest = data.manifest
+    models = []
+    for role, specs in sorted((manifest.get("models") or {}).items()):
+        specs = specs if isinstance(specs, list) else [specs]
+        names = [f"{s.get('alias')} ({s.get('model')})" if isinstance(s, dict) and s.get("model") and s.get("model") != s.get("alias")
+                 else str(s.get("alias") if isinstance(s, dict) else s) for s in specs]
+        models.append((role, ", ".join(names)))
+    stages = [{"name": name, "status": info.get("status", ""), "finished": info.get("finished", ""),
+               "hash": str(info.get("config_hash", ""))[:12]}
+              for name, info in sorted((manifest.get("stages") or {}).items()) if isinstance(info, dict)]
+    versions = manifest.get("versions") or {}
+    return {"root": str(data.paths.root), "config_hash": manifest.get("config_hash", ""), "models": models, "stages": stages,
+            "versions": " · ".join(f"{k} {v}" for k, v in versions.items() if v != "not installed") or "–",
+            "created": manifest.get("created", ""), "updated": manifest.get("updated", "")}
+
+
+def headline_csv(rows: list[dict[str, Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(HEADLINE_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if fmt.missing(row[k]) else row[k]) for k in HEADLINE_COLUMNS})
+    return buffer.getvalue()
+
+
+def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str], labels: dict[str, str]) -> dict[str, Any]:
+    from intake_eval.report.tables import arm_of
+    from intake_eval.report.viewer import outcome_codes
+
+    arm_index = {arm: i for i, arm in enumerate(views["arms"])}
+    convs = []
+    for cid in sorted(data.conversations):
+        conv = data.conversations[cid]
+        profile = data.profiles.get(conv.get("profile_id", ""), {})
+        hidden = [d["domain"] for d in profile.get("hidden", [])]
+        convs.append([cid, shard_of.get(cid, ""), arm_index[arm_of(conv)], conv.get("profile_id", ""), conv.get("status", "ok"),
+                      outcome_codes(views["outcomes"][cid], hidden), conv.get("trial", 0), views["coverage"].get(cid)])
+    profiles = {}
+    for pid in sorted({c[3] for c in convs}):
+        profile = data.profiles.get(pid, {})
+        demo = profile.get("demographics", {})
+        who = ", ".join(str(x) for x in (demo.get("age"), demo.get("sex")) if x)
+        presenting = profile.get("presenting", {}).get("domain", "")
+        profiles[pid] = [profile.get("phenotype", "?"), profile.get("alignment", ""),
+                         [d["domain"] for d in profile.get("hidden", [])],
+                         " · ".join(x for x in (who, f"presents with {labels.get(presenting, presenting)}" if presenting else "") if x)]
+    start = next((c[0] for c in convs if c[4] == "ok" and c[5]), convs[0][0] if convs else None)
+    return {"judges": views["judges"], "primary": views["primary"], "labels": labels, "convs": convs, "profiles": profiles,
+            "arms": [{"label": views["arm_labels"][a], "clinician": a[0], "condition": a[1], "mode": a[2]} for a in views["arms"]],
+            "start": start}
+
+
+def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[[str], None] | None = None,
+                 shard_progress: Callable[[int], None] | None = None) -> ReportResult:
+    from intake_eval.report import html, summary, viewer
+
+    step, timings = _steps(progress)
+    paths = RunPaths(Path(run_dir))
+    step("reading records and metrics")
+    data = load_run(paths)
+    judges = order_judges(data.judgments, data.manifest, judge)
+    step("computing views")
+    views = build_views(data, judges)
+    labels = domain_labels(data)
+    step("drawing charts")
+    chart_svgs = render_charts(views, labels)
+    step("writing transcript shards")
+    shard_of = viewer.write_shards(paths.report_shards_dir, data.profiles, data.conversations,
+                                   {j: data.judgments[j] for j in judges}, progress=shard_progress)
+    step("writing index.html and summary.md")
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    run = {"name": data.manifest.get("run_name") or paths.root.name, "primary": views["primary"], "judges": judges,
+           "generated": generated, "n_profiles": len({c.get("profile_id") for c in data.conversations.values()}),
+           "n_conversations": len(data.conversations), "n_clinicians": len({a[0] for a in views["arms"]}),
+           "max_turn": views["max_turn"]}
+    for row in views["headline"]:
+        row["fmt"] = fmt.headline_cells(row)
+    for m in views["matrix"]["masking"]:
+        m["masked_fmt"], m["aligned_fmt"] = fmt.pct(m["masked_mean"]), fmt.pct(m["aligned_mean"])
+        m["masked_ci"], m["aligned_ci"] = fmt.ci(m["masked_lo"], m["masked_hi"]), fmt.ci(m["aligned_lo"], m["aligned_hi"])
+        m["diff_fmt"] = fmt.points(m["difference"])
+    for a in views["agreement"]:
+        a["raw_fmt"], a["kappa_fmt"] = fmt.pct(a["raw_agreement"]), fmt.kappa(a["kappa"])
+    for d in (views["hotspots"] or {}).get("domains", []):
+        d["rate_fmt"] = fmt.pct(d["rate"])
+    page = html.render_html({
+        "run": run, "notes": data.notes, "headline": views["headline"], "charts": chart_svgs,
+        "comparisons": html.comparisons_table(views["comparisons"]), "matrix": views["matrix"],
+        "multi_scope": len({(r["condition"], r["patient_mode"]) for r in views["comparisons"]}) > 1,
+        "agreement": {"rows": views["agreement"], "hot": views["hotspots"]}, "labels": labels,
+        "phenotypes": sorted({p.get("phenotype", "") for p in data.profiles.values()}),
+        "arms": [{"label": views["arm_labels"][a]} for a in views["arms"]],
+        "qtypes": ["closed_hypothesis", "open", "clarifying", "treatment_planning", "other"],
+        "sections": html.optional_sections(data), "prov": provenance(data),
+        "ie_data": viewer_index(data, views, shard_of, labels),
+    })
+    index = paths.report_index
+    write_text_atomic(index, page)
+    summary_path = paths.report_summary
+    write_text_atomic(summary_path, summary.render_markdown(run, views, data.notes, labels))
+    headline_path = paths.report_headline
+    write_text_atomic(headline_path, headline_csv(views["headline"]))
+    step(None)
+    return ReportResult(index, summary_path, headline_path, views, data.notes, timings)

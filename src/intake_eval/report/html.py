@@ -1,0 +1,106 @@
+"""report/index.html: one self-contained page (CSS, JS, SVG charts inline; no network).
+
+Optional sections (safety, diagnosis, trials, …) plug in through ``register_section``: a function
+from the run's data to ``Section(id, title, html)`` or None. A metrics/<name>.csv with no
+registered renderer is still shown, as a plain table, so nothing computed is ever hidden.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from intake_eval.report import fmt
+from intake_eval.report.load import OPTIONAL_TABLES, RunData
+
+
+@dataclass(frozen=True)
+class Section:
+    id: str
+    title: str
+    html: str
+
+
+SectionRenderer = Callable[[RunData], "Section | None"]
+SECTION_RENDERERS: dict[str, SectionRenderer] = {}
+SECTION_TITLES = {"safety": "Safety-critical screening", "diagnosis": "Coverage vs diagnosis",
+                  "trials": "Repeated trials: stability"}
+
+
+def register_section(name: str, renderer: SectionRenderer) -> None:
+    """Add (or replace) the renderer of an optional section, keyed by its metrics CSV name."""
+    SECTION_RENDERERS[name] = renderer
+
+
+def _asset(name: str) -> str:
+    return resources.files("intake_eval.report").joinpath(name).read_text(encoding="utf-8")
+
+
+def csv_table_html(table, limit: int = 200) -> str:
+    """A metrics CSV as an HTML table (floats in 0..1 columns named *rate*/*share* shown as %)."""
+    from markupsafe import escape
+
+    head = "".join(f"<th class='l'>{escape(str(c))}</th>" for c in table.columns)
+    body = []
+    for row in table.head(limit).itertuples(index=False):
+        cells = []
+        for column, value in zip(table.columns, row):
+            if fmt.missing(value):
+                text = fmt.DASH
+            elif isinstance(value, float):
+                text = fmt.pct(value) if any(k in column for k in ("rate", "share", "recall", "precision")) and 0 <= value <= 1 else f"{value:.3g}"
+            else:
+                text = str(value)
+            cells.append(f"<td class='l'>{escape(text)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    more = f"<p class='lede'>{len(table) - limit} more rows in the CSV.</p>" if len(table) > limit else ""
+    return f"<div class='scroll'><table class='data'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>{more}"
+
+
+def optional_sections(data: RunData) -> list[Section]:
+    sections = []
+    names = list(OPTIONAL_TABLES) + [n for n in SECTION_RENDERERS if n not in OPTIONAL_TABLES]
+    for name in names:
+        renderer = SECTION_RENDERERS.get(name)
+        if renderer is not None:
+            section = renderer(data)
+            if section is not None:
+                sections.append(section)
+            continue
+        table = data.tables.get(name)
+        if table is not None and len(table):
+            title = SECTION_TITLES.get(name, name.replace("_", " ").capitalize())
+            intro = f"<p class='lede'>From <code>metrics/{name}.csv</code>.</p>"
+            sections.append(Section(f"extra-{name}", title, intro + csv_table_html(table)))
+    return sections
+
+
+def comparisons_table(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """metrics/comparisons.csv rows of the primary judge, formatted for the page."""
+    out = []
+    for row in rows:
+        metric = str(row["metric"]).replace("_", " ")
+        out.append({
+            "scope": f"{row['condition']} · {row['patient_mode']}", "metric": metric,
+            "a": str(row["clinician_a"]), "b": str(row["clinician_b"]), "n_pairs": fmt.count(row["n_pairs"]),
+            "mean_a": fmt.pct(row["mean_a"]), "mean_b": fmt.pct(row["mean_b"]), "difference": fmt.points(row["mean_difference"]),
+            "wilcoxon_p": fmt.p_value(row["wilcoxon_p"]), "permutation_p": fmt.p_value(row["permutation_p"]),
+            "exact": "exact" if str(row.get("permutation_exact")).lower() == "true" else "Monte Carlo",
+        })
+    return out
+
+
+def render_html(context: dict[str, Any]) -> str:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FunctionLoader(lambda name: _asset(f"templates/{name}")),
+        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+    )
+    ie_data = json.dumps(context.pop("ie_data"), ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    return env.get_template("report.html.j2").render(
+        css=_asset("assets/report.css"), js=_asset("assets/report.js"), ie_data=ie_data, **context,
+    )

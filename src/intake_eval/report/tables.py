@@ -1,0 +1,196 @@
+"""The report's numbers, read from metrics/*.csv (one source of numbers) for the primary judge.
+
+Every number shown in the HTML, the Markdown and the terminal comes from the dicts built here,
+so the three always agree with each other and with the CSVs. The only numbers not in a metrics
+CSV are the patient's token spend (from the conversation records) and the drill-down squares
+(active / bleed / asked only / missed per hidden domain), which need the judge's labels; "active"
+there is the metrics module's "actively covered" (the tests check it against caught_domains).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from intake_eval.records import QUESTION_TYPES
+from intake_eval.report.load import RunData
+from intake_eval.report.viewer import domain_outcomes
+
+Arm = tuple[str, str, str]  # (clinician, condition, patient_mode)
+
+
+def _num(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None if value is None else float(value)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def _int(value: Any) -> int:
+    number = _num(value)
+    return int(number) if number is not None else 0
+
+
+def arm_of(row: dict[str, Any]) -> Arm:
+    return (str(row.get("clinician", "")), str(row.get("condition", "minimal")), str(row.get("patient_mode", "prompted")))
+
+
+def arm_labels(keys: list[Arm]) -> dict[Arm, str]:
+    vary_condition = len({k[1] for k in keys}) > 1
+    vary_mode = len({k[2] for k in keys}) > 1
+    return {key: " · ".join([key[0]] + ([key[1]] if vary_condition else []) + ([f"{key[2]} patient"] if vary_mode else []))
+            for key in keys}
+
+
+def table_rows(data: RunData, name: str, judge: str | None = None) -> list[dict[str, Any]]:
+    """Rows of metrics/<name>.csv as dicts (NaN → None), optionally for one judge."""
+    table = data.tables.get(name)
+    if table is None or not len(table):
+        return []
+    if judge is not None and "judge" in table.columns:
+        table = table[table["judge"].astype(str) == judge]
+    rows = table.astype(object).where(table.notna(), None).to_dict("records")
+    return rows
+
+
+def _patient_spend(data: RunData) -> dict[Arm, tuple[int, float, bool]]:
+    spend: dict[Arm, list] = {}
+    for conv in data.conversations.values():
+        usage = (conv.get("usage") or {}).get("patient") or {}
+        entry = spend.setdefault(arm_of(conv), [0, 0.0, True])
+        entry[0] += int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+        entry[1] += float(usage.get("cost_usd", 0.0))
+        entry[2] = entry[2] and bool(usage.get("cost_known", True))
+    return {arm: (t, c, k) for arm, (t, c, k) in spend.items()}
+
+
+def headline(data: RunData, arms: list[Arm], labels: dict[Arm, str], primary: str | None) -> list[dict[str, Any]]:
+    """clinicians.csv rows of the primary judge, plus spend summed over every judge and the patient."""
+    every_judge = table_rows(data, "clinicians")
+    mine = {arm_of(r): r for r in every_judge if primary is not None and str(r["judge"]) == primary}
+    judge_spend: dict[Arm, list] = {}
+    for row in every_judge:
+        entry = judge_spend.setdefault(arm_of(row), [0, 0.0, True])
+        entry[0] += _int(row.get("judge_tokens"))
+        cost = _num(row.get("judge_cost_usd"))
+        entry[1] += cost or 0.0
+        entry[2] = entry[2] and cost is not None
+    patient = _patient_spend(data)
+    convs_per_arm: dict[Arm, list[dict]] = {}
+    for conv in data.conversations.values():
+        convs_per_arm.setdefault(arm_of(conv), []).append(conv)
+    done = data.judgments.get(primary, {}) if primary else {}
+    out = []
+    for arm in arms:
+        row = mine.get(arm, {})
+        convs = convs_per_arm.get(arm, [])
+        p_tokens, p_cost, p_known = patient.get(arm, (0, 0.0, True))
+        j_tokens, j_cost, j_known = judge_spend.get(arm, (0, 0.0, True))
+        c_tokens, c_cost = _int(row.get("clinician_tokens")), _num(row.get("clinician_cost_usd")) or 0.0
+        failures = sum(1 for c in convs if c.get("status", "ok") != "ok")
+        out.append({
+            "arm": labels[arm], "clinician": arm[0], "condition": arm[1], "patient_mode": arm[2],
+            "n_conversations": len(convs), "n_scored": _int(row.get("n")), "n_profiles": _int(row.get("n_profiles")),
+            "coverage_mean": _num(row.get("mean_active_coverage")),
+            "coverage_ci_low": _num(row.get("mean_active_coverage_ci_low")),
+            "coverage_ci_high": _num(row.get("mean_active_coverage_ci_high")),
+            "bleed_mean": _num(row.get("mean_bleed_rate")),
+            "first_tp_median": _num(row.get("median_first_treatment_planning_turn")),
+            "first_tp_never": _int(row.get("first_treatment_planning_undefined")),
+            "closure_median": _num(row.get("median_premature_closure_turn")),
+            "closure_never": _int(row.get("premature_closure_undefined")),
+            "leak_total": _int(row.get("patient_leak_count")), "leak_conversations": _int(row.get("conversations_leaking")),
+            "failures": _int(row.get("conversation_failures")) if row else failures,
+            "judge_errors": _int(row.get("judge_errors")) + _int(row.get("judge_provider_errors")),
+            "not_judged": sum(1 for c in convs if c.get("status", "ok") == "ok" and c["conversation_id"] not in done),
+            "tokens": c_tokens + p_tokens + j_tokens, "cost_usd": c_cost + p_cost + j_cost,
+            "cost_known": p_known and j_known,
+            "spend_detail": f"clinician {c_tokens:,} tok ${c_cost:,.2f} · patient {p_tokens:,} tok ${p_cost:,.2f} · "
+                            f"judges {j_tokens:,} tok ${j_cost:,.2f}",
+        })
+    return out
+
+
+def matrix(data: RunData, arms: list[Arm], labels: dict[Arm, str], primary: str | None) -> dict[str, Any]:
+    cells: dict[tuple[str, Arm], dict] = {}
+    alignment: dict[str, str] = {}
+    for row in table_rows(data, "cells", primary):
+        cells[(str(row["phenotype"]), arm_of(row))] = row
+        alignment[str(row["phenotype"])] = str(row.get("alignment") or "")
+    phenotypes = sorted({p for p, _ in cells})
+    overall = {}
+    for p in phenotypes:  # difficulty: conversation-weighted mean over every clinician
+        pairs = [(_num(r["mean_active_coverage"]), _int(r["n"])) for (q, _), r in cells.items() if q == p]
+        total = sum(n for v, n in pairs if v is not None)
+        overall[p] = sum(v * n for v, n in pairs if v is not None) / total if total else None
+    phenotypes.sort(key=lambda p: (overall[p] if overall[p] is not None else 2.0, p))  # hardest first
+    values = [[_num(cells[(p, a)]["mean_active_coverage"]) if (p, a) in cells else None for a in arms] for p in phenotypes]
+    counts = [[_int(cells[(p, a)]["n"]) if (p, a) in cells else None for a in arms] for p in phenotypes]
+    masking_rows = {(arm_of(r), str(r["alignment"])): r for r in table_rows(data, "masking", primary)}
+    masking = []
+    for arm in arms:
+        entry: dict[str, Any] = {"arm": labels[arm]}
+        for kind in ("masked", "aligned"):
+            row = masking_rows.get((arm, kind), {})
+            entry[f"{kind}_mean"] = _num(row.get("mean_active_coverage"))
+            entry[f"{kind}_lo"] = _num(row.get("mean_active_coverage_ci_low"))
+            entry[f"{kind}_hi"] = _num(row.get("mean_active_coverage_ci_high"))
+            entry[f"{kind}_n"] = _int(row.get("n"))
+        entry["difference"] = _num(masking_rows.get((arm, "masked"), {}).get("difference_vs_aligned"))
+        if entry["masked_n"] or entry["aligned_n"]:
+            masking.append(entry)
+    return {"phenotypes": phenotypes, "overall": overall, "alignment": alignment, "arms": [labels[a] for a in arms],
+            "values": values, "counts": counts, "masking": masking}
+
+
+def domain_breakdown(data: RunData, arms: list[Arm], labels: dict[Arm, str], primary: str | None) -> dict[str, Any]:
+    cells = {(str(r["domain"]), arm_of(r)): r for r in table_rows(data, "domains", primary)}
+    domains = sorted({d for d, _ in cells})
+    overall = {}
+    for d in domains:
+        pairs = [(_num(r["active_coverage_rate"]), _int(r["n"])) for (e, _), r in cells.items() if e == d]
+        total = sum(n for v, n in pairs if v is not None)
+        overall[d] = sum(v * n for v, n in pairs if v is not None) / total if total else None
+    domains.sort(key=lambda d: (overall[d] if overall[d] is not None else 2.0, d))
+    return {"domains": domains, "arms": [labels[a] for a in arms], "overall": overall,
+            "values": [[_num(cells[(d, a)]["active_coverage_rate"]) if (d, a) in cells else None for a in arms] for d in domains],
+            "counts": [[_int(cells[(d, a)]["n"]) if (d, a) in cells else None for a in arms] for d in domains]}
+
+
+def trajectories(data: RunData, arms: list[Arm], labels: dict[Arm, str], primary: str | None) -> tuple[dict, dict, int]:
+    by_arm: dict[Arm, list[dict]] = {}
+    for row in table_rows(data, "trajectories", primary):
+        by_arm.setdefault(arm_of(row), []).append(row)
+    lines, mixes, max_turn = {}, {}, 1
+    for arm in arms:
+        rows = sorted(by_arm.get(arm, []), key=lambda r: _int(r["turn"]))
+        points = [r for r in rows if _num(r.get("mean_cumulative_coverage")) is not None]
+        if not points:
+            continue
+        max_turn = max(max_turn, max(_int(r["turn"]) for r in rows))
+        lines[labels[arm]] = {"turns": [_int(r["turn"]) for r in points],
+                              "mean": [_num(r["mean_cumulative_coverage"]) for r in points],
+                              "n": max(_int(r["n"]) for r in points)}
+        turns = [r for r in rows if _int(r["turn"]) >= 1]
+        mixes[labels[arm]] = {"turns": [_int(r["turn"]) for r in turns], "n": lines[labels[arm]]["n"],
+                              "shares": {q: [_num(r.get(f"share_{q}")) or 0.0 for r in turns] for q in QUESTION_TYPES}}
+    return lines, mixes, max_turn
+
+
+def comparisons(data: RunData, primary: str | None) -> list[dict[str, Any]]:
+    return [r for r in table_rows(data, "comparisons", primary)]
+
+
+def conversation_outcomes(data: RunData, judge: str | None) -> dict[str, dict[str, str] | None]:
+    """conversation_id -> per hidden domain state (active/bleed/asked/missed) by ``judge``; None if not judged ok."""
+    done = data.judgments.get(judge, {}) if judge else {}
+    facts = {}
+    for cid, conv in data.conversations.items():
+        profile = data.profiles.get(conv.get("profile_id", ""), {})
+        hidden = [d["domain"] for d in profile.get("hidden", [])]
+        ok = conv.get("status", "ok") == "ok"
+        facts[cid] = domain_outcomes(done.get(cid) if ok else None, hidden)
+    return facts

@@ -1,0 +1,146 @@
+"""A small study with every role served by a loopback OpenAI-compatible server (real litellm, real
+HTTP): every artifact of the run-folder contract exists and is consistent, no secret reaches a
+file, a rerun sends zero requests, and the estimate matches the recorded usage.
+
+Estimate tolerance (stated): calls exact per stage and model; prompt tokens within 20 %,
+completion tokens within 30 % and dollars within 30 % per stage — the estimate counts tokens with
+one offline tokenizer and assumes answer lengths, the server counts ~4 characters per token.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from intake_eval.cli import app
+from intake_eval.records import Conversation, Judgment, Profile
+from intake_eval.store import RunPaths, iter_records
+from tests.fakeserver import FakeOpenAIServer
+from tests.study_responder import StudyResponder
+
+SECRET = "sk-loopback-secret-0123456789"
+CLINICIANS = ["fake-chat", "fake-reasoner"]
+JUDGES = ["fake-judge", "fake-cross"]
+CONFIG = """\
+name: loopback
+seed: 11
+profiles: {n: 3, mode: stratified}
+generator: fake-gen
+patient: {model: fake-patient, mode: prompted}
+clinicians: [fake-chat, fake-reasoner]
+judges: [fake-judge, fake-cross]
+turns: 3
+concurrency: 8
+"""
+
+
+def models_file(tmp_path: Path, url: str) -> Path:
+    entries = {
+        "fake-gen": "model: openai/gen-model",
+        "fake-patient": "model: openai/patient-model\n    input_cost_per_token: 0.000002\n    output_cost_per_token: 0.000008",
+        "fake-chat": "model: openai/chat-model\n    max_tokens: 350",
+        "fake-reasoner": "model: openai/reasoner-model\n    reasoning: true\n    max_tokens: 2500",
+        "fake-judge": "model: openai/judge-model\n    temperature: 0.0\n    max_tokens: 2000",
+        "fake-cross": "model: openai/cross-model\n    temperature: 0.0\n    max_tokens: 2000",
+    }
+    text = "models:\n" + "".join(
+        f"  {alias}:\n    {body}\n    api_base: {url}\n    api_key_env: LOOPBACK_KEY\n" for alias, body in entries.items())
+    path = tmp_path / "models.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def loopback(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOOPBACK_KEY", SECRET)
+    responder = StudyResponder(reasoning_models=("reasoner-model",))
+    with FakeOpenAIServer(responder) as server:
+        config = tmp_path / "study.yaml"
+        config.write_text(CONFIG)
+        yield server, config, models_file(tmp_path, server.url), tmp_path / "run"
+
+
+def _stage_usage(data: dict) -> dict[tuple[str, str], dict]:
+    """(stage, alias) → recorded usage from the manifest."""
+    out = {}
+    for name, stage in data["stages"].items():
+        for alias, usage in (stage.get("usage") or {}).items():
+            out[(name.split(":")[0].replace("generate", "generate"), alias)] = usage
+    return out
+
+
+def test_loopback_study_every_role_artifacts_consistent_and_estimate_matches(loopback):
+    server, config, models, run_dir = loopback
+    result = CliRunner().invoke(app, ["study", str(config), "--run-dir", str(run_dir), "--models", str(models)])
+    assert result.exit_code == 0, result.output
+    paths = RunPaths(run_dir)
+    data = json.loads(paths.manifest.read_text())
+
+    # --- the run-folder contract
+    profiles = {p.profile_id: p for p in iter_records(paths.profiles, Profile)}
+    assert len(profiles) == 3
+    conversations = {}
+    for clinician in CLINICIANS:
+        records = list(iter_records(paths.conversations(clinician), Conversation))
+        assert len(records) == 3 and all(c.ok and len(c.turns) == 3 and c.opening for c in records)
+        conversations.update({c.conversation_id: c for c in records})
+    assert {c.profile_id for c in conversations.values()} == set(profiles)
+    for judge in JUDGES:
+        judged = {}
+        for clinician in CLINICIANS:
+            for j in iter_records(paths.judgments(judge, clinician), Judgment):
+                judged[j.conversation_id] = j
+        assert set(judged) == set(conversations)  # every conversation judged by every judge
+        for cid, judgment in judged.items():
+            assert judgment.ok and [t.turn for t in judgment.turns] == [0, 1, 2, 3]
+            hidden = set(profiles[conversations[cid].profile_id].hidden_domains)
+            assert all(set(t.domains) == hidden for t in judgment.turns)
+    with open(paths.metrics("conversations"), newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == len(conversations) * len(JUDGES)
+    assert {(r["conversation_id"], r["judge"]) for r in rows} == {(c, j) for c in conversations for j in JUDGES}
+    for name in ("cells", "domains", "trajectories", "agreement"):
+        assert paths.metrics(name).exists()
+    assert (paths.report_dir / "index.html").exists()
+    assert set(data["models"]) >= {"generator", "patient", "clinician", "judge"}
+
+    # --- every HTTP request is accounted for; no secret reaches any file
+    first = data["study"]["history"][0]
+    assert first["calls"] == server.request_count
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+    assert all(SECRET not in json.dumps(body) for body in server.requests)
+
+    # --- rerun: zero requests, zero calls, report rebuilt
+    before = server.request_count
+    again = CliRunner().invoke(app, ["study", str(config), "--run-dir", str(run_dir), "--models", str(models)])
+    assert again.exit_code == 0, again.output
+    assert server.request_count == before
+    assert json.loads(paths.manifest.read_text())["study"]["history"][-1]["calls"] == 0
+
+    # --- the estimate against what was recorded
+    from intake_eval.study import estimate_config
+
+    estimate = estimate_config(config, models_file=models)
+    recorded = _stage_usage(data)
+    by_key: dict[tuple[str, str], dict] = {}
+    for line in estimate.lines:
+        entry = by_key.setdefault((line.stage, line.alias), {"calls": 0, "prompt": 0, "completion": 0, "dollars": 0.0})
+        entry["calls"] += line.calls
+        entry["prompt"] += line.prompt_tokens
+        entry["completion"] += line.completion_tokens
+        entry["dollars"] += line.dollars or 0.0
+    assert set(by_key) == set(recorded), (sorted(by_key), sorted(recorded))
+    for key, guess in by_key.items():
+        real = recorded[key]
+        assert guess["calls"] == real["calls"], key
+        assert guess["prompt"] == pytest.approx(real["prompt_tokens"], rel=0.20), key
+        assert guess["completion"] == pytest.approx(real["completion_tokens"], rel=0.30), key
+    patient_dollars = recorded[("run", "fake-patient")]["cost_usd"]
+    assert patient_dollars > 0
+    assert by_key[("run", "fake-patient")]["dollars"] == pytest.approx(patient_dollars, rel=0.30)
