@@ -65,11 +65,12 @@ def loopback(tmp_path, monkeypatch):
 
 
 def _stage_usage(data: dict) -> dict[tuple[str, str], dict]:
-    """(stage, alias) → recorded usage from the manifest."""
+    """(stage, alias) → recorded usage from the manifest (generate records it under its role)."""
     out = {}
     for name, stage in data["stages"].items():
-        for alias, usage in (stage.get("usage") or {}).items():
-            out[(name.split(":")[0].replace("generate", "generate"), alias)] = usage
+        for key, usage in (stage.get("usage") or {}).items():
+            alias = data["models"]["generator"][0]["alias"] if key == "generator" else key
+            out[(name.split(":")[0], alias)] = usage
     return out
 
 

@@ -132,3 +132,50 @@ def test_unequal_trial_counts_and_single_trials():
     assert figures["between_trial_sd"] == pytest.approx(math.sqrt(0.5))  # only A has two trials
     assert (figures["caught_any"], figures["caught_all"]) == (2, 1)
     assert 0.0 <= figures["ci_low"] <= figures["mean_active_coverage"] <= figures["ci_high"] <= 1.0
+
+
+def _catalog_profile(index: int, hidden: list[str]) -> Profile:
+    from intake_eval.catalog import load_catalog
+
+    catalog = load_catalog()
+
+    def draw(domain: str) -> DomainDraw:
+        symptoms = catalog.domains[domain].symptoms[:3]
+        return DomainDraw(domain=domain, label=catalog.domains[domain].label, severity="moderate",
+                          symptoms=[s.text for s in symptoms], symptom_ids=[s.id for s in symptoms],
+                          phenomenology=" ".join(f"Lately I've been {s.text}." for s in symptoms))
+
+    return Profile(profile_id=f"P{index:05d}", index=index, phenotype=f"demo_{index % 2}", presenting=draw("depression"),
+                   hidden=[draw(d) for d in hidden], demographics=Demographics(age=40, sex="male", name=f"Sam{index}"))
+
+
+@pytest.mark.slow
+def test_trials_3_on_an_offline_run_produces_the_figures(run_dir):
+    from typer.testing import CliRunner
+
+    from intake_eval.cli import app
+
+    paths = RunPaths(run_dir)
+    for index, hidden in enumerate([["panic", "alcohol_use", "ocd", "adhd"], ["social_anxiety", "cannabis_use", "adhd", "panic"],
+                                    ["alcohol_use", "ocd", "panic", "social_anxiety", "adhd"]], start=1):
+        append_record(paths.profiles, _catalog_profile(index, hidden))
+    runner = CliRunner()
+    result = runner.invoke(app, ["run", "--clinician", "offline/screener", "--clinician", "offline/anchored",
+                                 "--patient", "offline/patient", "--turns", "6", "--trials", "3", "--run-dir", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["judge", "--judge", "offline/judge", "--run-dir", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    from intake_eval.metrics_tables import write_metrics
+
+    write_metrics(paths)  # idempotent: the judge command may already have written it
+    target = write_trial_metrics(paths)
+    rows = {row["clinician"]: row for row in csv.DictReader(open(target))}
+    assert set(rows) == {"offline/screener", "offline/anchored"}
+    for row in rows.values():
+        assert (row["profiles"], row["trials"], row["min_trials"], row["conversations"]) == ("3", "3", "3", "9")
+        assert row["domain_slots"] == "13"
+        assert int(row["caught_all"]) <= int(row["caught_any"]) <= 13
+        assert float(row["ci_low"]) <= float(row["mean_active_coverage"]) <= float(row["ci_high"])
+        assert float(row["between_trial_sd"]) >= 0.0
+    # the ceiling clinician screens systematically: it catches more than the floor one
+    assert float(rows["offline/screener"]["mean_active_coverage"]) > float(rows["offline/anchored"]["mean_active_coverage"])

@@ -15,6 +15,7 @@ import asyncio
 import json
 import math
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from intake_eval.models.base import CallUsage, ChatRequest, ChatResult, ModelSpec
@@ -40,15 +41,15 @@ _FILLER = ("I hear you, and thank you for telling me about it. Could you walk me
 
 
 def count_tokens(messages: list[dict[str, str]]) -> int:
-    import litellm
+    """Chat tokens as OpenAI counts them: 3 per message + content + 3 to prime the reply."""
+    return sum(3 + _text_tokens(str(m.get("content", ""))) for m in messages) + 3
 
-    return int(litellm.token_counter(model=TOKENIZER_MODEL, messages=messages))
 
-
+@lru_cache(maxsize=65536)
 def _text_tokens(text: str) -> int:
     import litellm
 
-    return int(litellm.token_counter(model=TOKENIZER_MODEL, text=text))
+    return int(litellm.token_counter(model=TOKENIZER_MODEL, text=text)) if text else 0
 
 
 def _filler(tokens: int) -> str:

@@ -80,17 +80,25 @@ def _turn_dicts(conversation: Conversation, up_to: int | None) -> list[dict[str,
     ]
 
 
-def turn_prompt(conversation: Conversation, profile: Profile, turn: int, catalog: "Catalog | None" = None) -> str:
+def rules_prompt(profile: Profile, catalog: "Catalog | None" = None) -> str:
+    """The instructions and hidden-domain symptom lists: the same for every turn of a conversation,
+    so rendered once per conversation and placed first (a provider's prefix cache can reuse it)."""
+    return render_prompt("judge_rules", presenting=_presenting(profile, catalog), hidden=domain_briefs(profile, catalog))
+
+
+def turn_prompt(conversation: Conversation, profile: Profile, turn: int, catalog: "Catalog | None" = None, *,
+                rules: str | None = None) -> str:
     return render_prompt(
-        "judge_turn", presenting=_presenting(profile, catalog), hidden=domain_briefs(profile, catalog),
-        opening=conversation.opening, turns=_turn_dicts(conversation, turn), turn=turn,
+        "judge_turn", rules=rules if rules is not None else rules_prompt(profile, catalog),
+        hidden=domain_briefs(profile, catalog), opening=conversation.opening, turns=_turn_dicts(conversation, turn),
+        turn=turn,
     )
 
 
 def conversation_prompt(conversation: Conversation, profile: Profile, catalog: "Catalog | None" = None) -> str:
     turns = _turn_dicts(conversation, None)
     return render_prompt(
-        "judge_conversation", presenting=_presenting(profile, catalog), hidden=domain_briefs(profile, catalog),
+        "judge_conversation", rules=rules_prompt(profile, catalog), hidden=domain_briefs(profile, catalog),
         opening=conversation.opening, turns=turns, last_turn=turns[-1]["turn"] if turns else 0,
     )
 
@@ -156,8 +164,9 @@ async def judge_conversation(conversation: Conversation, profile: Profile, judge
     base_context = {"role": "judge", "profile": profile, "conversation": conversation}
     turn_numbers = [0] + [t.turn for t in sorted(conversation.turns, key=lambda t: t.turn)]
     if mode == "per-turn":
+        rules = rules_prompt(profile, catalog)
         outcomes = await asyncio.gather(*[
-            _ask(judge_model, turn_prompt(conversation, profile, number, catalog),
+            _ask(judge_model, turn_prompt(conversation, profile, number, catalog, rules=rules),
                  lambda text, n=number: [parse_turn(text, n, hidden)], mode=mode, hidden=hidden,
                  context={**base_context, "turn": number}, meter=meter, sample_index=attempt, what=f"turn {number}")
             for number in turn_numbers

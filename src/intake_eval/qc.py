@@ -283,6 +283,7 @@ def execute_qc(paths: RunPaths, settings: QCSettings, *, models_file: Path | Non
     from contextlib import nullcontext
 
     from intake_eval.catalog import load_catalog
+    from intake_eval.leakage import assert_no_generator_leak
     from intake_eval.manifest import Manifest
     from intake_eval.models.pool import ModelPool
     from intake_eval.models.registry import load_model_specs, preflight, resolve_spec
@@ -312,6 +313,8 @@ def execute_qc(paths: RunPaths, settings: QCSettings, *, models_file: Path | Non
                     "prompts": prompt_hashes([*PATIENT_PROMPTS[settings.mode], *JUDGE_PROMPTS])}
     with RunLock(paths) if lock else nullcontext():
         manifest = Manifest(paths)
+        for role in ("patient", "judge", "tracker"):
+            assert_no_generator_leak(manifest, role, [getattr(settings, role)], specs)
         manifest.begin_stage(stage, stage_config, force=force, outputs=[target])
         done = {k: r for k, r in existing_records(paths, settings.patient, settings.mode).items() if r.status == "ok"}
         todo = [(p, probe) for p, probe in plan if f"{probe.probe_id}|{settings.judge}" not in done]

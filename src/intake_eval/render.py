@@ -24,15 +24,17 @@ if TYPE_CHECKING:
 QC_THRESHOLD = 85.0
 MAX_ATTEMPTS = 3
 RENDER_TEMPLATE = "render_domain"
-_PUNCTUATION = re.compile(r"[^\w\s']+")
+# ASCII punctuation (except the apostrophe) and curly quotes/dashes → spaces; str.translate is
+# an order of magnitude faster than a regex here, which matters for 60,000 renders.
+_TO_SPACE = str.maketrans({ch: " " for ch in '!"#$%&()*+,-./:;<=>?@[\\]^_`{|}~\u201c\u201d\u2013\u2014\u2026'}
+                          | {"\u2019": "'", "\u2018": "'"})
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 
 
 # ---------------------------------------------------------------- QC (pure)
 
 def normalise(text: str) -> str:
-    text = text.lower().replace("\u2019", "'").replace("\u2018", "'")
-    return " ".join(_PUNCTUATION.sub(" ", text).split())
+    return " ".join(text.lower().translate(_TO_SPACE).split())
 
 
 @lru_cache(maxsize=4096)

@@ -307,7 +307,7 @@ class RunResult:
 def execute_run(paths: RunPaths, settings: RunSettings, *, models_file: Path | None = None,
                 use_cache: bool = True, force: bool = False, console: Any = None) -> RunResult:
     """The whole run stage: validate models and keys, lock, manifest, run with progress, compact."""
-    assert_no_generator_leak = lambda *a: None  # TEMP
+    from intake_eval.leakage import assert_no_generator_leak
     from intake_eval.manifest import Manifest
     from intake_eval.models.pool import ModelPool
     from intake_eval.models.registry import load_model_specs, preflight, resolve_spec
@@ -325,8 +325,10 @@ def execute_run(paths: RunPaths, settings: RunSettings, *, models_file: Path | N
     tracker = settings.tracker if settings.patient_mode == "tracked" else None
     with RunLock(paths):
         manifest = Manifest(paths)
-        assert_no_generator_leak(manifest, "clinician", settings.clinicians)
-        assert_no_generator_leak(manifest, "patient", [settings.patient] + ([tracker] if tracker else []))
+        assert_no_generator_leak(manifest, "clinician", settings.clinicians, specs=clinician_specs)
+        assert_no_generator_leak(manifest, "patient", [settings.patient], specs={settings.patient: role_specs["patient"]})
+        if tracker:
+            assert_no_generator_leak(manifest, "tracker", [tracker], specs={tracker: role_specs["tracker"]})
         manifest.begin_stage("run", stage_config(settings, role_specs, paths.profiles), force=force,
                              outputs=[paths.conversations_dir])
         _record_clinician_models(manifest, clinician_specs)

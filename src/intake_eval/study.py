@@ -72,11 +72,16 @@ def estimate_config(config_path: Path, models_file: Path | None = None) -> "Stud
 # ---------------------------------------------------------------- stages
 
 
-def _generate(config: StudyConfig, paths: RunPaths, pool: Any, manifest: Any, *, force: bool, console: Any) -> dict:
-    from intake_eval.generate_stage import run_generate_stage
+def _generate(config: StudyConfig, paths: RunPaths, pool: Any, manifest: Any, catalog: Any, *, force: bool,
+              console: Any) -> dict:
+    from intake_eval.generate_stage import generate_profiles
 
-    return run_generate_stage(paths, manifest=manifest, n=config.profiles.n, mode=config.profiles.mode,
-                              seed=config.seed, generator=config.generator, pool=pool, force=force, console=console)
+    summary = generate_profiles(paths, manifest=manifest, n=config.profiles.n, mode=config.profiles.mode,
+                                seed=config.seed, generator=config.generator, pool=pool, force=force,
+                                console=console, catalog=catalog, concurrency=config.concurrency)
+    if summary.interrupted:
+        raise KeyboardInterrupt
+    return summary.counts()
 
 
 def _patient_qc(config: StudyConfig, paths: RunPaths, models_file: Path | None, *, use_cache: bool, force: bool,
@@ -320,7 +325,8 @@ def run_study(config_path: Path, *, run_dir: Path | None = None, models_file: Pa
         status, extra_calls = "failed", 0
         try:
             say(f"[bold]study {config.name}[/] → {paths.root}")
-            outcome.counts["generate"] = _generate(config, paths, pool, manifest, force=force, console=console)
+            outcome.counts["generate"] = _generate(config, paths, pool, manifest, catalog, force=force,
+                                                   console=console)
             if config.qc.enabled:
                 manifest.save()
                 try:

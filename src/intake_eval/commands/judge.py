@@ -90,7 +90,7 @@ def execute_judge(paths: Any, aliases: list[str], *, mode: str = "per-turn", con
     labels = [judge_label(alias, mode) for alias in aliases]
     with RunLock(paths):
         manifest = Manifest(paths)
-        assert_no_generator_leak(manifest, "judge", aliases)
+        assert_no_generator_leak(manifest, "judge", aliases, specs=judge_specs)
         for alias, label in zip(aliases, labels):
             manifest.begin_stage(f"judge:{label}", judge_config(alias, judge_specs[alias].model, mode), force=force,
                                  outputs=[paths.judge_dir(label)])

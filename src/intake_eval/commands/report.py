@@ -20,13 +20,32 @@ def report(
     transcript viewer), report/summary.md and report/headline.csv; print the report's path.
 
     Works on a run in progress: whatever is missing is listed at the top of the report."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
     from intake_eval.commands.common import console
+    from intake_eval.errors import IntakeEvalError
     from intake_eval.report.build import build_report
     from intake_eval.report.terminal import print_summary
 
     err = console()
+    try:
+        result = _build(err, build_report, Path(run_dir), judge, quiet)
+    except IntakeEvalError as exc:
+        # typer 0.29 runs its own vendored click, which does not recognise click.ClickException
+        # subclasses; print the one-line error and exit 2 here so the contract holds regardless.
+        exc.show()
+        raise typer.Exit(exc.exit_code) from None
+    if not quiet:
+        print_summary(err, result)
+        err.print(f"Markdown summary: {result.summary}")
+    typer.echo(str(result.index))
+    if open_:
+        import webbrowser
+
+        webbrowser.open(result.index.resolve().as_uri())
+
+
+def _build(err, build_report, run_dir: Path, judge: str | None, quiet: bool):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=True, disable=quiet) as progress:
         task = progress.add_task("report", total=None)
@@ -38,12 +57,4 @@ def report(
         def on_shard(n: int) -> None:
             progress.update(shards, advance=n, visible=True)
 
-        result = build_report(Path(run_dir), judge=judge, progress=on_step, shard_progress=on_shard)
-    if not quiet:
-        print_summary(err, result)
-        err.print(f"Markdown summary: {result.summary}")
-    typer.echo(str(result.index))
-    if open_:
-        import webbrowser
-
-        webbrowser.open(result.index.resolve().as_uri())
+        return build_report(run_dir, judge=judge, progress=on_step, shard_progress=on_shard)

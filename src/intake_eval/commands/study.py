@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +19,19 @@ StudyRunDirOption = Annotated[
     typer.Option("--run-dir", help="Run folder (default: runs/<name> from the config).", show_default=False),
 ]
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
+
+
+@contextmanager
+def one_line_errors():
+    """typer 0.29 runs a vendored click that does not recognise click.ClickException subclasses;
+    print IntakeEvalError as its one line and exit 2 here so the contract holds regardless."""
+    from intake_eval.errors import IntakeEvalError
+
+    try:
+        yield
+    except IntakeEvalError as exc:
+        exc.show()
+        raise typer.Exit(exc.exit_code) from None
 DEMO_CONFIG = PROJECT_ROOT / "configs" / "demo.yaml"
 
 
@@ -39,8 +53,9 @@ def study(
     from intake_eval.commands.common import console
     from intake_eval.study import run_study
 
-    outcome = run_study(config, run_dir=run_dir, models_file=models, force=force, use_cache=not no_cache,
-                        console=console())
+    with one_line_errors():
+        outcome = run_study(config, run_dir=run_dir, models_file=models, force=force, use_cache=not no_cache,
+                            console=console())
     typer.echo(str(outcome.report_path))
 
 
@@ -53,6 +68,12 @@ def demo(
 
     No network, no keys, under a minute. Prints where the report is.
     """
+    with one_line_errors():
+        report_path = _fresh_demo(run_dir)
+    typer.echo(str(report_path))
+
+
+def _fresh_demo(run_dir: Path) -> Path:
     import shutil
 
     from intake_eval.commands.common import console
@@ -71,8 +92,9 @@ def demo(
         shutil.rmtree(run_dir)
     out = console()
     outcome = run_study(DEMO_CONFIG, run_dir=run_dir, console=out)
-    out.print(f"[bold green]Report:[/bold green] {outcome.report_path}")
-    typer.echo(str(outcome.report_path))
+    out.print(f"[bold green]Report:[/bold green] {outcome.report_path}  (open it in a browser; "
+              f"`intake-eval status --run-dir {run_dir}` shows the manifest)")
+    return outcome.report_path
 
 
 def _fmt_money(value: float | None) -> str:
@@ -96,7 +118,10 @@ def _print_estimate(result, out) -> None:
                         f"{result.conversations} conversations", title_justify="left")
     for column in ("stage", "role", "model", "provider id", "calls", "prompt tok", "completion tok",
                    "of which reasoning", "$/1M in", "$/1M out", "dollars", "dollars at caps"):
-        table.add_column(column, justify="left" if column in ("stage", "role", "model", "provider id") else "right")
+        text = column in ("stage", "role", "model", "provider id")
+        widest = max((len(line.alias) for line in result.lines), default=5)
+        table.add_column(column, justify="left" if text else "right", overflow="fold", no_wrap=not text,
+                         min_width=widest if column == "model" else None)
     for line in result.lines:
         price_in = "—" if line.offline else (
             "unknown" if line.input_cost_per_token is None else f"{line.input_cost_per_token * 1e6:,.2f}")
@@ -150,7 +175,7 @@ def estimate(
     from intake_eval.commands.common import console
     from intake_eval.study import estimate_config
 
-    with console().status("Rendering sample prompts and counting tokens…"):
+    with one_line_errors(), console().status("Rendering sample prompts and counting tokens…"):
         result = estimate_config(config, models_file=models)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2, sort_keys=True))

@@ -152,7 +152,9 @@ def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str],
         profiles[pid] = [profile.get("phenotype", "?"), profile.get("alignment", ""),
                          [d["domain"] for d in profile.get("hidden", [])],
                          " · ".join(x for x in (who, f"presents with {labels.get(presenting, presenting)}" if presenting else "") if x)]
-    start = next((c[0] for c in convs if c[4] == "ok" and c[5]), convs[0][0] if convs else None)
+    # Open on an instructive conversation: judged, with the widest mix of domain states (caught and missed).
+    judged = [c for c in convs if c[4] == "ok" and c[5]]
+    start = max(judged, key=lambda c: (len(set(c[5])), "3" in c[5], c[0]))[0] if judged else (convs[0][0] if convs else None)
     return {"judges": views["judges"], "primary": views["primary"], "labels": labels, "convs": convs, "profiles": profiles,
             "arms": [{"label": views["arm_labels"][a], "clinician": a[0], "condition": a[1], "mode": a[2]} for a in views["arms"]],
             "start": start}

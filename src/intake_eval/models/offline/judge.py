@@ -57,7 +57,8 @@ class _ProfileMatcher:
         sentences = [s for s in sentences if s]
         if not sentences or not self.phrases:
             return {}
-        scores = process.cdist(sentences, self.phrases, scorer=fuzz.partial_ratio)
+        # score_cutoff lets rapidfuzz stop early on hopeless pairs (they score 0).
+        scores = process.cdist(sentences, self.phrases, scorer=fuzz.partial_ratio, score_cutoff=MATCH_THRESHOLD)
         found: dict[str, tuple[float, str]] = {}
         for row, sentence in zip(scores, sentences):
             best = int(row.argmax())
@@ -77,6 +78,7 @@ class OfflineJudge:
         self.catalog = catalog
         self._matchers: OrderedDict[str, _ProfileMatcher] = OrderedDict()
         self._replies: OrderedDict[tuple[str, int], dict[str, tuple[float, str]]] = OrderedDict()
+        self._questions: OrderedDict[tuple[str, frozenset[str]], tuple[str, frozenset[str]]] = OrderedDict()
 
     # Small LRU caches: per-turn mode asks about every turn of a conversation, each needing the
     # disclosures of all earlier replies.
@@ -96,9 +98,27 @@ class OfflineJudge:
                 self._replies.popitem(last=False)
         return self._replies[key]
 
-    def _label_turn(self, profile: Profile, conversation: Conversation, number: int) -> dict[str, Any]:
+    def _classify(self, words: str, disclosed: set[str]) -> tuple[str, frozenset[str]]:
+        """(question_type, asked domains), memoised: offline clinicians repeat their questions.
+
+        The classifier's answer depends on ``disclosed`` only through the asked domains (a question
+        confined to disclosed ones is clarifying), so the key keeps just that intersection."""
         from intake_eval.classifier import classify
 
+        def cached(known: frozenset[str]) -> tuple[str, frozenset[str]]:
+            key = (words, known)
+            if key not in self._questions:
+                classification = classify(words, disclosed=sorted(known))
+                self._questions[key] = (classification.question_type, frozenset(classification.domains))
+                if len(self._questions) > 8192:
+                    self._questions.popitem(last=False)
+            return self._questions[key]
+
+        question_type, asked = cached(frozenset())
+        relevant = frozenset(asked & disclosed)
+        return cached(relevant) if relevant else (question_type, asked)
+
+    def _label_turn(self, profile: Profile, conversation: Conversation, number: int) -> dict[str, Any]:
         turns = {t.turn: t for t in conversation.turns}
         replies = [(0, conversation.opening)] + [(t, turns[t].patient) for t in sorted(turns) if t < number]
         disclosed_before = {profile.presenting.domain}
@@ -109,8 +129,7 @@ class OfflineJudge:
             question_type, asked, clinician_words = "other", set(), None
         else:
             clinician_words = turns[number].clinician
-            classification = classify(clinician_words, disclosed=sorted(disclosed_before))
-            question_type, asked = classification.question_type, set(classification.domains)
+            question_type, asked = self._classify(clinician_words, disclosed_before)
         reply = conversation.opening if number == 0 else turns[number].patient
         carried = self._carried(profile, conversation, number, reply)
         domains, leaked = [], []

@@ -53,12 +53,23 @@ def draw_segments(draw: DomainDraw) -> list[str]:
     return [frames[i % len(frames)].format(symptom=symptom) for i, symptom in enumerate(draw.symptoms)]
 
 
+def distinctive_segments(profile: Profile) -> dict[str, list[str]]:
+    """Per domain, the sentences and symptom texts that belong to it alone. Generic sentences
+    ("It happens most weeks.") can occur in several domains and prove nothing."""
+    owners: dict[str, set[str]] = {}
+    for draw in [profile.presenting, *profile.hidden]:
+        for text in [*draw_segments(draw), *draw.symptoms]:
+            owners.setdefault(text, set()).add(draw.domain)
+    return {
+        draw.domain: [t for t in [*draw_segments(draw), *draw.symptoms] if owners[t] == {draw.domain}]
+        for draw in [profile.presenting, *profile.hidden]
+    }
+
+
 def spoken_domains(profile: Profile, texts: list[str]) -> set[str]:
     """Domains whose content appears in what the patient already said."""
     said = " ".join(texts)
-    return {draw.domain for draw in [profile.presenting, *profile.hidden]
-            if any(segment in said for segment in draw_segments(draw))
-            or any(symptom in said for symptom in draw.symptoms)}
+    return {domain for domain, own in distinctive_segments(profile).items() if any(text in said for text in own)}
 
 
 class OfflinePatient:

@@ -1,0 +1,228 @@
+"""The generate stage: plan → sample (stages 1-5) → render + QC (stage 6) → profiles.jsonl.
+
+Shared by `intake-eval generate` and `intake-eval study`. The caller holds the run lock and owns
+the manifest; this registers the stage config (a changed config is refused), records the generator
+for the leakage guard, skips profile ids already on disk (resume), writes each finished profile as
+one JSON line, reports profiles that never pass QC in render_failures.jsonl, and compacts at the
+end so a resumed file is byte-identical to an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from intake_eval.render import MAX_ATTEMPTS, QC_THRESHOLD, RENDER_TEMPLATE, failure_record, render_profile
+from intake_eval.sampling import Mode, plan_phenotypes, profile_id, sample_profile
+
+if TYPE_CHECKING:
+    from intake_eval.catalog import Catalog
+    from intake_eval.manifest import Manifest
+    from intake_eval.models.base import ChatModel, ModelSpec
+    from intake_eval.records import Profile
+    from intake_eval.store import RunPaths
+
+STAGE = "generate"
+
+
+@dataclass
+class GenerateSummary:
+    n: int
+    written_now: int = 0
+    already_done: int = 0
+    failed: list[str] = field(default_factory=list)  # profile ids that never passed QC
+    per_phenotype: dict[str, int] = field(default_factory=dict)  # on disk after the stage
+    hidden_counts: dict[int, int] = field(default_factory=dict)
+    first_attempt_pass: int = 0
+    interrupted: bool = False
+
+    @property
+    def on_disk(self) -> int:
+        return sum(self.per_phenotype.values())
+
+    @property
+    def qc_pass_rate(self) -> float:
+        attempted = self.on_disk + len(self.failed)
+        return self.on_disk / attempted if attempted else 1.0
+
+    def counts(self) -> dict[str, int]:
+        return {"profiles": self.on_disk, "render_failures": len(self.failed), "written_now": self.written_now,
+                "resumed_from_disk": self.already_done}
+
+
+def stage_config(n: int, mode: str, seed: int, spec: "ModelSpec", catalog: "Catalog", *,
+                 max_attempts: int, qc_threshold: float) -> dict[str, Any]:
+    """Everything that determines the profiles' content (concurrency does not)."""
+    from intake_eval.prompts import prompt_hash
+
+    return {
+        "n": n, "mode": mode, "seed": seed,
+        "generator": spec.alias or spec.model,
+        "generator_model": spec.model,
+        "generator_params": {"temperature": spec.temperature, "max_tokens": spec.max_tokens,
+                             "reasoning": spec.reasoning, "extra_params": spec.extra_params},
+        "catalog": catalog.content_hash,
+        "prompt": prompt_hash(config_prompt_name(spec)),
+        "max_attempts": max_attempts, "qc_threshold": qc_threshold,
+    }
+
+
+def check_settings(n: int, mode: str, max_attempts: int, qc_threshold: float, concurrency: int) -> None:
+    from intake_eval.errors import IntakeEvalError
+
+    if n < 1:
+        raise IntakeEvalError(f"--n must be at least 1 (got {n})")
+    if mode not in ("stratified", "weighted"):
+        raise IntakeEvalError(f"sampling mode '{mode}' is not stratified or weighted")
+    if max_attempts < 1:
+        raise IntakeEvalError(f"--max-attempts must be at least 1 (got {max_attempts})")
+    if not 0 <= qc_threshold <= 100:
+        raise IntakeEvalError(f"--qc-threshold must be between 0 and 100 (got {qc_threshold})")
+    if concurrency < 1:
+        raise IntakeEvalError(f"--concurrency must be at least 1 (got {concurrency})")
+
+
+async def _produce(indices: list[int], plan: list[str], seed: int, catalog: "Catalog", model: "ChatModel",
+                   generator: str, *, concurrency: int, max_attempts: int, qc_threshold: float,
+                   on_profile, on_failure) -> None:
+    """``concurrency`` workers, each sampling and rendering one profile at a time; at most
+    ``concurrency`` generator calls in flight."""
+    semaphore = asyncio.Semaphore(concurrency)
+    queue = iter(indices)
+
+    async def worker() -> None:
+        for index in queue:  # a shared iterator: each index goes to exactly one worker
+            drawn = sample_profile(catalog, plan[index], index, seed)
+            rendered = await render_profile(drawn, model, catalog, max_attempts=max_attempts, threshold=qc_threshold,
+                                            generator=generator, semaphore=semaphore)
+            if rendered.render.qc_passed:
+                on_profile(rendered)
+            else:
+                on_failure(failure_record(rendered, qc_threshold))
+
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, max(1, len(indices))))))
+
+
+def _finish_files(paths: "RunPaths") -> tuple[dict[str, int], dict[int, int], int, list[str]]:
+    """Compact profiles.jsonl; keep only failures that are still failures. Returns the summary data."""
+    from intake_eval.records import Profile, RenderFailure
+    from intake_eval.store import compact, dumps_record, iter_records, latest_by_key, write_text_atomic
+
+    compact(paths.profiles, "profile_id")
+    per_phenotype: Counter[str] = Counter()
+    hidden: Counter[int] = Counter()
+    first_try = 0
+    done: set[str] = set()
+    for profile in iter_records(paths.profiles, Profile):
+        done.add(profile.profile_id)
+        per_phenotype[profile.phenotype] += 1
+        hidden[len(profile.hidden)] += 1
+        first_try += profile.render.attempts <= 1
+    failures = {k: v for k, v in latest_by_key(paths.render_failures, RenderFailure, "profile_id").items() if k not in done}
+    if failures:
+        write_text_atomic(paths.render_failures, "".join(dumps_record(failures[k]) + "\n" for k in sorted(failures)))
+    elif paths.render_failures.exists():
+        paths.render_failures.unlink()
+    return dict(sorted(per_phenotype.items())), dict(sorted(hidden.items())), first_try, sorted(failures)
+
+
+def run_generate_stage(paths: "RunPaths", *, manifest: "Manifest", n: int, mode: Mode, seed: int, generator: str,
+                       pool: Any, force: bool = False, console: Any = None, catalog: "Catalog | None" = None,
+                       concurrency: int = 8, max_attempts: int = MAX_ATTEMPTS,
+                       qc_threshold: float = QC_THRESHOLD) -> dict[str, int]:
+    """The stage as `study` runs it: returns counts for the study summary."""
+    summary = generate_profiles(paths, manifest=manifest, n=n, mode=mode, seed=seed, generator=generator, pool=pool,
+                                force=force, console=console, catalog=catalog, concurrency=concurrency,
+                                max_attempts=max_attempts, qc_threshold=qc_threshold)
+    return summary.counts()
+
+
+def generate_profiles(paths: "RunPaths", *, manifest: "Manifest", n: int, mode: Mode, seed: int, generator: str,
+                      pool: Any, force: bool = False, console: Any = None, catalog: "Catalog | None" = None,
+                      concurrency: int = 8, max_attempts: int = MAX_ATTEMPTS,
+                      qc_threshold: float = QC_THRESHOLD) -> GenerateSummary:
+    from intake_eval.catalog import load_catalog
+    from intake_eval.leakage import GENERATOR_ROLE, assert_generator_is_held_out
+    from intake_eval.models.registry import preflight
+    from intake_eval.prompts import prompt_hashes
+    from intake_eval.store import JsonlWriter, done_keys
+
+    check_settings(n, mode, max_attempts, qc_threshold, concurrency)
+    catalog = catalog if catalog is not None else load_catalog()
+    spec = pool.spec(generator)
+    preflight([spec])
+    assert_generator_is_held_out(manifest, generator, spec.model)
+    config = stage_config(n, mode, seed, spec, catalog, max_attempts=max_attempts, qc_threshold=qc_threshold)
+    manifest.begin_stage(STAGE, config, force=force, outputs=[paths.profiles, paths.render_failures])
+    manifest.record_models(GENERATOR_ROLE, [{"alias": generator, **spec.public_dict()}])
+    manifest.record_seed(STAGE, seed)
+    manifest.record_prompts(prompt_hashes([config_prompt_name(spec)]))
+    manifest.save()
+
+    plan = plan_phenotypes(catalog, n, mode, seed)
+    done = done_keys(paths.profiles, "profile_id")
+    todo = [i for i in range(n) if profile_id(i) not in done]
+    summary = GenerateSummary(n=n, already_done=n - len(todo))
+    model = pool.get(generator)
+    progress = ProgressBar(console, n, summary.already_done)
+    with JsonlWriter(paths.profiles) as profiles_out, JsonlWriter(paths.render_failures) as failures_out:
+        def on_profile(profile: "Profile") -> None:
+            profiles_out.write(profile)
+            summary.written_now += 1
+            progress.advance()
+
+        def on_failure(record) -> None:
+            failures_out.write(record)
+            progress.advance()
+
+        try:
+            with progress:
+                asyncio.run(_produce(todo, plan, seed, catalog, model, generator, concurrency=concurrency,
+                                     max_attempts=max_attempts, qc_threshold=qc_threshold,
+                                     on_profile=on_profile, on_failure=on_failure))
+        except KeyboardInterrupt:
+            summary.interrupted = True
+    if paths.render_failures.exists() and paths.render_failures.stat().st_size == 0:
+        paths.render_failures.unlink()
+    if summary.interrupted:
+        manifest.finish_stage(STAGE, status="interrupted", counts={"written_now": summary.written_now})
+        return summary
+    summary.per_phenotype, summary.hidden_counts, summary.first_attempt_pass, summary.failed = _finish_files(paths)
+    usage = pool.usage.get(generator)
+    manifest.finish_stage(STAGE, status="done" if not summary.failed else "done_with_failures",
+                          counts=summary.counts(), usage={GENERATOR_ROLE: usage.to_usage()} if usage else None)
+    return summary
+
+
+def config_prompt_name(spec: "ModelSpec") -> str:
+    from intake_eval.models.offline.generator import TEMPLATE as OFFLINE_TEMPLATE
+
+    return OFFLINE_TEMPLATE if spec.is_offline else RENDER_TEMPLATE
+
+
+class ProgressBar:
+    """A rich progress bar on stderr (a no-op without a console)."""
+
+    def __init__(self, console: Any, total: int, completed: int):
+        self.bar = None
+        if console is not None:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(TextColumn("generate"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                                console=console, transient=False)
+            self.task = self.bar.add_task("profiles", total=total, completed=completed)
+
+    def advance(self) -> None:
+        if self.bar is not None:
+            self.bar.advance(self.task)
+
+    def __enter__(self) -> "ProgressBar":
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
