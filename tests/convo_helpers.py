@@ -47,3 +47,29 @@ class ScriptedModel:
         if isinstance(reply, BaseException):
             raise reply
         return reply if isinstance(reply, ChatResult) else ChatResult(text=reply, finish_reason="stop")
+
+
+def write_generated_profiles(profiles_path, n: int, seed: int = 7) -> list[Profile]:
+    """Real profiles: the sampling stages plus the offline generator's render, as `generate` makes them."""
+    import asyncio
+
+    from intake_eval.catalog import load_catalog
+    from intake_eval.models.offline import build_offline
+    from intake_eval.models.registry import resolve_spec
+    from intake_eval.render import render_profile
+    from intake_eval.sampling import plan_phenotypes, sample_profile
+    from intake_eval.store import append_record
+
+    catalog = load_catalog()
+    generator = build_offline(resolve_spec("offline/generator", {}), catalog)
+    phenotypes = plan_phenotypes(catalog, n, "stratified", seed)
+
+    async def render_all():
+        return [await render_profile(sample_profile(catalog, pheno, index, seed), generator, catalog,
+                                     generator="offline/generator")
+                for index, pheno in enumerate(phenotypes)]
+
+    profiles = asyncio.run(render_all())
+    for profile in profiles:
+        append_record(profiles_path, profile)
+    return profiles

@@ -24,6 +24,7 @@ PATIENT = ("Honestly it has been hard to keep up with everything. Most mornings 
            "drag myself through work, and by the evening I just sit on the couch without really doing anything. "
            "My partner has noticed I am quieter than I used to be, and I feel bad that I cannot explain it better. "
            "I keep hoping it will pass on its own.")
+REASONING_TOKENS = 700  # what a reasoning model spends per call, as the estimate assumes
 REASONING = "Let me think about which areas the clinician asked about and what the patient said in reply."
 
 
@@ -67,7 +68,12 @@ def generator_answer(prompt: str) -> str:
     """First-person text quoting every bulleted symptom line of the render prompt (QC passes)."""
     symptoms = [line[2:].strip() for line in prompt.split("Rules:")[0].splitlines() if line.startswith("- ")]
     sentences = " ".join(f"For a while now, {s[:1].lower() + s[1:]}." for s in symptoms if s)
-    return sentences or "I have been struggling with this for months and it colours everything I do."
+    text = sentences or "I have been struggling with this for months and it colours everything I do."
+    filler = (" It is hard to put into words, but it has been there most days for a good while now."
+              " I notice it more when I am tired or on my own in the evening, and it wears me down.")
+    while len(text) < 560:  # a real render is 3 to 6 sentences, ~140 tokens
+        text += filler
+    return text
 
 
 class StudyResponder:
@@ -97,5 +103,6 @@ class StudyResponder:
             content = "{}"
         else:
             content = generator_answer(prompt)
-        reasoning = REASONING if body.get("model") in self.reasoning_models else None
-        return Reply(content=content, reasoning_content=reasoning)
+        if body.get("model") in self.reasoning_models:  # hidden reasoning billed as completion tokens
+            return Reply(content=content, reasoning_content=REASONING, reasoning_tokens=REASONING_TOKENS)
+        return Reply(content=content)

@@ -73,3 +73,13 @@ def test_an_opening_that_leaks_a_hidden_domain_is_bleed_on_turn_zero():
     # Asked on turn 1 after the leak: both bleed and active coverage, but the follow-up is no leak.
     assert judgment.turns[1].patient_faithful
     assert conversation_metrics(judgment, PROFILE.hidden_domains).bleed_rate == 0.5
+
+
+def test_a_rerun_conversation_with_the_same_id_is_judged_on_its_new_text():
+    model = OfflineJudge(ModelSpec(alias="offline/judge", model="offline/judge"))
+    first = conversation(TURNS[:1])
+    rerun = conversation([("Tell me more about that.", "I feel flat and heavy nearly all day.")])
+    assert first.conversation_id == rerun.conversation_id
+    a = asyncio.run(judge_conversation(first, PROFILE, model, "per-turn"))
+    b = asyncio.run(judge_conversation(rerun, PROFILE, model, "per-turn"))
+    assert a.turns[1].domains["insomnia"].disclosed and not b.turns[1].domains["insomnia"].disclosed

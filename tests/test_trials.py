@@ -110,6 +110,7 @@ def test_hand_worked_trial_figures(run_dir, source):
 def test_no_trials_means_no_trials_csv(run_dir):
     paths = RunPaths(run_dir)
     _write_run(paths, {"P00000": [{"insomnia"}]})
+    paths.metrics("trials").write_text("stale from an earlier run\n")
     assert write_trial_metrics(paths) is None
     assert not paths.metrics("trials").exists()
 
@@ -177,5 +178,9 @@ def test_trials_3_on_an_offline_run_produces_the_figures(run_dir):
         assert int(row["caught_all"]) <= int(row["caught_any"]) <= 13
         assert float(row["ci_low"]) <= float(row["mean_active_coverage"]) <= float(row["ci_high"])
         assert float(row["between_trial_sd"]) >= 0.0
+    # offline/screener varies only its wording and order across trials, never its coverage
+    screener = rows["offline/screener"]
+    assert float(screener["between_trial_sd"]) == 0.0 and screener["caught_all"] == screener["caught_any"]
+    assert float(screener["consistency"]) == 1.0
     # the ceiling clinician screens systematically: it catches more than the floor one
     assert float(rows["offline/screener"]["mean_active_coverage"]) > float(rows["offline/anchored"]["mean_active_coverage"])

@@ -263,13 +263,15 @@ def _cell(value: Any) -> str:
 
 
 def write_trial_metrics(paths: RunPaths) -> Path | None:
-    """Write metrics/trials.csv when the run has repeated trials; returns its path (None otherwise).
+    """Write metrics/trials.csv when the run has repeated trials; returns its path (None otherwise,
+    and a stale trials.csv is removed).
 
     Called by the metrics writer / report after metrics/conversations.csv is written.
     """
     groups = collect_observations(paths)
     target = paths.metrics(TRIALS_METRICS)
     if not has_trials(groups):
+        target.unlink(missing_ok=True)  # derived data: never leave a stale table from an earlier run
         return None
     lines = [COLUMNS]
     for key, observations in groups.items():

@@ -1,15 +1,74 @@
-"""`intake-eval classify` (placeholder until its issue lands)."""
+"""`intake-eval classify "TEXT"`: which domains a clinician utterance asks about, and its question type."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
+from intake_eval.commands.common import DEFAULT_RUN_DIR, ModelsOption, RunDirOption
 from intake_eval.errors import IntakeEvalError
 
-app = typer.Typer(help="(not built yet)")
 
+def classify(
+    text: Annotated[
+        str | None,
+        typer.Argument(help="The clinician utterance to classify (quote it). Omit when using --file.", show_default=False),
+    ] = None,
+    disclosed: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--disclosed",
+            help="A domain the patient has already talked about (repeatable). A question confined to "
+            "disclosed domains is 'clarifying' rather than 'closed_hypothesis'.",
+            show_default=False,
+        ),
+    ] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option("--file", help="Classify every non-empty line of this file; prints one JSON object per line.",
+                     show_default=False),
+    ] = None,
+    run_dir: RunDirOption = DEFAULT_RUN_DIR,
+    models: ModelsOption = None,
+) -> None:
+    """Classify a clinician utterance with the offline rule-based classifier (no model, no network).
 
-@app.command()
-def classify() -> None:
-    """(not built yet)"""
-    raise IntakeEvalError("'classify' is not built yet")
+    Prints JSON: question_type (closed_hypothesis, open, clarifying, treatment_planning, other),
+    domains (the catalog domains the utterance asks about specifically: it names the domain or
+    describes one of its features), scores and matched phrases per domain, and 'mentioned'
+    (domains named only in advice or statements, which do not count as asking).
+    Open invitations ("tell me more"), empathy and logistics never produce domains.
+    The offline patient, tracker, clinicians and judge use this same classifier.
+    --run-dir and --models are accepted like every command but not used.
+
+    Example: intake-eval classify "How have you been sleeping?" --disclosed depression
+    """
+    import json
+
+    from intake_eval.classifier import classify as classify_text
+    from intake_eval.classifier import domain_ids
+
+    known = set(domain_ids())
+    unknown = [domain for domain in disclosed or [] if domain not in known]
+    if unknown:
+        raise IntakeEvalError(
+            f"--disclosed: unknown domain '{unknown[0]}'; known domains: {', '.join(sorted(known))}"
+        )
+    if (text is None) == (file is None):
+        raise IntakeEvalError("give either TEXT or --file FILE (exactly one)")
+    if file is not None:
+        try:
+            lines = [line.strip() for line in file.read_text(encoding="utf-8").splitlines()]
+        except (OSError, UnicodeDecodeError) as exc:
+            raise IntakeEvalError(f"--file {file}: cannot read ({exc.__class__.__name__}: {exc})") from None
+        for line in lines:
+            if line:
+                found = classify_text(line, disclosed=disclosed or ())
+                typer.echo(json.dumps({"text": line, **found.to_dict()}, ensure_ascii=False))
+        return
+    if not text or not text.strip():
+        raise IntakeEvalError("TEXT is empty; give the clinician utterance to classify")
+    found = classify_text(text, disclosed=disclosed or ())
+    typer.echo(json.dumps(found.to_dict(), indent=2, ensure_ascii=False))

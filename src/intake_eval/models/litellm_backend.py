@@ -1,16 +1,15 @@
 """Real providers behind the one call shape: one attempt per ``complete`` (retries live in retry.py).
 
 litellm speaks to every provider. For OpenAI-compatible endpoints (``openai/…`` or
-``hosted_vllm/…`` with an ``api_base``: vLLM, Ollama, llama.cpp, a local test server) the openai
-client is used directly: same wire format, same exceptions, far less CPU per call (see
-scripts/bench_models.py). Both paths feed the same normalisation below, so a result looks the
+``hosted_vllm/…`` with an ``api_base``: vLLM, Ollama, llama.cpp, a local test server) a plain
+aiohttp POST is used instead (openai_http.py): same wire format, a fraction of the CPU per call
+(see scripts/bench_models.py). Both paths feed the same normalisation below, so a result looks the
 same whichever path produced it. The API key is read from its variable at call time and is
 never logged, cached or put in a message.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from typing import Any
@@ -22,7 +21,7 @@ from intake_eval.models.registry import is_local_base
 # Providers whose json_schema response_format litellm forwards faithfully.
 _SCHEMA_PROVIDERS = {"openai", "hosted_vllm", "gemini", "vertex_ai", "anthropic", "azure", "fireworks_ai"}
 _OPENAI_COMPATIBLE = {"openai", "hosted_vllm"}
-_NO_KEY = "not-needed"  # the openai client insists on some key; local servers ignore it
+_NO_KEY = "not-needed"  # OpenAI-compatible servers expect some Bearer value; local ones ignore it
 
 
 def import_litellm():
@@ -50,7 +49,7 @@ def api_key_for(spec: ModelSpec) -> str | None:
     return _NO_KEY if spec.api_base else None
 
 
-def uses_openai_client(spec: ModelSpec) -> bool:
+def uses_direct_http(spec: ModelSpec) -> bool:
     return bool(spec.api_base) and spec.provider in _OPENAI_COMPATIBLE
 
 
@@ -147,8 +146,11 @@ class ProviderBackend:
             raise ValueError(f"client must be 'auto' or 'litellm', not {client!r}")
         self.spec = spec
         self.client = client  # "litellm" forces litellm even for OpenAI-compatible endpoints
-        self._openai_clients: dict[tuple[int, str], Any] = {}
-        self._closer: asyncio.Task[None] | None = None
+        self._http = None
+        if uses_direct_http(spec):
+            from intake_eval.models.openai_http import OpenAICompatibleClient
+
+            self._http = OpenAICompatibleClient(spec.api_base or "", spec.timeout_s)
 
     def request_params(self, request: ChatRequest) -> dict[str, Any]:
         spec = self.spec
@@ -165,57 +167,20 @@ class ProviderBackend:
         params.update(spec.extra_params)
         return params
 
-    def _openai_client(self, api_key: str):
-        # One client (and connection pool) per event loop and key: connection pools are loop-bound.
-        loop = asyncio.get_running_loop()
-        client = self._openai_clients.get((id(loop), api_key))
-        if client is None:
-            import httpx
-            import openai
-
-            from intake_eval.models.aiohttp_transport import AiohttpTransport
-
-            http_client = httpx.AsyncClient(transport=AiohttpTransport(), timeout=self.spec.timeout_s)
-            client = openai.AsyncOpenAI(api_key=api_key, base_url=self.spec.api_base, max_retries=0,
-                                        timeout=self.spec.timeout_s, http_client=http_client)
-            self._openai_clients = {(id(loop), api_key): client}  # clients of finished loops are dropped
-            # Close the connections when asyncio.run() ends (it cancels every pending task),
-            # even if the caller forgets pool.aclose(): no "unclosed session" noise at exit.
-            self._closer = loop.create_task(_close_when_loop_ends(client))  # held: tasks are weakly referenced
-        return client
-
     async def aclose(self) -> None:
-        clients, self._openai_clients = list(self._openai_clients.values()), {}
-        for client in clients:
-            await client.close()
+        if self._http is not None:
+            await self._http.aclose()
 
     async def complete(self, request: ChatRequest) -> ChatResult:
         spec = self.spec
         params = self.request_params(request)
         api_key = api_key_for(spec)
         started = time.monotonic()
-        if self.client == "auto" and uses_openai_client(spec):
-            model = spec.model.split("/", 1)[1]
-            extra = {key: params.pop(key) for key in list(params) if key not in _OPENAI_ARGS}
-            response = await self._openai_client(api_key or _NO_KEY).chat.completions.create(
-                model=model, extra_body=extra or None, **params)
+        if self._http is not None and self.client == "auto":
+            response = await self._http.chat({"model": spec.model.split("/", 1)[1], **params}, api_key or _NO_KEY)
         else:
             litellm = import_litellm()
             response = await litellm.acompletion(
                 model=spec.model, api_key=api_key, api_base=spec.api_base, timeout=spec.timeout_s,
                 num_retries=0, max_retries=0, **params)
         return normalise(spec, request, response, time.monotonic() - started)
-
-
-async def _close_when_loop_ends(client: Any) -> None:
-    try:
-        await asyncio.Event().wait()
-    finally:
-        await client.close()
-
-
-# Arguments the openai client takes by name; anything else from extra_params goes in extra_body.
-_OPENAI_ARGS = {
-    "messages", "temperature", "max_tokens", "max_completion_tokens", "response_format", "top_p", "seed",
-    "stop", "presence_penalty", "frequency_penalty", "logit_bias", "n", "reasoning_effort", "user",
-}

@@ -77,9 +77,10 @@ class Failure:
 
 
 def _headers_of(error: BaseException) -> Any:
-    headers = getattr(error, "litellm_response_headers", None)
-    if headers:
-        return headers
+    for name in ("litellm_response_headers", "headers"):  # litellm / openai_http.ProviderHTTPError
+        headers = getattr(error, name, None)
+        if headers:
+            return headers
     response = getattr(error, "response", None)
     return getattr(response, "headers", None) if response is not None else None
 
@@ -141,7 +142,8 @@ def classify_failure(error: BaseException, secret: str | None = None) -> Failure
         return Failure(False, f"http_{status}", status, None, detail)
     # Transport errors from httpx/aiohttp below the SDK, e.g. a reset connection.
     name = type(error).__name__.lower()
-    if any(word in name for word in ("connect", "timeout", "remoteprotocol", "readerror", "network")):
+    if any(word in name for word in ("connect", "timeout", "disconnect", "payload", "remoteprotocol", "readerror",
+                                     "network", "oserror")):
         return Failure(True, "connection", detail=detail)
     return Failure(False, f"error_{type(error).__name__}", detail=detail)
 

@@ -38,16 +38,22 @@ class _ProfileMatcher:
     """Per profile: each domain's reference phrases, and which domains a reply carries."""
 
     def __init__(self, profile: Profile):
-        from rapidfuzz import utils
+        from rapidfuzz import fuzz, utils
 
         self.domains: list[str] = []
         self.phrases: list[str] = []
         for draw in [profile.presenting, *profile.hidden]:
-            for phrase in [*draw.symptoms, *_sentences(draw.phenomenology)]:
-                processed = utils.default_process(phrase)
-                if len(processed) >= MIN_CANDIDATE_CHARS:
-                    self.domains.append(draw.domain)
-                    self.phrases.append(processed)
+            symptoms = [p for p in (utils.default_process(s) for s in draw.symptoms) if len(p) >= MIN_CANDIDATE_CHARS]
+            # A phenomenology sentence is a reference only if it carries one of the domain's
+            # symptoms: frequency or framing sentences ("it comes and goes") say nothing about
+            # which domain, and matching them would invent disclosures.
+            rendered = [
+                sentence for sentence in (utils.default_process(s) for s in _sentences(draw.phenomenology))
+                if any(fuzz.partial_ratio(symptom, sentence) >= MATCH_THRESHOLD for symptom in symptoms)
+            ]
+            for phrase in dict.fromkeys([*symptoms, *rendered]):
+                self.domains.append(draw.domain)
+                self.phrases.append(phrase)
 
     def carried(self, reply: str) -> dict[str, tuple[float, str]]:
         """Domain → (best score, the reply sentence) for domains the reply carries."""
@@ -76,22 +82,23 @@ class OfflineJudge:
     def __init__(self, spec: ModelSpec, catalog: "Catalog | None" = None):
         self.spec = spec
         self.catalog = catalog
-        self._matchers: OrderedDict[str, _ProfileMatcher] = OrderedDict()
-        self._replies: OrderedDict[tuple[str, int], dict[str, tuple[float, str]]] = OrderedDict()
+        self._matchers: OrderedDict[tuple, _ProfileMatcher] = OrderedDict()
+        self._replies: OrderedDict[tuple[Any, str], dict[str, tuple[float, str]]] = OrderedDict()
         self._questions: OrderedDict[tuple[str, frozenset[str]], tuple[str, frozenset[str]]] = OrderedDict()
 
     # Small LRU caches: per-turn mode asks about every turn of a conversation, each needing the
     # disclosures of all earlier replies.
     def _matcher(self, profile: Profile) -> _ProfileMatcher:
-        key = profile.profile_id
+        key = _profile_key(profile)
         if key not in self._matchers:
             self._matchers[key] = _ProfileMatcher(profile)
             if len(self._matchers) > 256:
                 self._matchers.popitem(last=False)
         return self._matchers[key]
 
-    def _carried(self, profile: Profile, conversation: Conversation, turn: int, reply: str) -> dict[str, tuple[float, str]]:
-        key = (conversation.conversation_id, turn)
+    def _carried(self, profile: Profile, reply: str) -> dict[str, tuple[float, str]]:
+        # Keyed by content, never by conversation id: a rerun conversation has new text.
+        key = (_profile_key(profile), reply)
         if key not in self._replies:
             self._replies[key] = self._matcher(profile).carried(reply)
             if len(self._replies) > 4096:
@@ -124,14 +131,14 @@ class OfflineJudge:
         disclosed_before = {profile.presenting.domain}
         for earlier, reply in replies:
             if earlier < number:
-                disclosed_before |= set(self._carried(profile, conversation, earlier, reply))
+                disclosed_before |= set(self._carried(profile, reply))
         if number == 0:
             question_type, asked, clinician_words = "other", set(), None
         else:
             clinician_words = turns[number].clinician
             question_type, asked = self._classify(clinician_words, disclosed_before)
         reply = conversation.opening if number == 0 else turns[number].patient
-        carried = self._carried(profile, conversation, number, reply)
+        carried = self._carried(profile, reply)
         domains, leaked = [], []
         for domain in profile.hidden_domains:
             is_asked, is_disclosed = domain in asked, domain in carried
@@ -164,6 +171,11 @@ class OfflineJudge:
         else:
             answer = self._label_turn(profile, conversation, int(turn))
         return ChatResult(text=json.dumps(answer, ensure_ascii=False), model=self.spec.model, finish_reason="stop")
+
+
+def _profile_key(profile: Profile) -> tuple:
+    """What the matcher depends on: the domains and their texts (a regenerated profile differs)."""
+    return tuple((d.domain, tuple(d.symptoms), d.phenomenology) for d in [profile.presenting, *profile.hidden])
 
 
 def _domain_reason(domain: str, asked: bool, match: tuple[float, str] | None, number: int) -> str:

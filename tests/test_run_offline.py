@@ -1,0 +1,106 @@
+"""`intake-eval run` on the offline participants: the study's shape, disclosure discipline, and
+crash-resume (a real subprocess SIGKILLed mid-run) giving a file equal to an uninterrupted run's."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from intake_eval.classifier import classify
+from intake_eval.cli import app
+from intake_eval.models.offline.patient import distinctive_segments
+from intake_eval.records import Conversation, Profile
+from intake_eval.store import RunPaths, iter_records, latest_by_key
+from tests.convo_helpers import write_generated_profiles
+
+OFFLINE = ["--clinician", "offline/screener", "--clinician", "offline/anchored", "--patient", "offline/patient"]
+CLI = [str(Path(sys.executable).with_name("intake-eval"))]
+
+
+@pytest.fixture(scope="module")
+def profiles_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("profiles") / "profiles.jsonl"
+    write_generated_profiles(path, 18)
+    return path
+
+
+def fresh_run(tmp_path: Path, profiles_file: Path, name: str = "run") -> Path:
+    run_dir = tmp_path / name
+    run_dir.mkdir()
+    (run_dir / "profiles.jsonl").write_bytes(profiles_file.read_bytes())
+    return run_dir
+
+
+def conversations(run_dir: Path) -> list[Conversation]:
+    paths = RunPaths(run_dir)
+    return [c for path in paths.conversation_files() for c in iter_records(path, Conversation)]
+
+
+def hidden_text_in(reply: str, own: dict[str, list[str]], domains: list[str]) -> set[str]:
+    return {domain for domain in domains if any(text in reply for text in own[domain])}
+
+
+@pytest.mark.parametrize("mode", ["prompted", "tracked"])
+def test_offline_run_has_the_study_shape_and_the_patient_never_discloses_unasked(tmp_path, profiles_file, mode):
+    run_dir = fresh_run(tmp_path, profiles_file)
+    result = CliRunner().invoke(app, ["run", *OFFLINE, "--patient-mode", mode, "--run-dir", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    records = conversations(run_dir)
+    profiles = latest_by_key(run_dir / "profiles.jsonl", Profile, "profile_id")
+    assert len(records) == 2 * 18 and {c.clinician for c in records} == {"offline/screener", "offline/anchored"}
+    disclosed_any = 0
+    for record in records:
+        assert record.ok and record.termination == "completed" and record.opening
+        assert [t.turn for t in record.turns] == list(range(1, 13))
+        profile = profiles[record.profile_id]
+        own = distinctive_segments(profile)
+        hidden = profile.hidden_domains
+        assert not hidden_text_in(record.opening, own, hidden), record.conversation_id
+        asked: set[str] = set()
+        for turn in record.turns:
+            asked |= set(classify(turn.clinician).domains)
+            allowed = set(turn.tracker.unlocked_after) if mode == "tracked" else asked
+            leaked = hidden_text_in(turn.patient, own, hidden) - allowed
+            assert not leaked, f"{record.conversation_id} turn {turn.turn} disclosed unasked {leaked}"
+            disclosed_any += bool(hidden_text_in(turn.patient, own, hidden))
+            assert (turn.tracker is not None) == (mode == "tracked")
+    assert disclosed_any > 0  # the screener does surface hidden domains when it asks
+    # The same opening for both clinicians of a profile (a paired comparison).
+    openings = {}
+    for record in records:
+        openings.setdefault(record.profile_id, set()).add(record.opening)
+    assert all(len(texts) == 1 for texts in openings.values())
+
+
+def test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path, profiles_file):
+    args = ["run", *OFFLINE, "--trials", "4", "--concurrency", "4"]
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_MODE": "PRODUCTION"}
+    whole = fresh_run(tmp_path, profiles_file, "whole")
+    subprocess.run([*CLI, *args, "--run-dir", str(whole)], env=env, check=True, capture_output=True)
+
+    crashed = fresh_run(tmp_path, profiles_file, "crashed")
+    target = RunPaths(crashed).conversations("offline/screener")
+    process = subprocess.Popen([*CLI, *args, "--run-dir", str(crashed)], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not target.exists() or target.read_bytes().count(b"\n") < 10):
+        time.sleep(0.002)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    partial = target.read_bytes().count(b"\n") if target.exists() else 0
+    assert 10 <= partial < 72, "the run was not interrupted mid-way"
+
+    result = subprocess.run([*CLI, *args, "--run-dir", str(crashed)], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "already done" in result.stderr
+    for alias in ("offline/screener", "offline/anchored"):
+        resumed = RunPaths(crashed).conversations(alias).read_bytes()
+        assert resumed == RunPaths(whole).conversations(alias).read_bytes()
+        assert resumed.count(b"\n") == 18 * 4
