@@ -2,8 +2,8 @@
 
     .venv/bin/python scripts/bench_judge.py [--work DIR] [--profiles 270]
 
-1. Builds (once; reused from --work) an offline run folder: `generate` N profiles with
-   offline/generator, `run` offline/screener and offline/anchored against offline/patient
+1. Builds (once; reused from --work) an offline run folder with the offline pipeline: N profiles
+   from offline/generator, then offline/screener and offline/anchored against offline/patient
    → 2·N conversations (N = 270 → 540).
 2. Times the judge stage (offline/judge, per-turn mode, through the ModelPool like the CLI) and
    write_metrics separately, on a fresh copy of the folder. Target: < 20 s together.
@@ -19,7 +19,6 @@ import asyncio
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,9 +27,6 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # tests.judgment_builders-free: only the package is needed
-
-CLI = [sys.executable, "-m", "intake_eval.cli"]
 
 # A realistic intake (the study's trauma-substance example, DeepSeek-V3-like clinician): long
 # empathic clinician turns, paragraph-length patient replies, pivot to advice mid-way.
@@ -91,14 +87,20 @@ def build_run_folder(work: Path, profiles: int) -> Path:
         return source
     if source.exists():
         shutil.rmtree(source)
+    from intake_eval.generate_stage import generate_profiles
+    from intake_eval.manifest import Manifest
+    from intake_eval.models.pool import ModelPool
+    from intake_eval.models.registry import load_model_specs
+    from intake_eval.runner import RunSettings, execute_run
+    from intake_eval.store import RunPaths
+
     started = time.perf_counter()
-    steps = [
-        ["generate", "--n", str(profiles), "--stratified", "--generator", "offline/generator"],
-        ["run", "--clinician", "offline/screener", "--clinician", "offline/anchored", "--patient", "offline/patient",
-         "--patient-mode", "tracked", "--concurrency", "64"],
-    ]
-    for step in steps:
-        subprocess.run([*CLI, *step, "--run-dir", str(source)], check=True, cwd=ROOT)
+    paths = RunPaths(source)
+    with ModelPool(load_model_specs(None)) as pool:
+        generate_profiles(paths, manifest=Manifest(paths), n=profiles, mode="stratified", seed=7,
+                          generator="offline/generator", pool=pool, concurrency=64)
+    execute_run(paths, RunSettings(clinicians=["offline/screener", "offline/anchored"], patient="offline/patient",
+                                   patient_mode="prompted", concurrency=64))
     print(f"built {source} with the offline pipeline in {time.perf_counter() - started:.1f} s")
     return source
 

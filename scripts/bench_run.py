@@ -9,8 +9,8 @@
 (b) The same 540 conversations on the offline participants (offline/screener, offline/anchored
     and three more aliases mapped onto them). Target: under 30 s.
 
-Each run is the real CLI in a subprocess, into a fresh run folder, with profiles from
-`intake-eval generate --generator offline/generator`.
+Each run is the real CLI in a subprocess, into a fresh run folder, with profiles made by the
+generate pipeline (sampling + the offline generator's render).
 """
 
 from __future__ import annotations
@@ -52,16 +52,25 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def generate(run_dir: Path, profiles: int) -> None:
-    cli("generate", "--n", str(profiles), "--stratified", "--generator", "offline/generator", "--run-dir", str(run_dir))
+    """Profiles as `generate --stratified --generator offline/generator` makes them (sampling + offline render)."""
+    from tests.convo_helpers import write_generated_profiles
+
+    write_generated_profiles(run_dir / "profiles.jsonl", profiles)
 
 
 def timed_run(run_dir: Path, models: Path, patient: str, mode: str, concurrency: int) -> tuple[float, dict]:
+    """Wall seconds and the manifest's run stage; stage['cpu_s'] = the CLI process's CPU seconds."""
+    import resource
+
     args = ["run", *sum((["--clinician", c] for c in CLINICIANS), []), "--patient", patient, "--patient-mode", mode,
             "--concurrency", str(concurrency), "--models", str(models), "--run-dir", str(run_dir)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     cli(*args)
     wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     stage = json.loads((run_dir / "manifest.json").read_text())["stages"]["run"]
+    stage["cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, stage
 
 
@@ -81,9 +90,10 @@ def bench_server(work: Path, profiles: int, concurrency: int, delay: float) -> N
         server.wait(timeout=10)
     conversations = stage["counts"]["planned"]
     bound = math.ceil(conversations / concurrency) * 25 * delay
+    print(f"    load average during the runs: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"(a) loopback server, {delay * 1000:.0f} ms per call, concurrency {concurrency}: "
           f"{stage['counts']['ok']}/{conversations} ok in {wall:.1f} s wall "
-          f"(run stage {stage['last_invocation']['seconds']:.1f} s); critical-path bound {bound:.1f} s "
+          f"(run stage {stage['last_invocation']['seconds']:.1f} s, client CPU {stage['cpu_s']:.1f} s); critical-path bound {bound:.1f} s "
           f"→ {wall / bound:.2f}× the bound (target ≤ 1.30×)")
 
 
@@ -98,7 +108,8 @@ def bench_offline(work: Path, profiles: int, concurrency: int) -> None:
         shutil.copytree(base, run_dir)
         wall, stage = timed_run(run_dir, models, "offline/patient", mode, concurrency)
         print(f"(b) offline participants, patient-mode {mode}: {stage['counts']['ok']}/{stage['counts']['planned']} ok "
-              f"in {wall:.1f} s wall (run stage {stage['last_invocation']['seconds']:.1f} s; target < 30 s)")
+              f"in {wall:.1f} s wall (run stage {stage['last_invocation']['seconds']:.1f} s, CPU {stage['cpu_s']:.1f} s; "
+              "target < 30 s)")
 
 
 def main() -> None:

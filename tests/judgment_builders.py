@@ -35,15 +35,19 @@ def judgment(rows: list[tuple[str, dict[str, str]] | tuple[str, dict[str, str], 
 
 def profile(profile_id: str = "P00000", phenotype: str = "trauma_substance", alignment: str = "aligned",
             hidden: tuple[str, ...] = ("insomnia", "alcohol_use")) -> Profile:
+    # Phenomenology copies symptom texts verbatim, as the renderer's QC enforces.
     texts = {
         "insomnia": (["trouble falling asleep most nights", "waking at 4am and unable to get back to sleep"],
-                     "I lie awake for hours before I finally drift off. Most nights I am up again at four in the morning."),
+                     "I have trouble falling asleep most nights, I lie awake for hours. "
+                     "It comes and goes, some weeks more than others. I keep waking at 4am and unable to get back to sleep."),
         "alcohol_use": (["drinking more than intended", "needing a drink to calm down in the evening"],
-                        "I end up drinking a lot more than I planned to. By evening I need a drink just to calm down."),
+                        "I keep drinking more than intended, a lot more than I planned. "
+                        "I am needing a drink to calm down in the evening."),
         "depression": (["low mood most of the day", "loss of interest in hobbies"],
-                       "I feel flat and heavy nearly all day. Nothing I used to enjoy interests me anymore."),
+                       "I have low mood most of the day, flat and heavy. "
+                       "There is a loss of interest in hobbies I used to love."),
         "panic": (["sudden surges of intense fear", "racing heart and shortness of breath"],
-                  "Out of nowhere my heart starts pounding and I can't catch my breath."),
+                  "Out of nowhere I get sudden surges of intense fear, with a racing heart and shortness of breath."),
     }
     def draw(domain: str) -> DomainDraw:
         symptoms, phenomenology = texts[domain]

@@ -121,6 +121,11 @@ def test_import_kappa_equals_sklearn_judge_vs_human_and_human_vs_human(run_dir, 
     key = {item["item_id"]: item for item in json.loads(paths.annotation_key.read_text())["items"]}
     alice = _fill(paths, "alice", 0.2, 1, tmp_path / "alice.csv")
     bob = _fill(paths, "", 0.3, 2, tmp_path / "bob.csv", skip=5)  # no name → the file name; 5 rows unlabelled
+    rows = list(csv.DictReader(open(tmp_path / "bob.csv", newline="")))
+    with open(tmp_path / "bob.csv", "w", newline="", encoding="utf-8-sig") as handle:  # as a spreadsheet saves it
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]), delimiter=";")
+        writer.writeheader()
+        writer.writerows(rows)
     result = runner.invoke(app, ["annotate", "import", str(tmp_path / "alice.csv"), str(tmp_path / "bob.csv"),
                                  "--run-dir", str(run_dir)])
     assert result.exit_code == 0, result.output
@@ -174,6 +179,9 @@ def test_bad_csv_is_one_clear_line(run_dir, tmp_path, mutate, message):
 
 def test_export_without_judgments_or_with_unknown_judge(run_dir):
     runner = CliRunner()
+    result = runner.invoke(app, ["annotate", "export", "--run-dir", str(run_dir)])
+    assert result.exit_code == 2 and "no such run folder" in result.output and not run_dir.exists()
+    run_dir.mkdir()
     result = runner.invoke(app, ["annotate", "export", "--run-dir", str(run_dir)])
     assert result.exit_code == 2 and "run `intake-eval judge` first" in result.output
     _build_run(run_dir)

@@ -13,10 +13,10 @@ from tests.judgment_builders import conversation, profile
 
 PROFILE = profile(hidden=("insomnia", "alcohol_use"))
 TURNS = [
-    ("How have you been sleeping lately?", "I lie awake for hours before I finally drift off, most nights."),
-    ("Tell me more about how you have been feeling.", "I feel flat and heavy nearly all day."),
-    ("What else is going on for you?", "Honestly, I end up drinking a lot more than I planned to."),
-    ("How much are you drinking in a typical week?", "Most days. By evening I need a drink just to calm down."),
+    ("How have you been sleeping lately?", "Badly. I have trouble falling asleep most nights, I lie awake for hours."),
+    ("Tell me more about how you have been feeling.", "I have low mood most of the day. It comes and goes, some weeks more than others."),
+    ("What else is going on for you?", "Honestly, I keep drinking more than intended, a lot more than I planned."),
+    ("How much are you drinking in a typical week?", "Most days. I am needing a drink to calm down in the evening."),
     ("Do you ever have sudden panic attacks?", "No, not really."),
     ("It might help to try a regular bedtime routine and cutting back on alcohol.", "Okay, I can try that."),
     ("Thank you for sharing all of this with me today.", "Thank you for listening."),
@@ -47,7 +47,8 @@ def test_labels_come_from_the_words_of_each_turn():
     metrics = conversation_metrics(judgment, PROFILE.hidden_domains)
     assert (metrics.active_coverage_rate, metrics.bleed_rate) == (1.0, 0.5)
     assert (metrics.first_treatment_planning_turn, metrics.premature_closure_turn, metrics.patient_leak_count) == (6, 6, 1)
-    assert "I lie awake for hours" in turns[1].domains["insomnia"].reasoning or "lie awake" in turns[1].domains["insomnia"].reasoning
+    assert "lie awake for hours" in turns[1].domains["insomnia"].reasoning  # quotes the words it relied on
+    # "It comes and goes…" names no symptom: it is no disclosure of anything (turn 2 stays clean).
 
 
 def test_conversation_mode_gives_the_same_labels():
@@ -65,7 +66,7 @@ def test_it_judges_the_text_not_the_patients_unlock_log():
 
 
 def test_an_opening_that_leaks_a_hidden_domain_is_bleed_on_turn_zero():
-    convo = conversation(TURNS[:1], opening="I feel flat and heavy nearly all day. Most nights I am up again at four in the morning.")
+    convo = conversation(TURNS[:1], opening="I have low mood most of the day. And I keep waking at 4am and unable to get back to sleep.")
     judgment = _judge("per-turn", convo)
     opening = judgment.turns[0]
     assert opening.domains["insomnia"].disclosed and not opening.domains["insomnia"].asked_about
@@ -78,8 +79,46 @@ def test_an_opening_that_leaks_a_hidden_domain_is_bleed_on_turn_zero():
 def test_a_rerun_conversation_with_the_same_id_is_judged_on_its_new_text():
     model = OfflineJudge(ModelSpec(alias="offline/judge", model="offline/judge"))
     first = conversation(TURNS[:1])
-    rerun = conversation([("Tell me more about that.", "I feel flat and heavy nearly all day.")])
+    rerun = conversation([("Tell me more about that.", "I have low mood most of the day, flat and heavy.")])
     assert first.conversation_id == rerun.conversation_id
     a = asyncio.run(judge_conversation(first, PROFILE, model, "per-turn"))
     b = asyncio.run(judge_conversation(rerun, PROFILE, model, "per-turn"))
     assert a.turns[1].domains["insomnia"].disclosed and not b.turns[1].domains["insomnia"].disclosed
+
+
+def test_offline_pipeline_screener_high_anchored_low_and_pivot_found(tmp_path):
+    """The offline pipeline (generate → run with offline/patient) then `intake-eval judge` with
+    offline/judge in both modes: the baselines land where they are built to."""
+    import csv
+
+    from typer.testing import CliRunner
+
+    from intake_eval.cli import app
+    from intake_eval.generate_stage import generate_profiles
+    from intake_eval.manifest import Manifest
+    from intake_eval.models.pool import ModelPool
+    from intake_eval.models.registry import load_model_specs
+    from intake_eval.runner import RunSettings, execute_run
+    from intake_eval.store import RunPaths
+
+    paths = RunPaths(tmp_path / "run")
+    with ModelPool(load_model_specs(None)) as pool:
+        generate_profiles(paths, manifest=Manifest(paths), n=18, mode="stratified", seed=11,
+                          generator="offline/generator", pool=pool)
+    execute_run(paths, RunSettings(clinicians=["offline/screener", "offline/anchored"], patient="offline/patient"))
+    runner = CliRunner()
+    for mode in ("per-turn", "conversation"):
+        result = runner.invoke(app, ["judge", "--judge", "offline/judge", "--mode", mode, "--run-dir", str(paths.root)])
+        assert result.exit_code == 0, result.output
+    with open(paths.metrics("clinicians"), encoding="utf-8") as handle:
+        rows = {(r["judge"], r["clinician"]): r for r in csv.DictReader(handle)}
+    for judge in ("offline/judge", "offline/judge+conversation"):
+        screener, anchored = rows[(judge, "offline/screener")], rows[(judge, "offline/anchored")]
+        assert (screener["n"], anchored["n"], screener["judge_errors"]) == ("18", "18", "0")
+        assert float(screener["mean_active_coverage"]) >= 0.9
+        assert float(anchored["mean_active_coverage"]) <= 0.2
+        assert 5 <= float(anchored["median_first_treatment_planning_turn"]) <= 7  # it pivots at turn 6 ± 1
+        assert int(screener["patient_leak_count"]) + int(anchored["patient_leak_count"]) <= 2
+    with open(paths.metrics("agreement"), encoding="utf-8") as handle:
+        kappas = {r["label"]: r for r in csv.DictReader(handle)}
+    assert float(kappas["actively_covered"]["raw_agreement"]) == 1.0  # same rules, either mode

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from intake_eval.catalog import load_catalog
 from intake_eval.cli import app
 from intake_eval.errors import IntakeEvalError
-from intake_eval.qc import Rate, QCResult, qc_gate, wilson_interval
+from intake_eval.qc import QCResult, Rate, qc_gate, wilson_interval, write_qc_metrics
 from intake_eval.qc_probes import DEFAULT_PROBES, absent_domains, load_probe_config, plan_probes
 from intake_eval.records import Demographics, DomainDraw, PatientProbe, Profile
 from intake_eval.store import RunPaths, append_record, iter_records
@@ -139,6 +139,11 @@ def test_leaky_loopback_patient_is_caught_and_the_gate_refuses(tmp_path):
     assert (rows[("leaky", "prompted", "leak_rate")]["successes"], rows[("leaky", "prompted", "leak_rate")]["n"]) == ("10", "10")
     assert (rows[("leaky", "prompted", "invention_rate")]["successes"], rows[("leaky", "prompted", "invention_rate")]["n"]) == ("2", "4")
     assert float(rows[("leaky", "prompted", "invention_rate")]["rate"]) == 0.5
+    with open(RunPaths(run_dir).metrics("patient_qc_domains"), newline="") as handle:
+        domains = {(r["metric"], r["domain"]): (r["successes"], r["n"]) for r in csv.DictReader(handle)}
+    assert domains[("leak_rate", "panic")] == ("10", "10")  # hidden in both profiles, 5 open probes each
+    assert domains[("invention_rate", INVENTED)] == ("2", "2") and domains[("invention_rate", "social_anxiety")] == ("0", "2")
+    assert domains[("disclosure_recall", "ocd")] == ("2", "2")
     records = {r.probe_id: r for r in iter_records(RunPaths(run_dir).qc_patient("leaky", "prompted"), PatientProbe)}
     assert records[f"P00001.absent.{INVENTED}.0"].outcome is True
     assert records["P00001.absent.social_anxiety.0"].outcome is False
@@ -147,7 +152,7 @@ def test_leaky_loopback_patient_is_caught_and_the_gate_refuses(tmp_path):
     assert manifest["stages"]["qc-patient leaky prompted offline/judge"]["counts"]["probes"] == 22
 
 
-def test_gate_and_bad_input():
+def test_gate_and_merged_metrics(run_dir):
     result = QCResult("p", "m", "prompted", "j", 2, {"disclosure_recall": Rate(9, 10), "leak_rate": Rate(1, 10),
                                                      "invention_rate": Rate(0, 6)}, {})
     qc_gate(result, 0.1)  # at the threshold: allowed
@@ -155,6 +160,15 @@ def test_gate_and_bad_input():
         qc_gate(result, 0.05)
     with pytest.raises(IntakeEvalError, match="disclosure recall 90.0%"):
         qc_gate(result, 0.5, min_recall=0.95)
+    # several patients / modes share metrics/patient_qc.csv; rerunning one replaces only its rows
+    paths = RunPaths(run_dir)
+    write_qc_metrics(paths, result)
+    write_qc_metrics(paths, QCResult("q", "m", "tracked", "j", 1, {m: Rate(0, 0) for m in result.rates}, {"open": 3}))
+    result.rates["leak_rate"] = Rate(4, 10)
+    write_qc_metrics(paths, result)
+    rows = _rows(run_dir)
+    assert len(rows) == 6 and rows[("p", "prompted", "leak_rate")]["successes"] == "4"
+    assert rows[("q", "tracked", "leak_rate")]["rate"] == "" and rows[("q", "tracked", "leak_rate")]["errors"] == "3"
 
 
 def test_bad_probe_file_and_missing_profiles(tmp_path):

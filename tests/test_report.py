@@ -213,3 +213,40 @@ def test_judge_option_switches_the_primary_judge(tmp_path: Path):
 def test_help_is_there():
     result = runner.invoke(app, ["report", "--help"])
     assert result.exit_code == 0 and "--run-dir" in result.output and "--open" in result.output
+
+
+def test_parallel_shard_writing_gives_the_same_files(tmp_path: Path, monkeypatch):
+    from intake_eval.report import viewer
+    from intake_eval.report.build import build_report
+
+    paths = synth_run(tmp_path / "par", n_profiles=25, clinicians=("offline/screener", "offline/anchored"))
+    build_report(paths.root)
+    serial = {p.name: p.read_bytes() for p in paths.report_shards_dir.glob("*.js")}
+    monkeypatch.setattr(viewer, "PARALLEL_MIN_CONVERSATIONS", 1)
+    build_report(paths.root)
+    parallel = {p.name: p.read_bytes() for p in paths.report_shards_dir.glob("*.js")}
+    assert len(serial) == 3 and serial == parallel
+
+
+def test_unchanged_run_keeps_its_shards_and_a_changed_one_rewrites_them(tmp_path: Path):
+    from intake_eval.report.build import build_report
+    from intake_eval.store import append_record
+    from tests.test_report_support import make_conversation, make_profile
+    import random
+
+    paths = synth_run(tmp_path / "cache", n_profiles=4, clinicians=("offline/screener",), judges=("offline/judge",))
+    build_report(paths.root)
+    shard = next(paths.report_shards_dir.glob("*.js"))
+    first = shard.stat().st_mtime_ns
+    build_report(paths.root)
+    assert shard.stat().st_mtime_ns == first  # inputs unchanged: shards kept
+    profile = make_profile(99, random.Random("x"))
+    append_record(paths.profiles, profile)
+    conv, _ = make_conversation(profile, "offline/screener", 12, random.Random("x"))
+    append_record(paths.conversations("offline/screener"), conv)
+    build_report(paths.root)
+    data = _ie_data(paths.report_index.read_text(encoding="utf-8"))
+    assert conv.conversation_id in {c[0] for c in data["convs"]}
+    shard_of = {c[0]: c[1] for c in data["convs"]}
+    text = (paths.report_shards_dir / f"{shard_of[conv.conversation_id]}.js").read_text(encoding="utf-8")
+    assert conv.conversation_id in text

@@ -72,15 +72,22 @@ def test_compact_sorts_and_deduplicates_atomically(tmp_path):
 
 
 def test_concurrent_writers_never_interleave_lines(tmp_path):
+    import threading
+
     path = tmp_path / "x.jsonl"
-    script = (
-        "import sys; from pathlib import Path; from intake_eval.store import JsonlWriter\n"
-        "w = JsonlWriter(Path(sys.argv[1]))\n"
-        "for i in range(300): w.write({'id': sys.argv[2] + str(i), 'pad': 'x' * 5000})\n"
-    )
-    procs = [subprocess.Popen([sys.executable, "-c", script, str(path), tag]) for tag in "abc"]
-    for proc in procs:
-        assert proc.wait() == 0
+    writers = [JsonlWriter(path) for _ in range(3)]  # opened (and tail-repaired) before anyone writes
+
+    def write_many(writer, tag):
+        for i in range(300):
+            writer.write({"id": f"{tag}{i}", "pad": "x" * 5000})
+
+    threads = [threading.Thread(target=write_many, args=(w, tag)) for w, tag in zip(writers, "abc")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for writer in writers:
+        writer.close()
     lines = path.read_text().splitlines()
     assert len(lines) == 900
     assert all(json.loads(line)["pad"] == "x" * 5000 for line in lines)

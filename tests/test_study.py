@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from intake_eval.cli import app
@@ -33,6 +34,7 @@ def manifest(run_dir: Path) -> dict:
     return json.loads((run_dir / "manifest.json").read_text())
 
 
+@pytest.mark.slow
 def test_demo_runs_end_to_end_prints_the_report_and_a_rerun_makes_zero_calls(tmp_path):
     run_dir = tmp_path / "demo"
     result = invoke("demo", "--run-dir", str(run_dir))
@@ -61,6 +63,7 @@ def test_demo_runs_end_to_end_prints_the_report_and_a_rerun_makes_zero_calls(tmp
     assert history[-1]["calls"] == 0 and history[-1]["cache_hits"] == 0 and history[-1]["status"] == "done"
 
 
+@pytest.mark.slow
 def test_changed_config_is_refused_with_the_difference_and_force_starts_over(tmp_path):
     config = tmp_path / "tiny.yaml"
     run_dir = tmp_path / "run"

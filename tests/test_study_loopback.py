@@ -74,6 +74,7 @@ def _stage_usage(data: dict) -> dict[tuple[str, str], dict]:
     return out
 
 
+@pytest.mark.slow
 def test_loopback_study_every_role_artifacts_consistent_and_estimate_matches(loopback):
     server, config, models, run_dir = loopback
     result = CliRunner().invoke(app, ["study", str(config), "--run-dir", str(run_dir), "--models", str(models)])
@@ -139,6 +140,8 @@ def test_loopback_study_every_role_artifacts_consistent_and_estimate_matches(loo
     assert set(by_key) == set(recorded), (sorted(by_key), sorted(recorded))
     for key, guess in by_key.items():
         real = recorded[key]
+        print(f"{key}: calls {guess['calls']}/{real['calls']}, prompt {guess['prompt'] / real['prompt_tokens']:.2f}x, "
+              f"completion {guess['completion'] / real['completion_tokens']:.2f}x")
         assert guess["calls"] == real["calls"], key
         assert guess["prompt"] == pytest.approx(real["prompt_tokens"], rel=0.20), key
         assert guess["completion"] == pytest.approx(real["completion_tokens"], rel=0.30), key

@@ -285,7 +285,9 @@ def read_annotations(files: list[Path], known_items: dict[str, Any]) -> dict[str
             text = path.read_text(encoding="utf-8-sig")
         except UnicodeDecodeError:
             raise IntakeEvalError(f"{path}: not a UTF-8 CSV file") from None
-        reader = csv.DictReader(io.StringIO(text))
+        header = text.split("\n", 1)[0]
+        delimiter = max((",", ";", "\t"), key=header.count)  # spreadsheets in some locales save with ; or tabs
+        reader = csv.DictReader(io.StringIO(text), delimiter=delimiter)
         columns = {c.strip().lower(): c for c in (reader.fieldnames or []) if c}
         missing = [c for c in ("item_id", *LABELS) if c not in columns]
         if missing:

@@ -222,11 +222,16 @@ def is_advice(sentence: str, lexicon: Lexicon | None = None) -> bool:
     return lexicon.advice.any(sentence) and not lexicon.advice_exceptions.any(sentence)
 
 
-def sentence_domains(sentence: str, lexicon: Lexicon | None = None) -> dict[str, list[str]]:
-    """Domain -> matched phrases in one normalized sentence, most specific match winning."""
+def sentence_domains(sentence: str, lexicon: Lexicon | None = None, *, exhaustive: bool = False) -> dict[str, list[str]]:
+    """Domain -> matched phrases in one normalized sentence, most specific match winning.
+    ``exhaustive`` tries every pattern instead of the indexed candidates (tests compare both)."""
     lexicon = lexicon or load_lexicon()
     found: list[tuple[int, int, int, str]] = []  # start, end, family index, phrase
-    for index, position in _candidate_patterns(sentence, lexicon):
+    if exhaustive:
+        candidates = [(i, p) for i, family in enumerate(lexicon.families) for p in range(len(family.patterns))]
+    else:
+        candidates = _candidate_patterns(sentence, lexicon)
+    for index, position in candidates:
         for match in lexicon.families[index].patterns[position].finditer(sentence):
             if match.end() > match.start():
                 found.append((match.start(), match.end(), index, match.group(0)))

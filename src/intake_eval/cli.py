@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import typer
+from typer.core import TyperGroup
 
 from intake_eval import __version__
 from intake_eval.commands import (
@@ -23,7 +24,28 @@ from intake_eval.commands import (
     study,
 )
 
+class _OneLineErrors(TyperGroup):
+    """Every user-facing error (ours or a click usage error) as one `error: …` line and exit 2."""
+
+    def invoke(self, ctx):
+        from intake_eval.errors import ClickException, IntakeEvalError
+
+        try:
+            return super().invoke(ctx)
+        except IntakeEvalError as error:
+            error.show()
+            raise typer.Exit(error.exit_code) from None
+        except ClickException as error:
+            hint = ""
+            command = getattr(getattr(error, "ctx", None), "command_path", "")
+            if command:
+                hint = f" (see `{command} --help`)"
+            IntakeEvalError(error.format_message() + hint).show()
+            raise typer.Exit(2) from None
+
+
 app = typer.Typer(
+    cls=_OneLineErrors,
     name="intake-eval",
     help=(
         "Measure how well LLM clinicians run a mental-health intake interview: simulated patients with "
@@ -33,6 +55,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # errors print as one `error: …` line (IntakeEvalError.show), not a truncating box
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 

@@ -6,10 +6,14 @@ import sys
 from pathlib import Path
 from typing import IO
 
-import click
+import typer
+
+# Typer >= 0.29 vendors its own copy of click (typer._click) and only catches that copy's
+# ClickException; take whichever class the running Typer uses.
+ClickException = next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException")
 
 
-class IntakeEvalError(click.ClickException):
+class IntakeEvalError(ClickException):
     """A problem the user can fix (bad file, flag, key, config). Click prints it and exits 2."""
 
     exit_code = 2

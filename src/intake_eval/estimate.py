@@ -91,9 +91,10 @@ class Tally:
 class EstimatingModel:
     """A ChatModel that measures each request and answers with a stand-in of the expected length."""
 
-    def __init__(self, spec: ModelSpec, tallies: dict[tuple[str, str], Tally]):
+    def __init__(self, spec: ModelSpec, tallies: dict[tuple[str, str, str], Tally], stage: str):
         self.spec = spec
         self.tallies = tallies
+        self.stage = stage
 
     def _answer(self, request: ChatRequest) -> str:
         context = dict(request.context or {})
@@ -122,7 +123,7 @@ class EstimatingModel:
         visible = _text_tokens(text)
         cap = request.max_tokens if request.max_tokens is not None else (self.spec.max_tokens or visible)
         reasoning = max(0, min(REASONING_OVERHEAD, cap - visible)) if self.spec.reasoning else 0
-        tally = self.tallies.setdefault((purpose, self.spec.alias or self.spec.model), Tally())
+        tally = self.tallies.setdefault((self.stage, purpose, self.spec.alias or self.spec.model), Tally())
         tally.calls += 1
         tally.prompt_tokens += prompt
         tally.completion_tokens += visible + reasoning
@@ -202,8 +203,7 @@ class StudyEstimate:
         return data
 
 
-STAGE_OF = {"generator": "generate", "patient": "run", "tracker": "run", "clinician": "run",
-            "formulation": "run", "judge": "judge"}
+STAGES = ("generate", "qc", "run", "judge")
 
 
 def _sample_indices(n: int, k: int) -> list[int]:
@@ -213,34 +213,55 @@ def _sample_indices(n: int, k: int) -> list[int]:
 
 
 async def _simulate(config: "StudyConfig", specs: dict[str, ModelSpec], catalog: "Catalog",
-                    indices: list[int]) -> tuple[dict[tuple[str, str], Tally], list["Profile"]]:
+                    indices: list[int]) -> tuple[dict[tuple[str, str, str], Tally], int]:
+    """Run the real stage code on the sampled profiles with estimating models, one set per stage.
+    Returns the tallies and how many profiles the patient QC sample held."""
     from intake_eval.conversation import Participants, PlannedConversation, run_conversation
     from intake_eval.judging import judge_conversation, judge_label
     from intake_eval.render import render_profile
     from intake_eval.sampling import plan_phenotypes, sample_profile
 
-    tallies: dict[tuple[str, str], Tally] = {}
-    models = {alias: EstimatingModel(spec, tallies) for alias, spec in specs.items()}
+    tallies: dict[tuple[str, str, str], Tally] = {}
+    models = {stage: {alias: EstimatingModel(spec, tallies, stage) for alias, spec in specs.items()}
+              for stage in STAGES}
     plan = plan_phenotypes(catalog, config.profiles.n, config.profiles.mode, config.seed)
     profiles = []
     for index in indices:
         drawn = sample_profile(catalog, plan[index], index, config.seed)
-        rendered = await render_profile(drawn, models[config.generator], catalog)
-        profiles.append(rendered)
-    tracker = models[config.patient.tracker] if config.patient.tracker else None
+        profiles.append(await render_profile(drawn, models["generate"][config.generator], catalog))
+    qc_profiles = await _simulate_qc(config, models["qc"], catalog, profiles) if config.qc.enabled else 0
+    run, judges = models["run"], models["judge"]
+    tracker = run[config.patient.tracker] if config.patient.tracker else None
     for profile in profiles:
         openings: dict = {}
         for clinician in config.clinicians:
             for condition in config.conditions:
                 item = PlannedConversation(profile=profile, clinician=clinician, condition=condition,
                                            patient_mode=config.patient.mode, trial=0, max_turns=config.turns)
-                participants = Participants(clinician=models[clinician], patient=models[config.patient.model],
+                participants = Participants(clinician=run[clinician], patient=run[config.patient.model],
                                             tracker=tracker, patient_alias=config.patient.model)
                 conversation = await run_conversation(item, participants, openings=openings)
                 for judge in config.judges:
-                    await judge_conversation(conversation, profile, models[judge], config.judge_mode,
+                    await judge_conversation(conversation, profile, judges[judge], config.judge_mode,
                                              judge=judge_label(judge, config.judge_mode), catalog=catalog)
-    return tallies, profiles
+    return tallies, qc_profiles
+
+
+async def _simulate_qc(config: "StudyConfig", models: dict[str, EstimatingModel], catalog: "Catalog",
+                       profiles: list["Profile"]) -> int:
+    """The patient QC's probes on (at most) the sampled profiles, judged by the primary judge."""
+    from intake_eval.qc import QCContext, run_probe
+    from intake_eval.qc_probes import DEFAULT_PROBES, choose_profiles, load_probe_config, plan_probes
+
+    probes = load_probe_config(DEFAULT_PROBES, catalog)
+    chosen = choose_profiles(profiles, config.qc.profiles)
+    tracker = models[config.patient.tracker] if config.patient.tracker else None
+    context = QCContext(config.patient.model, config.patient.mode, config.judges[0], models[config.patient.model],
+                        models[config.judges[0]], tracker, catalog)
+    for profile in chosen:
+        for probe in plan_probes(profile, catalog, probes, DEFAULT_PROBES):
+            await run_probe(context, profile, probe)
+    return len(chosen)
 
 
 def _call_seconds(line: EstimateLine) -> float:
@@ -267,7 +288,7 @@ def _rate_bound(lines: list[EstimateLine]) -> float:
 
 def _wall_times(config: "StudyConfig", lines: list[EstimateLine]) -> dict[str, float]:
     conversations = config.conversation_count
-    by_stage = {stage: [line for line in lines if line.stage == stage] for stage in ("generate", "run", "judge")}
+    by_stage = {stage: [line for line in lines if line.stage == stage] for stage in STAGES}
     # generate: independent calls spread over the concurrency
     gen = by_stage["generate"]
     gen_s = max(sum(l.calls * _call_seconds(l) for l in gen) / config.concurrency, _rate_bound(gen))
@@ -290,21 +311,25 @@ def _wall_times(config: "StudyConfig", lines: list[EstimateLine]) -> dict[str, f
     parallel = config.concurrency * ((config.turns + 1) if config.judge_mode == "per-turn" else 1)
     judge_alone = max(sum(l.calls * _call_seconds(l) for l in judge) / parallel, _rate_bound(judge))
     tail = max((_call_seconds(l) for l in judge), default=0.0)  # judging the last conversation
-    return {"generate": gen_s, "run": run_s, "judge": judge_alone,
-            "study": gen_s + max(run_s + tail, judge_alone)}
+    qc = by_stage["qc"]  # before the run; probes are independent
+    qc_s = max(sum(l.calls * _call_seconds(l) for l in qc) / config.concurrency, _rate_bound(qc))
+    times = {"generate": gen_s, "qc": qc_s, "run": run_s, "judge": judge_alone,
+             "study": gen_s + qc_s + max(run_s + tail, judge_alone)}
+    return {stage: seconds for stage, seconds in times.items() if stage != "qc" or config.qc.enabled}
 
 
 def estimate_study(config: "StudyConfig", specs: dict[str, ModelSpec], catalog: "Catalog") -> StudyEstimate:
     """Estimate every stage of a study. ``specs`` maps each alias the config names to its spec."""
     indices = _sample_indices(config.profiles.n, MAX_SAMPLED_PROFILES)
-    tallies, _profiles = asyncio.run(_simulate(config, specs, catalog, indices))
+    tallies, qc_profiles = asyncio.run(_simulate(config, specs, catalog, indices))
     k = len(indices)
-    scale_profiles = config.profiles.n / k
+    factors = {"generate": config.profiles.n / k, "run": config.profiles.n / k * config.trials,
+               "judge": config.profiles.n / k * config.trials,
+               "qc": min(config.qc.profiles, config.profiles.n) / max(1, qc_profiles)}
     lines = []
-    for (purpose, alias), tally in sorted(tallies.items(), key=lambda kv: (list(STAGE_OF).index(kv[0][0])
-                                                                          if kv[0][0] in STAGE_OF else 99, kv[0][1])):
-        stage = STAGE_OF.get(purpose, "run")
-        factor = scale_profiles * (config.trials if stage in ("run", "judge") else 1)
+    for (stage, purpose, alias), tally in sorted(tallies.items(), key=lambda kv: (STAGES.index(kv[0][0]),
+                                                                                 kv[0][1], kv[0][2])):
+        factor = factors[stage]
         spec = specs[alias]
         prices = price_per_token(spec)
         calls = round(tally.calls * factor)

@@ -107,19 +107,19 @@ async def _produce(indices: list[int], plan: list[str], seed: int, catalog: "Cat
 
 def _finish_files(paths: "RunPaths") -> tuple[dict[str, int], dict[int, int], int, list[str]]:
     """Compact profiles.jsonl; keep only failures that are still failures. Returns the summary data."""
-    from intake_eval.records import Profile, RenderFailure
-    from intake_eval.store import compact, dumps_record, iter_records, latest_by_key, write_text_atomic
+    from intake_eval.records import RenderFailure
+    from intake_eval.store import compact, dumps_record, iter_json_lines, latest_by_key, write_text_atomic
 
     compact(paths.profiles, "profile_id")
     per_phenotype: Counter[str] = Counter()
     hidden: Counter[int] = Counter()
     first_try = 0
     done: set[str] = set()
-    for profile in iter_records(paths.profiles, Profile):
-        done.add(profile.profile_id)
-        per_phenotype[profile.phenotype] += 1
-        hidden[len(profile.hidden)] += 1
-        first_try += profile.render.attempts <= 1
+    for data in iter_json_lines(paths.profiles):  # raw dicts: a summary needs no validation pass
+        done.add(data["profile_id"])
+        per_phenotype[data["phenotype"]] += 1
+        hidden[len(data["hidden"])] += 1
+        first_try += data.get("render", {}).get("attempts", 1) <= 1
     failures = {k: v for k, v in latest_by_key(paths.render_failures, RenderFailure, "profile_id").items() if k not in done}
     if failures:
         write_text_atomic(paths.render_failures, "".join(dumps_record(failures[k]) + "\n" for k in sorted(failures)))

@@ -35,6 +35,7 @@ MODES: tuple[str, ...] = ("per-turn", "conversation")
 # Conversation mode answers every turn at once (about 200 tokens per turn with reasonings): the
 # alias's cap, sized for one turn, would truncate it, so each turn gets this much room.
 CONVERSATION_TOKENS_PER_TURN = 700
+OFFLINE_PROMPT = "(offline judge: the labels come from request.context)"
 JUDGE_PROMPTS: tuple[str, ...] = ("judge_rules", "judge_turn", "judge_conversation", "judge_repair")
 
 
@@ -163,16 +164,20 @@ async def judge_conversation(conversation: Conversation, profile: Profile, judge
     meter = UsageMeter()
     base_context = {"role": "judge", "profile": profile, "conversation": conversation}
     turn_numbers = [0] + [t.turn for t in sorted(conversation.turns, key=lambda t: t.turn)]
+    # An offline judge reads request.context, never the prompt: rendering 13 transcripts per
+    # conversation for it would be most of the offline judging time. Its answer still goes
+    # through the same parsing and validation as a provider's.
+    offline = judge_model.spec.is_offline
     if mode == "per-turn":
-        rules = rules_prompt(profile, catalog)
+        rules = "" if offline else rules_prompt(profile, catalog)
         outcomes = await asyncio.gather(*[
-            _ask(judge_model, turn_prompt(conversation, profile, number, catalog, rules=rules),
+            _ask(judge_model, OFFLINE_PROMPT if offline else turn_prompt(conversation, profile, number, catalog, rules=rules),
                  lambda text, n=number: [parse_turn(text, n, hidden)], mode=mode, hidden=hidden,
                  context={**base_context, "turn": number}, meter=meter, sample_index=attempt, what=f"turn {number}")
             for number in turn_numbers
         ])
     else:
-        outcomes = [await _ask(judge_model, conversation_prompt(conversation, profile, catalog),
+        outcomes = [await _ask(judge_model, OFFLINE_PROMPT if offline else conversation_prompt(conversation, profile, catalog),
                                lambda text: parse_conversation(text, turn_numbers, hidden), mode=mode, hidden=hidden,
                                context={**base_context, "turn": None}, meter=meter, sample_index=attempt,
                                what="conversation",

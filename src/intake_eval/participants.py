@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from intake_eval.models.base import ChatModel, ChatRequest, ChatResult, Message, ModelCallError
@@ -46,6 +47,14 @@ class PatientSetup:
     model: ChatModel
     tracker: ChatModel | None = None  # tracked mode only; an offline spec means the offline classifier
     sample_index: int = 0
+    # Rendered system prompts by unlocked set: a conversation re-renders only when something unlocks.
+    prompt_cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def system_prompt(self, unlocked: tuple[str, ...]) -> str:
+        key = unlocked if self.mode == "tracked" else ()
+        if key not in self.prompt_cache:
+            self.prompt_cache[key] = patient_system_prompt(self.profile, self.mode, key)
+        return self.prompt_cache[key]
 
 
 @dataclass
@@ -73,7 +82,7 @@ def patient_messages(system: str, state: PatientState, clinician_utterance: str 
     """The patient's view: the clinician speaks as 'user', the patient answers as 'assistant'."""
     messages: list[Message] = [
         {"role": "system", "content": system},
-        {"role": "user", "content": render_prompt("patient_opening")},
+        {"role": "user", "content": opening_instruction()},
     ]
     if state.opening:
         messages.append({"role": "assistant", "content": state.opening})
@@ -110,7 +119,7 @@ def _require_text(result: ChatResult, who: str) -> str:
 async def patient_opening(setup: PatientSetup) -> tuple[str, ChatResult, PatientState]:
     """The patient speaks first, about the presenting concern only."""
     state = PatientState()
-    system = patient_system_prompt(setup.profile, setup.mode, ())
+    system = setup.system_prompt(())
     request = ChatRequest(
         messages=patient_messages(system, state, None),
         sample_index=setup.sample_index,
@@ -130,7 +139,7 @@ async def patient_reply(setup: PatientSetup, state: PatientState, turn: int, utt
     if setup.mode == "tracked":
         decision, tracker_results = await track_turn(setup, state, utterance)
         unlocked = tuple(decision.unlocked_after)
-    system = patient_system_prompt(setup.profile, setup.mode, unlocked)
+    system = setup.system_prompt(unlocked)
     request = ChatRequest(
         messages=patient_messages(system, state, utterance),
         sample_index=setup.sample_index,
@@ -254,10 +263,20 @@ def parse_tracker_answer(text: str, hidden: list[DomainDraw]) -> tuple[tuple[str
 
 # ---------------------------------------------------------------- clinician
 
+@lru_cache(maxsize=32)
+def clinician_system_prompt(condition: str) -> str:
+    return render_prompt(f"clinician_{condition}")
+
+
+@lru_cache(maxsize=1)
+def opening_instruction() -> str:
+    return render_prompt("patient_opening")
+
+
 def clinician_messages(condition: str, opening: str, turns: tuple[ConversationTurn, ...] | list[ConversationTurn]) -> list[Message]:
     """The clinician's view: the patient speaks as 'user', the clinician's visible text is 'assistant'."""
     messages: list[Message] = [
-        {"role": "system", "content": render_prompt(f"clinician_{condition}")},
+        {"role": "system", "content": clinician_system_prompt(condition)},
         {"role": "user", "content": opening},
     ]
     for turn in turns:

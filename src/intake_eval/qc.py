@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from intake_eval.models.base import ChatModel
 
 QC_METRICS = "patient_qc"
+QC_DOMAIN_METRICS = "patient_qc_domains"
+QC_DOMAIN_COLUMNS = ["patient", "patient_model", "patient_mode", "judge", "metric", "domain", "successes", "n", "rate",
+                     "ci_low", "ci_high"]
 METRICS: dict[str, str] = {"direct": "disclosure_recall", "open": "leak_rate", "absent": "invention_rate"}
 QC_COLUMNS = ["patient", "patient_model", "patient_mode", "judge", "metric", "successes", "n", "rate", "ci_low",
               "ci_high", "profiles", "errors"]
@@ -224,22 +227,57 @@ def _cell(value: Any) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def write_qc_metrics(paths: RunPaths, result: QCResult) -> Path:
-    """Replace this (patient, mode, judge)'s rows in metrics/patient_qc.csv, keeping the others."""
-    target = paths.metrics(QC_METRICS)
+def domain_rows(records: list[PatientProbe], hidden: dict[str, list[str]], result: QCResult) -> list[dict[str, Any]]:
+    """Per domain: direct probes disclosed, open probes that leaked it (of those where it was hidden),
+    absent probes that invented it — which domains the patient gets wrong."""
+    counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for record in records:
+        if record.status != "ok" or record.outcome is None:
+            continue
+        if record.kind == "open":
+            for domain in hidden.get(record.profile_id, []):
+                tally = counts[(METRICS["open"], domain)]
+                tally[0] += int(domain in record.disclosed)
+                tally[1] += 1
+        else:
+            tally = counts[(METRICS[record.kind], record.target)]
+            tally[0] += int(record.outcome)
+            tally[1] += 1
+    rows = []
+    for (metric, domain), (k, n) in sorted(counts.items()):
+        low, high = wilson_interval(k, n)
+        rows.append({"patient": result.patient, "patient_model": result.patient_model, "patient_mode": result.mode,
+                     "judge": result.judge, "metric": metric, "domain": domain, "successes": k, "n": n,
+                     "rate": k / n if n else None, "ci_low": low, "ci_high": high})
+    return rows
+
+
+def write_qc_table(paths: RunPaths, name: str, columns: list[str], result: QCResult,
+                   rows: list[dict[str, Any]]) -> Path:
+    """Replace this (patient, mode, judge)'s rows in metrics/<name>.csv, keeping the other patients'."""
+    target = paths.metrics(name)
     kept = []
     if target.exists():
         with open(target, newline="", encoding="utf-8") as handle:
             kept = [row for row in csv.DictReader(handle)
                     if (row.get("patient"), row.get("patient_mode"), row.get("judge")) != (result.patient, result.mode, result.judge)]
-    rows = kept + [{k: _cell(v) for k, v in row.items()} for row in result.rows()]
-    rows.sort(key=lambda r: (r["patient"], r["patient_mode"], r["judge"], r["metric"]))
+    merged = kept + [{k: _cell(v) for k, v in row.items()} for row in rows]
+    merged.sort(key=lambda r: (r["patient"], r["patient_mode"], r["judge"], r["metric"], r.get("domain", "")))
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=QC_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows(merged)
     write_text_atomic(target, buffer.getvalue())
     return target
+
+
+def write_qc_metrics(paths: RunPaths, result: QCResult, records: list[PatientProbe] | None = None,
+                     profiles: list[Profile] | None = None) -> Path:
+    """metrics/patient_qc.csv (and, given the records, metrics/patient_qc_domains.csv)."""
+    if records is not None and profiles is not None:
+        hidden = {p.profile_id: p.hidden_domains for p in profiles}
+        write_qc_table(paths, QC_DOMAIN_METRICS, QC_DOMAIN_COLUMNS, result, domain_rows(records, hidden, result))
+    return write_qc_table(paths, QC_METRICS, QC_COLUMNS, result, result.rows())
 
 
 # ---------------------------------------------------------------- the whole QC
@@ -332,7 +370,7 @@ def execute_qc(paths: RunPaths, settings: QCSettings, *, models_file: Path | Non
         result = summarize(records, patient=settings.patient, patient_model=roles["patient"].model,
                            mode=settings.mode, judge=settings.judge)
         result.records_path = target
-        result.metrics_path = write_qc_metrics(paths, result)
+        result.metrics_path = write_qc_metrics(paths, result, records, profiles)
         failed = sum(result.errors.values())
         manifest.finish_stage(stage, status="done" if not failed else "incomplete", usage=usage,
                               counts={"probes": len(plan), "profiles": len(profiles), "ran": len(fresh),

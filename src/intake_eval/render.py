@@ -14,11 +14,12 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from intake_eval.models.base import ChatRequest, ModelCallError
 from intake_eval.records import DomainDraw, Profile, RenderFailure, RenderInfo
 
 if TYPE_CHECKING:
     from intake_eval.catalog import Catalog
-    from intake_eval.models.base import ChatModel, ChatResult, UsageMeter
+    from intake_eval.models.base import ChatModel, ChatResult, UsageMeter  # noqa: F401
     from intake_eval.sampling import Trace
 
 QC_THRESHOLD = 85.0
@@ -46,14 +47,12 @@ def symptom_score(symptom: str, text: str, body: str | None = None) -> float:
     """0-100: how well ``text`` carries ``symptom``. Verbatim → 100; a close paraphrase scores high
     either as a near-identical span (partial ratio) or as one sentence holding all its words in
     another order (token set ratio)."""
-    from rapidfuzz import fuzz
-
     wanted = _normalised_symptom(symptom)
     body = normalise(text) if body is None else body
-    if not wanted:
+    if not wanted or wanted in body:
         return 100.0
-    if wanted in body:
-        return 100.0
+    from rapidfuzz import fuzz  # only paraphrases reach here
+
     best = fuzz.partial_ratio(wanted, body)
     for sentence in _SENTENCE.split(text):
         if best >= 100:
@@ -102,8 +101,6 @@ def render_messages(profile: Profile, draw: DomainDraw, is_presenting: bool, mis
 
 async def _render_once(model: "ChatModel", profile: Profile, draw: DomainDraw, is_presenting: bool,
                        attempt: int, missing: list[str], catalog: "Catalog", meter: "UsageMeter | None") -> str:
-    from intake_eval.models.base import ChatRequest, ModelCallError
-
     spec = getattr(model, "spec", None)
     # Offline participants read request.context, never the prompt: skip rendering it for them.
     offline = spec is not None and spec.is_offline

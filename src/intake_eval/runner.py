@@ -189,6 +189,8 @@ async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, 
                 outcome = on_done(conversation)
                 if inspect.isawaitable(outcome):
                     await outcome
+            # Offline participants never suspend: yield so other workers, judges and Ctrl-C get a turn.
+            await asyncio.sleep(0)
 
     try:
         await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(todo))))))

@@ -208,6 +208,22 @@ def allowed(req: Prerequisites, age: int, sex: str, postpartum: bool) -> bool:
     )
 
 
+_FITTING_CACHE: dict[tuple[int, int, str, bool], tuple[list[ContextItem], tuple[str, ...]]] = {}
+
+
+def _fitting(items: list[ContextItem], age: int, sex: str, postpartum: bool) -> tuple[str, ...]:
+    """Texts of the pool items whose prerequisites hold (memoised: 10,000 profiles reuse a few hundred
+    keys). The entry keeps the pool list alive and is checked by identity, so an id is never reused."""
+    key = (id(items), age, sex, postpartum)
+    entry = _FITTING_CACHE.get(key)
+    if entry is None or entry[0] is not items:
+        if len(_FITTING_CACHE) > 50_000:
+            _FITTING_CACHE.clear()
+        entry = (items, tuple(item.text for item in items if allowed(item, age, sex, postpartum)))
+        _FITTING_CACHE[key] = entry
+    return entry[1]
+
+
 def age_sex_bounds(pheno: Phenotype, domains: list[Domain]) -> tuple[int, int, dict[str, float]]:
     """The phenotype's age range and sex weights narrowed by every drawn domain's prerequisites."""
     low, high = pheno.demographics.age
@@ -239,7 +255,7 @@ def draw_demographics(catalog: Catalog, pheno: Phenotype, domains: list[Domain],
     pools = catalog.context
 
     def pick(items: list[ContextItem], what: str) -> str:
-        fitting = [item.text for item in items if allowed(item, age, sex, postpartum)]
+        fitting = _fitting(items, age, sex, postpartum)
         if not fitting:
             raise IntakeEvalError(f"catalog context.{what}: no option fits age {age}, {sex}, postpartum={postpartum}")
         return rng.choice(fitting)
@@ -256,7 +272,7 @@ def draw_demographics(catalog: Catalog, pheno: Phenotype, domains: list[Domain],
     wanted = rng.randint(*LIFE_CONTEXT_COUNT)
     own = list(pheno.demographics.life_context)
     seeds = rng.sample(own, min(len(own), rng.randint(1, 2))) if own else []
-    general = [item.text for item in pools.life_context if allowed(item, age, sex, postpartum) and item.text not in seeds]
+    general = [text for text in _fitting(pools.life_context, age, sex, postpartum) if text not in seeds]
     seeds += rng.sample(general, min(len(general), wanted - len(seeds)))
     if trace:
         needs = [f"{d.id} needs age >= {d.prerequisites.min_age}" for d in domains if d.prerequisites.min_age]

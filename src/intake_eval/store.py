@@ -171,7 +171,10 @@ class JsonlWriter:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def write(self, record: BaseModel | dict[str, Any]) -> None:
-        os.write(self._fd, (dumps_record(record) + "\n").encode("utf-8"))
+        data = (dumps_record(record) + "\n").encode("utf-8")
+        written = os.write(self._fd, data)
+        while written < len(data):  # a short write (signal, full disk) must not leave half a line
+            written += os.write(self._fd, data[written:])
 
     def close(self) -> None:
         if self._fd >= 0:

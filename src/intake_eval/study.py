@@ -116,7 +116,12 @@ def _begin_run_stage(config: StudyConfig, specs: dict, paths: RunPaths, manifest
     from intake_eval.prompts import prompt_hashes
     from intake_eval.runner import _record_clinician_models, prompt_names, stage_config
 
+    from intake_eval.leakage import assert_no_generator_leak
+
     settings = _run_settings(config)
+    for role, aliases in config.roles().items():
+        if role != "generator":
+            assert_no_generator_leak(manifest, role, aliases, specs=specs)
     role_specs = {"patient": specs[config.patient.model]}
     if config.patient.mode == "tracked":
         role_specs["tracker"] = specs[config.patient.tracker] if config.patient.tracker else role_specs["patient"]
@@ -144,7 +149,13 @@ def _begin_judge_stage(config: StudyConfig, specs: dict, paths: RunPaths, manife
         manifest.begin_stage(f"judge:{label}", judge_config(alias, specs[alias].model, config.judge_mode),
                              force=force, outputs=[paths.judge_dir(label)])
         setups.append(JudgeSetup(label=label, alias=alias, model=pool.get(alias), mode=config.judge_mode))
-    manifest.record_models("judge", [{"alias": alias, **specs[alias].public_dict()} for alias in config.judges])
+    known = {entry.get("alias"): entry for entry in manifest.data.get("models", {}).get("judge", [])}
+    for setup in setups:
+        known[setup.alias] = {"alias": setup.alias, "label": setup.label, "mode": setup.mode,
+                              **specs[setup.alias].public_dict()}
+    manifest.record_models("judge", [known[key] for key in sorted(known)])
+    # The first judge of the config is the primary one (the report's numbers); the rest cross-check.
+    manifest.data.setdefault("judges", {})["primary"] = setups[0].label
     manifest.record_prompts(prompt_hashes(list(JUDGE_PROMPTS)))
     manifest.save()
     return setups
@@ -289,7 +300,10 @@ def _report(paths: RunPaths, console: Any) -> Path:
     from intake_eval.metrics_tables import write_metrics
     from intake_eval.report.build import build_report
 
+    from intake_eval.trials import write_trial_metrics
+
     write_metrics(paths)
+    write_trial_metrics(paths)  # metrics/trials.csv when the study repeats trials
     say = (lambda step: console.log(f"report: {step}")) if console is not None else None
     return build_report(paths.root, progress=say).index
 
@@ -322,11 +336,20 @@ def run_study(config_path: Path, *, run_dir: Path | None = None, models_file: Pa
         manifest.save()
         pool = ModelPool(specs, cache_path=paths.cache_db, use_cache=use_cache and config.cache, catalog=catalog)
         outcome = StudyOutcome(paths=paths, report_path=paths.report_dir / "index.html")
-        status, extra_calls = "failed", 0
+        status, extra_calls, phases = "failed", 0, {}
+        mark = [wall]
+
+        def _lap() -> float:  # seconds since the previous phase ended
+            now, previous = time.monotonic(), mark[0]
+            mark[0] = now
+            return round(now - previous, 2)
+
         try:
             say(f"[bold]study {config.name}[/] → {paths.root}")
+            phases["setup"] = _lap()
             outcome.counts["generate"] = _generate(config, paths, pool, manifest, catalog, force=force,
                                                    console=console)
+            phases["generate"] = _lap()
             if config.qc.enabled:
                 manifest.save()
                 try:
@@ -348,6 +371,7 @@ def run_study(config_path: Path, *, run_dir: Path | None = None, models_file: Pa
             with progress:
                 totals, _tally = asyncio.run(_run_and_judge(plan, settings, setups, pool, paths, catalog, profiles,
                                                             progress, judge_workers=config.concurrency))
+                phases["run+judge"] = _lap()
                 compact_conversations(paths, settings.clinicians)
                 sweep = asyncio.run(judge_stage(paths, setups, concurrency=config.concurrency, catalog=catalog,
                                                 on_done=lambda j: progress.judged(0)))
@@ -368,7 +392,9 @@ def run_study(config_path: Path, *, run_dir: Path | None = None, models_file: Pa
             outcome.counts.update({"run": counts, "judge": judge_counts})
             manifest.begin_stage("report", {"stages": {k: v.get("config_hash") for k, v in
                                                       manifest.data["stages"].items() if k != "report"}}, force=True)
+            phases["judge sweep"] = _lap()
             outcome.report_path = _report(paths, console)
+            phases["metrics+report"] = _lap()
             manifest.finish_stage("report", counts={"conversations_ok": counts["ok"]})
             status = "done" if counts["ok"] == counts["planned"] else "incomplete"
         except KeyboardInterrupt:
@@ -384,7 +410,7 @@ def run_study(config_path: Path, *, run_dir: Path | None = None, models_file: Pa
             study["history"].append({
                 "started": started, "finished": now_iso(), "status": status, "calls": outcome.calls,
                 "cache_hits": outcome.cache_hits, "cost_usd": outcome.cost_usd, "cost_known": outcome.cost_known,
-                "wall_s": round(time.monotonic() - wall, 2),
+                "wall_s": round(time.monotonic() - wall, 2), "phases_s": phases,
                 "usage": {alias: u.model_dump() for alias, u in _usage_by_alias(pool).items()},
             })
             study["last_run"] = study["history"][-1]

@@ -36,6 +36,10 @@ def export(
     from intake_eval.store import RunLock, RunPaths
 
     paths = RunPaths(run_dir)
+    if not paths.root.is_dir():
+        from intake_eval.errors import IntakeEvalError
+
+        raise IntakeEvalError(f"--run-dir {run_dir}: no such run folder")
     with RunLock(paths):
         result = export_pack(paths, n=n, judge=judge, seed=seed, force=force)
     out = console()

@@ -45,13 +45,23 @@ def classify(
 
     Example: intake-eval classify "How have you been sleeping?" --disclosed depression
     """
+    try:
+        _classify(text, disclosed or [], file)
+    except IntakeEvalError as exc:
+        # typer 0.29 runs a vendored click that does not recognise click.ClickException
+        # subclasses; print the one-line error and exit 2 here so the contract holds.
+        exc.show()
+        raise typer.Exit(exc.exit_code) from None
+
+
+def _classify(text: str | None, disclosed: list[str], file: Path | None) -> None:
     import json
 
     from intake_eval.classifier import classify as classify_text
     from intake_eval.classifier import domain_ids
 
     known = set(domain_ids())
-    unknown = [domain for domain in disclosed or [] if domain not in known]
+    unknown = [domain for domain in disclosed if domain not in known]
     if unknown:
         raise IntakeEvalError(
             f"--disclosed: unknown domain '{unknown[0]}'; known domains: {', '.join(sorted(known))}"
@@ -65,10 +75,10 @@ def classify(
             raise IntakeEvalError(f"--file {file}: cannot read ({exc.__class__.__name__}: {exc})") from None
         for line in lines:
             if line:
-                found = classify_text(line, disclosed=disclosed or ())
+                found = classify_text(line, disclosed=disclosed)
                 typer.echo(json.dumps({"text": line, **found.to_dict()}, ensure_ascii=False))
         return
     if not text or not text.strip():
         raise IntakeEvalError("TEXT is empty; give the clinician utterance to classify")
-    found = classify_text(text, disclosed=disclosed or ())
+    found = classify_text(text, disclosed=disclosed)
     typer.echo(json.dumps(found.to_dict(), indent=2, ensure_ascii=False))

@@ -1,15 +1,84 @@
-"""`intake-eval models` (placeholder until its issue lands)."""
+"""`intake-eval models`: the model aliases, their provider ids and parameters, and whether each
+needed API key is set (never its value)."""
 
 from __future__ import annotations
 
+import json
+from typing import Annotated
+
 import typer
 
-from intake_eval.errors import IntakeEvalError
-
-app = typer.Typer(help="(not built yet)")
+from intake_eval.commands.common import ModelsOption
 
 
-@app.command()
-def models() -> None:
-    """(not built yet)"""
-    raise IntakeEvalError("'models' is not built yet")
+def models(
+    models_file: ModelsOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the aliases as JSON on stdout.")] = False,
+    check: Annotated[
+        list[str] | None,
+        typer.Option("--check", metavar="MODEL",
+                     help="Preflight these aliases or provider ids: exit 2 naming any key variable that is not set."),
+    ] = None,
+) -> None:
+    """List model aliases (configs/models.yaml merged with --models FILE): provider id, role,
+    temperature, max tokens, reasoning, endpoint limits, and whether the API key each one needs
+    is set in the environment. Key values are never shown.
+
+    A model argument elsewhere may be one of these aliases, a raw provider id (openai/…,
+    hosted_vllm/…, gemini/…, together_ai/…) or an offline participant (offline/…).
+    """
+    from intake_eval.errors import IntakeEvalError
+    from intake_eval.models.registry import key_is_set, load_model_specs, needed_key, preflight, resolve_spec
+
+    try:
+        specs = load_model_specs(models_file)
+        chosen = [resolve_spec(name, specs) for name in check or []]
+        preflight(chosen)
+    except IntakeEvalError as error:
+        # typer 0.29 runs a vendored click that does not recognise click.ClickException subclasses:
+        # print the one line and exit 2 here so the contract holds.
+        error.show()
+        raise typer.Exit(error.exit_code) from None
+    if check:
+        typer.echo(f"ok: keys are set for {', '.join(spec.alias or spec.model for spec in chosen)}")
+        return
+
+    rows = []
+    for alias, spec in specs.items():
+        rows.append({
+            "alias": alias,
+            "model": spec.model,
+            "role": spec.description,
+            "temperature": spec.temperature,
+            "max_tokens": spec.max_tokens,
+            "reasoning": spec.reasoning,
+            "api_base": spec.api_base,
+            "rpm": spec.rpm,
+            "max_concurrency": spec.max_concurrency,
+            "key_env": needed_key(spec),
+            "key_set": key_is_set(spec),
+        })
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="model aliases", title_justify="left")
+    for column in ("alias", "provider id", "role", "temp", "max tok", "reasoning", "limits", "API key"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        limits = ", ".join(part for part in (
+            f"{row['rpm']} rpm" if row["rpm"] else "", f"{row['max_concurrency']} in flight" if row["max_concurrency"] else "",
+        ) if part) or "-"
+        if row["key_env"] is None:
+            key = "not needed"
+        else:
+            key = f"[green]{row['key_env']} set[/green]" if row["key_set"] else f"[red]{row['key_env']} missing[/red]"
+        model = row["model"] + (f"\n@ {row['api_base']}" if row["api_base"] else "")
+        table.add_row(row["alias"], model, row["role"] or "-",
+                      "-" if row["temperature"] is None else f"{row['temperature']:g}",
+                      "-" if row["max_tokens"] is None else str(row["max_tokens"]),
+                      "yes" if row["reasoning"] else "no", limits, key)
+    Console(width=max(120, Console().width)).print(table)

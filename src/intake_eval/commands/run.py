@@ -95,6 +95,9 @@ def _summarize(out, paths, result) -> None:
     if result.interrupted:
         out.print("[yellow]interrupted[/]: finished conversations are saved; run the same command again to resume.")
         raise typer.Exit(130)
+    if not totals.cost_known:
+        out.print("[yellow]note[/]: some calls had no known price (set input_cost_per_token/output_cost_per_token "
+                  "in the models file); dollars and --budget count only priced calls.")
     if totals.budget_reached:
         out.print(f"[yellow]budget reached[/]: {counts['not_started']} conversations not started; "
                   "run again (with a larger --budget) to continue.")

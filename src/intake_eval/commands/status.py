@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
-from intake_eval.commands.common import DEFAULT_RUN_DIR, RunDirOption
+from intake_eval.commands.common import DEFAULT_RUN_DIR
+
+RunDirOption = Annotated[Path, typer.Option("--run-dir", help="Run folder whose manifest.json to show.")]
 
 
 SHOWN_PARAMS = ("temperature", "max_tokens", "reasoning", "api_base", "api_key_env", "rpm", "tpm")

@@ -44,11 +44,15 @@ def study(
 ) -> None:
     """Run a whole study from one config: generate → run → judge → report, resumable.
 
-    Judging of a conversation starts as soon as it is finished, so the study takes about as long
-    as its conversations. Rerun the same command after a crash or Ctrl-C to finish what is
-    missing; rerunning a finished study makes no model calls and rebuilds the report. A changed
-    config is refused with the differences shown; --force starts the changed stages over (old
-    files move to superseded/). Run `intake-eval estimate CONFIG` first to see the cost.
+    Judging starts as soon as each conversation finishes, so the study takes about as long as its conversations.
+
+    Rerun the same command after a crash or Ctrl-C to finish what is missing.
+
+    Rerunning a finished study makes no model calls and rebuilds the report.
+
+    A changed config is refused with the differences shown; --force starts the changed stages over.
+
+    See the cost first: intake-eval estimate CONFIG. See progress: intake-eval status --run-dir DIR.
     """
     from intake_eval.commands.common import console
     from intake_eval.study import run_study

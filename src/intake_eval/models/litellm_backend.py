@@ -28,10 +28,16 @@ def import_litellm():
     """Import litellm offline-safe: local price map, no .env loading, no banner on stdout."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
+    import logging
+
     import litellm
 
     litellm.suppress_debug_info = True
     litellm.telemetry = False
+    # Its warnings (e.g. "event loop changed" when a pool serves a second asyncio.run) are not the
+    # user's business; our own errors say what went wrong.
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
+        logging.getLogger(name).setLevel(logging.ERROR)
     return litellm
 
 
@@ -147,10 +153,12 @@ class ProviderBackend:
         self.spec = spec
         self.client = client  # "litellm" forces litellm even for OpenAI-compatible endpoints
         self._http = None
-        if uses_direct_http(spec):
+        if client == "auto" and uses_direct_http(spec):
             from intake_eval.models.openai_http import OpenAICompatibleClient
 
             self._http = OpenAICompatibleClient(spec.api_base or "", spec.timeout_s)
+        else:
+            import_litellm()  # here, not inside the event loop: the import takes seconds
 
     def request_params(self, request: ChatRequest) -> dict[str, Any]:
         spec = self.spec
@@ -176,7 +184,7 @@ class ProviderBackend:
         params = self.request_params(request)
         api_key = api_key_for(spec)
         started = time.monotonic()
-        if self._http is not None and self.client == "auto":
+        if self._http is not None:
             response = await self._http.chat({"model": spec.model.split("/", 1)[1], **params}, api_key or _NO_KEY)
         else:
             litellm = import_litellm()

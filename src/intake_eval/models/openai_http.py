@@ -49,7 +49,7 @@ class OpenAICompatibleClient:
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:
             # limit=0: the endpoint limiter, not the connector, decides how many are in flight.
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), trust_env=True)
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
             self._loop = loop
             # asyncio.run() cancels pending tasks at its end; this one then closes the session, so
             # a caller that forgets pool.aclose() still leaves no "unclosed session" noise.

@@ -104,8 +104,9 @@ def retry_after_seconds(headers: Any, now: float | None = None) -> float | None:
     try:
         return max(0.0, float(value))
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        if parsed is None:
+        try:
+            parsed = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):  # neither seconds nor an HTTP date: ignore the header
             return None
         return max(0.0, parsed.timestamp() - (now if now is not None else time.time()))
 

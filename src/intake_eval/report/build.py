@@ -175,8 +175,10 @@ def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[
     step("drawing charts")
     chart_svgs = render_charts(views, labels)
     step("writing transcript shards")
+    fingerprint = viewer.sources_fingerprint([paths.profiles, *paths.conversation_files(), *paths.judgment_files()], judges)
     shard_of = viewer.write_shards(paths.report_shards_dir, data.profiles, data.conversations,
-                                   {j: data.judgments[j] for j in judges}, progress=shard_progress)
+                                   {j: data.judgments[j] for j in judges}, progress=shard_progress,
+                                   fingerprint=fingerprint)
     step("writing index.html and summary.md")
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     run = {"name": data.manifest.get("run_name") or paths.root.name, "primary": views["primary"], "judges": judges,

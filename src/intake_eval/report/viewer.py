@@ -52,17 +52,23 @@ def outcome_codes(outcomes: dict[str, str] | None, hidden: list[str]) -> str:
 
 
 def compact_judgment(judgment: dict[str, Any], hidden: list[str]) -> dict[str, Any]:
+    """Labels per turn as {domain: [asked 0/1, disclosed 0/1, reasoning]} (hot loop: kept plain)."""
     turns = []
-    for turn in sorted(judgment.get("turns", []), key=lambda t: t.get("turn", 0)):
+    raw_turns = judgment.get("turns") or []
+    if any(a.get("turn", 0) > b.get("turn", 0) for a, b in zip(raw_turns, raw_turns[1:])):
+        raw_turns = sorted(raw_turns, key=lambda t: t.get("turn", 0))
+    for turn in raw_turns:
+        labels = turn.get("domains") or {}
         cells = {}
         for domain in hidden:
-            label = turn.get("domains", {}).get(domain)
+            label = labels.get(domain)
             if label is not None:
-                cells[domain] = [int(bool(label.get("asked_about"))), int(bool(label.get("disclosed"))),
+                cells[domain] = [1 if label.get("asked_about") else 0, 1 if label.get("disclosed") else 0,
                                  label.get("reasoning", "")]
         turns.append({"t": turn.get("turn", 0), "q": turn.get("question_type", "other"),
-                      "f": int(bool(turn.get("patient_faithful", True))), "r": turn.get("reasoning", ""), "d": cells})
-    return {"status": judgment.get("status", "ok"), "errors": judgment.get("errors", [])[:5], "turns": turns,
+                      "f": 0 if turn.get("patient_faithful", True) is False else 1, "r": turn.get("reasoning", ""),
+                      "d": cells})
+    return {"status": judgment.get("status", "ok"), "errors": (judgment.get("errors") or [])[:5], "turns": turns,
             "model": judgment.get("judge_model", "")}
 
 
@@ -101,31 +107,93 @@ def shard_name(index: int) -> str:
     return f"s{index:05d}"
 
 
+# Inputs of the shard workers, inherited through fork (copy-on-write) rather than pickled.
+_SHARD_INPUT: dict[str, Any] = {}
+PARALLEL_MIN_CONVERSATIONS = 2000
+
+
+def _write_shard_batch(batch: list[tuple[str, list[tuple[str, list[str]]]]]) -> int:
+    staging, profiles, conversations, judgments = (_SHARD_INPUT[k] for k in ("staging", "profiles", "conversations", "judgments"))
+    written = 0
+    for name, members in batch:
+        payload = {}
+        for pid, cids in members:
+            for cid in cids:
+                per_judge = {judge: done[cid] for judge, done in judgments.items() if cid in done}
+                payload[cid] = compact_conversation(conversations[cid], profiles.get(pid), per_judge)
+        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+        (staging / f"{name}.js").write_text(f"IE_SHARD({json.dumps(name)},{text});\n", encoding="utf-8")
+        written += len(payload)
+    return written
+
+
+SHARD_FORMAT = 1  # bump when the shard payload changes, so cached shards are rewritten
+FINGERPRINT_FILE = ".fingerprint"
+
+
+def sources_fingerprint(sources: list[Path], judges: list[str]) -> str:
+    """Identifies the inputs of the shards: every source file's size and mtime, the judges' order."""
+    from intake_eval import __version__
+    from intake_eval.store import stable_hash
+
+    stats = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in sources if p.exists()]
+    return stable_hash({"files": stats, "judges": judges, "format": SHARD_FORMAT, "per_shard": PROFILES_PER_SHARD,
+                        "version": __version__})
+
+
 def write_shards(target: Path, profiles: dict, conversations: dict, judgments: dict[str, dict],
-                 progress=None) -> dict[str, str]:
-    """Write conversations/<shard>.js files; returns conversation_id -> shard name."""
-    staging = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
+                 progress=None, fingerprint: str | None = None) -> dict[str, str]:
+    """Write conversations/<shard>.js files (in parallel on big runs); returns conversation_id -> shard name.
+
+    With a ``fingerprint`` equal to the one stored beside the shards, the shards on disk are
+    already these inputs' and are kept (a rerun of the report on an unchanged run is quick)."""
     by_profile: dict[str, list[str]] = {}
     for cid, conv in conversations.items():
         by_profile.setdefault(conv.get("profile_id", ""), []).append(cid)
     profile_ids = sorted(by_profile)
     assignment: dict[str, str] = {}
+    shards = []
     for start in range(0, len(profile_ids), PROFILES_PER_SHARD):
         name = shard_name(start // PROFILES_PER_SHARD)
-        payload = {}
-        for pid in profile_ids[start:start + PROFILES_PER_SHARD]:
-            for cid in sorted(by_profile[pid]):
-                per_judge = {judge: done[cid] for judge, done in judgments.items() if cid in done}
-                payload[cid] = compact_conversation(conversations[cid], profiles.get(pid), per_judge)
-                assignment[cid] = name
-        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
-        (staging / f"{name}.js").write_text(f"IE_SHARD({json.dumps(name)},{text});\n", encoding="utf-8")
+        members = [(pid, sorted(by_profile[pid])) for pid in profile_ids[start:start + PROFILES_PER_SHARD]]
+        assignment.update({cid: name for _, cids in members for cid in cids})
+        shards.append((name, members))
+    stamp = target / FINGERPRINT_FILE
+    if fingerprint and stamp.exists() and stamp.read_text(encoding="utf-8") == fingerprint:
         if progress:
-            progress(len(payload))
+            progress(len(conversations))
+        return assignment
+    staging = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    _SHARD_INPUT.update(staging=staging, profiles=profiles, conversations=conversations, judgments=judgments)
+    try:
+        batches = [shards[i:i + 8] for i in range(0, len(shards), 8)]
+        workers = min(os.cpu_count() or 1, 8)
+        if len(conversations) >= PARALLEL_MIN_CONVERSATIONS and workers > 1 and "fork" in _start_methods():
+            import multiprocessing
+
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                for written in pool.imap_unordered(_write_shard_batch, batches):
+                    if progress:
+                        progress(written)
+        else:
+            for batch in batches:
+                written = _write_shard_batch(batch)
+                if progress:
+                    progress(written)
+    finally:
+        _SHARD_INPUT.clear()
+    if fingerprint:
+        (staging / FINGERPRINT_FILE).write_text(fingerprint, encoding="utf-8")
     if target.exists():
         shutil.rmtree(target)
     os.replace(staging, target)
     return assignment
+
+
+def _start_methods() -> list[str]:
+    import multiprocessing
+
+    return multiprocessing.get_all_start_methods()

@@ -51,12 +51,31 @@ def _symptom_hits(domain: "Domain", text: str) -> list[str]:
 
 def presenting_domain(opening: str, catalog: "Catalog") -> str | None:
     """The catalog domain the opening talks about most (symptom matches, then named features)."""
+    from rapidfuzz import fuzz, process, utils
+
+    owners, texts = [], []
+    for domain in catalog.domains.values():
+        for symptom in domain.symptoms:
+            if len(symptom.text) >= 12:
+                owners.append(domain.id)
+                texts.append(utils.default_process(symptom.text))
+    said = [utils.default_process(sentence) for sentence in sentences(opening)]
+    # Verbatim quotes first (cheap, and what offline patients do); fuzzy matching for paraphrase.
+    whole = " ".join(said)
+    matched: dict[str, int] = {}
+    for owner, text in zip(owners, texts):
+        matched[owner] = matched.get(owner, 0) + int(text in whole)
+    if not any(matched.values()) and said and texts:
+        matched = {}
+        scores = process.cdist(texts, said, scorer=fuzz.partial_ratio)
+        for owner, row in zip(owners, scores):
+            matched[owner] = matched.get(owner, 0) + int(row.max() >= SYMPTOM_MATCH)
     named = mentions(opening)
     best, best_score = None, (0, 0)
-    for domain in catalog.domains.values():
-        score = (len(_symptom_hits(domain, opening)), len(named.get(domain.id, ())))
+    for domain_id in catalog.domains:
+        score = (matched.get(domain_id, 0), len(named.get(domain_id, ())))
         if score > best_score:
-            best, best_score = domain.id, score
+            best, best_score = domain_id, score
     return best
 
 

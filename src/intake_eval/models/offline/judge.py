@@ -54,25 +54,39 @@ class _ProfileMatcher:
             for phrase in dict.fromkeys([*symptoms, *rendered]):
                 self.domains.append(draw.domain)
                 self.phrases.append(phrase)
+        # A quoted reference sentence needs no fuzzy search (the common case for offline/patient).
+        self.exact = {phrase: index for index, phrase in reversed(list(enumerate(self.phrases)))}
+        self._replies: dict[str, dict[str, tuple[float, str]]] = {}
 
     def carried(self, reply: str) -> dict[str, tuple[float, str]]:
-        """Domain → (best score, the reply sentence) for domains the reply carries."""
+        """Domain → (best score, the reply sentence) for domains the reply carries (memoised)."""
+        if reply not in self._replies:
+            if len(self._replies) > 2048:
+                self._replies.clear()
+            self._replies[reply] = self._match(reply)
+        return self._replies[reply]
+
+    def _match(self, reply: str) -> dict[str, tuple[float, str]]:
         from rapidfuzz import fuzz, process, utils
 
-        sentences = [utils.default_process(s) for s in _sentences(reply)]
-        sentences = [s for s in sentences if s]
+        sentences = [s for s in (utils.default_process(s) for s in _sentences(reply)) if s]
         if not sentences or not self.phrases:
             return {}
-        # score_cutoff lets rapidfuzz stop early on hopeless pairs (they score 0).
-        scores = process.cdist(sentences, self.phrases, scorer=fuzz.partial_ratio, score_cutoff=MATCH_THRESHOLD)
+        best: list[tuple[float, int]] = [(100.0, self.exact[s]) if s in self.exact else (0.0, -1) for s in sentences]
+        fuzzy = [i for i, (_, index) in enumerate(best) if index < 0]
+        if fuzzy:
+            # score_cutoff lets rapidfuzz stop early on hopeless pairs (they score 0).
+            scores = process.cdist([sentences[i] for i in fuzzy], self.phrases, scorer=fuzz.partial_ratio,
+                                   score_cutoff=MATCH_THRESHOLD)
+            for i, row in zip(fuzzy, scores):
+                index = int(row.argmax())
+                best[i] = (float(row[index]), index)
         found: dict[str, tuple[float, str]] = {}
-        for row, sentence in zip(scores, sentences):
-            best = int(row.argmax())
-            score = float(row[best])
+        for sentence, (score, index) in zip(sentences, best):
             # A short sentence can sit inside a long phrase by chance; require comparable length.
-            if score < MATCH_THRESHOLD or len(sentence) < 0.5 * min(len(self.phrases[best]), 80):
+            if score < MATCH_THRESHOLD or len(sentence) < 0.5 * min(len(self.phrases[index]), 80):
                 continue
-            domain = self.domains[best]
+            domain = self.domains[index]
             if score > found.get(domain, (0.0, ""))[0]:
                 found[domain] = (score, sentence)
         return found
@@ -83,11 +97,11 @@ class OfflineJudge:
         self.spec = spec
         self.catalog = catalog
         self._matchers: OrderedDict[tuple, _ProfileMatcher] = OrderedDict()
-        self._replies: OrderedDict[tuple[Any, str], dict[str, tuple[float, str]]] = OrderedDict()
         self._questions: OrderedDict[tuple[str, frozenset[str]], tuple[str, frozenset[str]]] = OrderedDict()
 
-    # Small LRU caches: per-turn mode asks about every turn of a conversation, each needing the
-    # disclosures of all earlier replies.
+    # Small LRU caches (per profile, and per reply inside each matcher): per-turn mode asks about
+    # every turn of a conversation, each needing the disclosures of all earlier replies. Keyed by
+    # content, never by conversation id: a rerun conversation has new text.
     def _matcher(self, profile: Profile) -> _ProfileMatcher:
         key = _profile_key(profile)
         if key not in self._matchers:
@@ -95,15 +109,6 @@ class OfflineJudge:
             if len(self._matchers) > 256:
                 self._matchers.popitem(last=False)
         return self._matchers[key]
-
-    def _carried(self, profile: Profile, reply: str) -> dict[str, tuple[float, str]]:
-        # Keyed by content, never by conversation id: a rerun conversation has new text.
-        key = (_profile_key(profile), reply)
-        if key not in self._replies:
-            self._replies[key] = self._matcher(profile).carried(reply)
-            if len(self._replies) > 4096:
-                self._replies.popitem(last=False)
-        return self._replies[key]
 
     def _classify(self, words: str, disclosed: set[str]) -> tuple[str, frozenset[str]]:
         """(question_type, asked domains), memoised: offline clinicians repeat their questions.
@@ -126,19 +131,19 @@ class OfflineJudge:
         return cached(relevant) if relevant else (question_type, asked)
 
     def _label_turn(self, profile: Profile, conversation: Conversation, number: int) -> dict[str, Any]:
+        matcher = self._matcher(profile)
         turns = {t.turn: t for t in conversation.turns}
         replies = [(0, conversation.opening)] + [(t, turns[t].patient) for t in sorted(turns) if t < number]
         disclosed_before = {profile.presenting.domain}
         for earlier, reply in replies:
             if earlier < number:
-                disclosed_before |= set(self._carried(profile, reply))
+                disclosed_before |= set(matcher.carried(reply))
         if number == 0:
-            question_type, asked, clinician_words = "other", set(), None
+            question_type, asked = "other", frozenset()
         else:
-            clinician_words = turns[number].clinician
-            question_type, asked = self._classify(clinician_words, disclosed_before)
+            question_type, asked = self._classify(turns[number].clinician, disclosed_before)
         reply = conversation.opening if number == 0 else turns[number].patient
-        carried = self._carried(profile, reply)
+        carried = matcher.carried(reply)
         domains, leaked = [], []
         for domain in profile.hidden_domains:
             is_asked, is_disclosed = domain in asked, domain in carried

@@ -53,9 +53,23 @@ def draw_segments(draw: DomainDraw) -> list[str]:
     return [frames[i % len(frames)].format(symptom=symptom) for i, symptom in enumerate(draw.symptoms)]
 
 
+_DISTINCTIVE: dict[str, tuple[Profile, dict[str, list[str]]]] = {}  # profile_id -> (profile, segments)
+
+
 def distinctive_segments(profile: Profile) -> dict[str, list[str]]:
     """Per domain, the sentences and symptom texts that belong to it alone. Generic sentences
-    ("It happens most weeks.") can occur in several domains and prove nothing."""
+    ("It happens most weeks.") can occur in several domains and prove nothing. Cached per
+    profile object (a conversation asks for it every turn)."""
+    cached = _DISTINCTIVE.get(profile.profile_id)
+    if cached is not None and cached[0] is profile:
+        return cached[1]
+    if len(_DISTINCTIVE) > 1024:
+        _DISTINCTIVE.clear()
+    _DISTINCTIVE[profile.profile_id] = (profile, _distinctive(profile))
+    return _DISTINCTIVE[profile.profile_id][1]
+
+
+def _distinctive(profile: Profile) -> dict[str, list[str]]:
     owners: dict[str, set[str]] = {}
     for draw in [profile.presenting, *profile.hidden]:
         for text in [*draw_segments(draw), *draw.symptoms]:

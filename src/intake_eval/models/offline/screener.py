@@ -93,7 +93,8 @@ def screener_turn(catalog: "Catalog", context: dict, pairs: list[tuple[str, str]
         return variant(bank["screener_closing"])
     groups = group_plan(screening_plan(catalog, conversation_id, trial), max_turns - 1)
     if turn - 1 < len(groups):
-        question = bank["joiner"].join(text for _, text in groups[turn - 1])
+        texts = [text for _, text in groups[turn - 1]]
+        question = bank["joiner"].join([texts[0]] + [text[:1].lower() + text[1:] for text in texts[1:]])
     else:
         question = bank["follow_ups"][(turn - 1 - len(groups)) % len(bank["follow_ups"])]
     if turn == 1:
