@@ -94,3 +94,18 @@ def test_offline_judge_in_both_modes_side_by_side(tmp_path):
     assert labels == {"offline/judge", "offline/judge+conversation"}
     agreement = paths.metrics("agreement").read_text()
     assert "offline/judge,offline/judge+conversation" in agreement
+
+
+def test_the_generator_may_not_judge(tmp_path):
+    from intake_eval.manifest import Manifest
+
+    paths = _run_folder(tmp_path)
+    manifest = Manifest(paths)
+    manifest.record_models("generator", [{"alias": "fakejudge", "model": "openai/fake-judge"}])
+    manifest.save()
+    with FakeOpenAIServer(lambda body, i: Reply(content=_valid_answer(body))) as server:
+        result = CliRunner().invoke(app, ["judge", "--judge", "fakejudge", "--models", _models_file(tmp_path, server),
+                                          "--run-dir", str(paths.root)])
+        assert server.request_count == 0
+    assert result.exit_code == 2 and "leakage guard" in result.output
+    assert not paths.judgment_files()

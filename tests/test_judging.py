@@ -149,7 +149,9 @@ def test_stage_resumes_skips_ok_and_retries_errors(tmp_path):
     good = conversation([("How is your sleep?", "I lie awake for hours.")], trial=0)
     flaky = conversation([("Do you drink?", "Yes, more than I planned to.")], trial=1)
     append_record(paths.profiles, PROFILE)
-    for convo in (flaky, good):
+    # An uncompacted conversation file: a failed attempt of `good` precedes its ok retry.
+    failed_attempt = good.model_copy(update={"status": "model_error", "turns": []})
+    for convo in (flaky, failed_attempt, good):
         append_record(paths.conversations(convo.clinician), convo)
     broken = {"on": True}
 
@@ -172,6 +174,7 @@ def test_stage_resumes_skips_ok_and_retries_errors(tmp_path):
     assert (second.skipped["fakejudge"], second.judged["fakejudge"], second.judge_errors["fakejudge"]) == (1, 1, 0)
     assert retried == 2  # only the failed conversation's two turns; the retry is not served from the cache
     lines = list(iter_json_lines(paths.judgments("fakejudge", good.clinician)))
+    assert len(next(d for d in lines if d["conversation_id"] == good.conversation_id)["turns"]) == 2  # the ok text
     assert [(d["conversation_id"], d["status"]) for d in lines] == sorted(
         [(good.conversation_id, "ok"), (flaky.conversation_id, "ok")])
 

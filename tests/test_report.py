@@ -202,7 +202,7 @@ def test_bad_input_is_one_clear_line(tmp_path: Path):
 
 
 def test_judge_option_switches_the_primary_judge(tmp_path: Path):
-    paths = synth_run(tmp_path / "two", n_profiles=5, clinicians=("offline/screener",))
+    paths = synth_run(tmp_path / "two", n_profiles=5, clinicians=("offline/screener",), judges=("offline/judge", "cross-judge"))
     _run_report(paths.root, "--judge", "cross-judge", "--quiet")
     data = _ie_data(paths.report_index.read_text(encoding="utf-8"))
     assert data["primary"] == "cross-judge"
@@ -250,3 +250,10 @@ def test_unchanged_run_keeps_its_shards_and_a_changed_one_rewrites_them(tmp_path
     shard_of = {c[0]: c[1] for c in data["convs"]}
     text = (paths.report_shards_dir / f"{shard_of[conv.conversation_id]}.js").read_text(encoding="utf-8")
     assert conv.conversation_id in text
+
+
+def test_primary_judge_comes_from_the_manifest(tmp_path: Path):
+    paths = synth_run(tmp_path / "order", n_profiles=3, clinicians=("offline/screener",), judges=("zeta-judge", "alpha-judge"))
+    _run_report(paths.root, "--quiet")
+    data = _ie_data(paths.report_index.read_text(encoding="utf-8"))
+    assert data["judges"] == ["zeta-judge", "alpha-judge"]  # the first --judge, not the alphabetical first

@@ -143,7 +143,8 @@ def synth_run(root: Path, *, n_profiles: int = 10, clinicians=("offline/screener
                 "models": {"clinician": [{"alias": c, "model": c} for c in clinicians], "patient": [{"alias": "offline/patient", "model": "offline/patient"}],
                            "judge": [{"alias": j, "model": j} for j in judges]},
                 "stages": {"generate": {"status": "done", "config_hash": "1" * 64, "finished": "2026-11-21T20:10:00+00:00"},
-                           "judge": {"status": "done", "config": {"judges": list(judges)}, "config_hash": "2" * 64}}}
+                           **{f"judge:{j}": {"status": "done", "config_hash": "2" * 64} for j in judges}},
+                "judges": {"primary": judges[0]} if judges else {}}
     paths.root.mkdir(parents=True, exist_ok=True)
     paths.manifest.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     return paths

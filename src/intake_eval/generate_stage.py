@@ -152,8 +152,8 @@ def generate_profiles(paths: "RunPaths", *, manifest: "Manifest", n: int, mode: 
     check_settings(n, mode, max_attempts, qc_threshold, concurrency)
     catalog = catalog if catalog is not None else load_catalog()
     spec = pool.spec(generator)
+    assert_generator_is_held_out(manifest, generator, spec.model)  # a design error: say it before key problems
     preflight([spec])
-    assert_generator_is_held_out(manifest, generator, spec.model)
     config = stage_config(n, mode, seed, spec, catalog, max_attempts=max_attempts, qc_threshold=qc_threshold)
     manifest.begin_stage(STAGE, config, force=force, outputs=[paths.profiles, paths.render_failures])
     manifest.record_models(GENERATOR_ROLE, [{"alias": generator, **spec.public_dict()}])

@@ -303,6 +303,8 @@ async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concur
             if not any(pending.values()):
                 continue
             for conversation in iter_records(Path(path), Conversation):
+                if not conversation.ok:
+                    continue  # an uncompacted file may hold a failed attempt before its ok retry
                 for setup in judges:
                     if conversation.conversation_id not in pending[setup.label]:
                         continue

@@ -32,7 +32,7 @@ from intake_eval.store import RunPaths, iter_records, stable_hash, write_text_at
 
 TRIALS_METRICS = "trials"
 BOOTSTRAP_RESAMPLES = 2000
-CI_METHOD = f"cluster bootstrap (profiles, then trials within), B={BOOTSTRAP_RESAMPLES}, 95% percentile"
+CI_METHOD = f"cluster bootstrap (profiles then trials within); B={BOOTSTRAP_RESAMPLES}; 95% percentile"
 COLUMNS = [
     "judge", "clinician", "condition", "patient_mode", "profiles", "trials", "min_trials", "conversations",
     "mean_active_coverage", "between_trial_sd", "between_profile_sd", "ci_low", "ci_high",

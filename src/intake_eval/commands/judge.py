@@ -118,7 +118,9 @@ def execute_judge(paths: Any, aliases: list[str], *, mode: str = "per-turn", con
                       if result is not None else None)
             aborted = result.aborted.get(label) if result is not None else None
             failed = result is None or counts["judge_errors"] or counts["provider_errors"]
-            manifest.finish_stage(f"judge:{label}", status="interrupted" if interrupted else "incomplete" if failed else "done",
+            status = ("interrupted" if interrupted else "incomplete" if failed
+                      else "partial" if limit is not None else "done")  # --limit judged a subset only
+            manifest.finish_stage(f"judge:{label}", status=status,
                                   counts=counts, usage={label: result.usage[label]} if result is not None else None,
                                   extra={"aborted": aborted, "limit": limit})
         tables = write_metrics(paths)
@@ -195,7 +197,7 @@ def _summarize(out: Any, paths: Any, outcome: JudgeOutcome) -> None:
 
         label, reason = next(iter(sorted(result.aborted.items())))
         raise IntakeEvalError(f"judge {label} stopped: {reason}")
-    if result is not None and any(result.judge_errors.values()) or result is not None and any(result.provider_errors.values()):
+    if result is not None and (any(result.judge_errors.values()) or any(result.provider_errors.values())):
         out.print("[red]some conversations could not be judged[/] (status in the records, counted in metrics/clinicians.csv); "
                   "run the same command again to retry them.")
         raise typer.Exit(1)

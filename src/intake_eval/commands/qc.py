@@ -35,7 +35,8 @@ def qc_patient(
     For each profile (from the run's profiles.jsonl): a direct question per hidden domain (must
     disclose), open invitations such as "tell me more" (must reveal no hidden domain) and questions
     about domains the profile lacks (must deny). Each probe is a fresh exchange after the opening.
-    Writes qc/patient_<alias>_<mode>.jsonl (one record per probe) and metrics/patient_qc.csv.
+    Writes qc/patient_<alias>_<mode>.jsonl (one record per probe), metrics/patient_qc.csv and
+    metrics/patient_qc_domains.csv (per domain). --max-leak-rate turns it into a gate.
     """
     from rich.console import Console
     from rich.table import Table

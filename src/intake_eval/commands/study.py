@@ -120,28 +120,30 @@ def _print_estimate(result, out) -> None:
 
     table = Table(title=f"Estimate for study '{result.study}': {result.profiles} profiles, "
                         f"{result.conversations} conversations", title_justify="left")
-    for column in ("stage", "role", "model", "provider id", "calls", "prompt tok", "completion tok",
-                   "of which reasoning", "$/1M in", "$/1M out", "dollars", "dollars at caps"):
-        text = column in ("stage", "role", "model", "provider id")
-        widest = max((len(line.alias) for line in result.lines), default=5)
+    widest = max((len(line.alias) + (12 if line.reasoning else 0) for line in result.lines), default=5)
+    for column in ("stage", "role", "model", "calls", "prompt tok", "completion tok", "reasoning tok",
+                   "$/1M tok in/out", "dollars", "dollars at caps"):
+        text = column in ("stage", "role", "model")
         table.add_column(column, justify="left" if text else "right", overflow="fold", no_wrap=not text,
                          min_width=widest if column == "model" else None)
     for line in result.lines:
-        price_in = "—" if line.offline else (
-            "unknown" if line.input_cost_per_token is None else f"{line.input_cost_per_token * 1e6:,.2f}")
-        price_out = "—" if line.offline else (
-            "unknown" if line.output_cost_per_token is None else f"{line.output_cost_per_token * 1e6:,.2f}")
-        table.add_row(line.stage, line.role, line.alias + (" (reasoning)" if line.reasoning else ""), line.model,
+        if line.offline:
+            prices = "— (offline)"
+        elif line.input_cost_per_token is None or line.output_cost_per_token is None:
+            prices = "unknown"
+        else:
+            prices = f"{line.input_cost_per_token * 1e6:,.2f} / {line.output_cost_per_token * 1e6:,.2f}"
+        table.add_row(line.stage, line.role, line.alias + (" (reasoning)" if line.reasoning else ""),
                       f"{line.calls:,}", f"{line.prompt_tokens:,}", f"{line.completion_tokens:,}",
-                      f"{line.reasoning_tokens:,}", price_in, price_out, _fmt_money(line.dollars),
+                      f"{line.reasoning_tokens:,}", prices, _fmt_money(line.dollars),
                       _fmt_money(line.dollars_at_cap))
     totals = {key: sum(getattr(line, key) for line in result.lines)
               for key in ("calls", "prompt_tokens", "completion_tokens", "reasoning_tokens")}
     cap_values = [line.dollars_at_cap for line in result.lines]
     cap_total = None if any(v is None for v in cap_values) else sum(cap_values)
     table.add_section()
-    table.add_row("total", "", "", "", f"{totals['calls']:,}", f"{totals['prompt_tokens']:,}",
-                  f"{totals['completion_tokens']:,}", f"{totals['reasoning_tokens']:,}", "", "",
+    table.add_row("total", "", "", f"{totals['calls']:,}", f"{totals['prompt_tokens']:,}",
+                  f"{totals['completion_tokens']:,}", f"{totals['reasoning_tokens']:,}", "",
                   _fmt_money(result.dollars) if result.dollars is not None
                   else f"≥ {_fmt_money(result.known_dollars)} + unknown",
                   _fmt_money(cap_total) if cap_total is not None else "unknown")
@@ -185,3 +187,4 @@ def estimate(
         typer.echo(json.dumps(result.to_dict(), indent=2, sort_keys=True))
         return
     _print_estimate(result, Console(width=max(160, Console().width)))
+    console().print("[dim]Provider ids and prices per alias: `intake-eval models`; every figure: --json.[/dim]")

@@ -136,12 +136,17 @@ def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str],
     from intake_eval.report.viewer import outcome_codes
 
     arm_index = {arm: i for i, arm in enumerate(views["arms"])}
+    primary_done = data.judgments.get(views["primary"], {}) if views["primary"] else {}
     convs = []
     for cid in sorted(data.conversations):
         conv = data.conversations[cid]
         profile = data.profiles.get(conv.get("profile_id", ""), {})
         hidden = [d["domain"] for d in profile.get("hidden", [])]
-        convs.append([cid, shard_of.get(cid, ""), arm_index[arm_of(conv)], conv.get("profile_id", ""), conv.get("status", "ok"),
+        status = conv.get("status", "ok")
+        judged = primary_done.get(cid)
+        if status == "ok" and judged is not None and judged.get("status", "ok") != "ok":
+            status = f"judge: {judged.get('status')}"
+        convs.append([cid, shard_of.get(cid, ""), arm_index[arm_of(conv)], conv.get("profile_id", ""), status,
                       outcome_codes(views["outcomes"][cid], hidden), conv.get("trial", 0), views["coverage"].get(cid)])
     profiles = {}
     for pid in sorted({c[3] for c in convs}):

@@ -70,10 +70,16 @@ def order_judges(judgments: dict[str, dict], manifest: dict[str, Any], prefer: s
             names = ", ".join(available) or "none"
             raise IntakeEvalError(f"--judge {prefer}: no judgments by that judge in this run (judges here: {names})")
         return [prefer] + [j for j in sorted(available) if j != prefer]
-    config = manifest.get("stages", {}).get("judge", {}).get("config", {}) or {}
-    declared = config.get("judges") or config.get("judge") or []
-    declared = [declared] if isinstance(declared, str) else list(declared)
-    ordered = [j for j in declared if j in available]
+    declared = []
+    primary = (manifest.get("judges") or {}).get("primary")  # set by `judge` and `study`: the first --judge
+    if primary:
+        declared.append(str(primary))
+    stages = manifest.get("stages") or {}
+    config = (stages.get("judge") or {}).get("config") or {}
+    listed = config.get("judges") or config.get("judge") or []
+    declared += [listed] if isinstance(listed, str) else list(listed)
+    declared += [name.split(":", 1)[1] for name in stages if name.startswith("judge:")]
+    ordered = list(dict.fromkeys(j for j in declared if j in available))
     ordered += sorted((j for j in available if j not in ordered), key=lambda j: (-len(judgments[j]), j))
     return ordered
 

@@ -127,6 +127,27 @@
     state.cell = [turn, domain];
     renderPanel();
   }
+  function indexTurns(j) {
+    var map = {};
+    if (j) j.turns.forEach(function (t) { map[t.t] = t; });
+    return map;
+  }
+  function outcomeSummary(conv) {
+    /* What this judge's labels add up to, per hidden domain (same rules as the drill-down squares). */
+    var j = conv.judges[state.judge], wrap = el("span", { cls: "summary" });
+    if (!j || j.status !== "ok") return wrap;
+    var caught = 0;
+    conv.hidden.forEach(function (d) {
+      var a = false, b = false, q = false;
+      j.turns.forEach(function (t) { var l = t.d[d]; if (!l) return; if (l[0] && l[1]) a = true; else if (l[1]) b = true; if (l[0]) q = true; });
+      var code = a ? "3" : b ? "2" : q ? "1" : "0";
+      if (a) caught += 1;
+      wrap.appendChild(el("span", { cls: "chip " + OUT[code][0], title: label(d) + ": " + OUT[code][2], text: OUT[code][1] }));
+      wrap.appendChild(el("span", { cls: "qt", text: " " + label(d) + "  " }));
+    });
+    wrap.insertBefore(el("b", { text: caught + " of " + conv.hidden.length + " hidden domains surfaced \u00b7 " }), wrap.firstChild);
+    return wrap;
+  }
   function judgeTurns() {
     var j = state.conv.judges[state.judge];
     var map = {};
@@ -172,8 +193,10 @@
         onclick: function () { state.judge = j; state.cell = null; location.hash = "c=" + conv.id + "&j=" + encodeURIComponent(j); renderConversation(); } },
         [j + (jd ? (jd.status === "ok" ? "" : " (" + jd.status + ")") : " (none)")]));
     });
-    box.appendChild(el("div", { cls: "controls" }, [el("span", { cls: "qt", text: "judge:" }), tabs]));
+    box.appendChild(el("div", { cls: "controls" }, [el("span", { cls: "qt", text: "judge:" }), tabs, outcomeSummary(conv)]));
     var turns = judgeTurns();
+    var others = IE.judges.filter(function (j) { return j !== state.judge && conv.judges[j] && conv.judges[j].status === "ok"; });
+    var otherTurns = others.length ? indexTurns(conv.judges[others[0]]) : null;
     var table = el("table", { cls: "turns" });
     var hr = el("tr", {}, [el("th"), el("th", { cls: "l", text: "" })]);
     conv.hidden.forEach(function (d) { hr.appendChild(el("th", { cls: "dom", title: d, text: conv.labels[d] || label(d) })); });
@@ -193,7 +216,10 @@
       conv.hidden.forEach(function (d) {
         var lab = jt ? jt.d[d] : null;
         var c = cellClass(jt ? lab : null);
-        var cell = el("span", { cls: "cell " + c[0], text: c[1], title: "turn " + row.t + " \u00b7 " + label(d) + ": " + c[2],
+        var ot = otherTurns && otherTurns[row.t] ? otherTurns[row.t].d[d] : null;
+        var differs = lab && ot && (lab[0] !== ot[0] || lab[1] !== ot[1]);
+        var cell = el("span", { cls: "cell " + c[0] + (differs ? " differs" : ""), text: c[1],
+          title: "turn " + row.t + " \u00b7 " + label(d) + ": " + c[2] + (differs ? " (" + others[0] + " labels this cell differently)" : ""),
           "data-turn": row.t, "data-domain": d, role: "button", tabindex: "0" });
         cell.addEventListener("click", function () { selectCell(row.t, d, cell); });
         cell.addEventListener("keydown", function (e) { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); selectCell(row.t, d, cell); } });
