@@ -118,13 +118,13 @@ def time_judging(source: Path) -> dict[str, float]:
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("judgments", "metrics", "report", "cache.sqlite*"))
     paths = RunPaths(target)
     catalog = load_catalog()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     with ModelPool(load_model_specs(None), catalog=catalog) as pool:
         setup = [JudgeSetup(label="offline/judge", alias="offline/judge", model=pool.get("offline/judge"))]
         result = asyncio.run(judge_stage(paths, setup, concurrency=32, catalog=catalog))
     judged = time.perf_counter()
     tables = write_metrics(paths)
-    done = time.perf_counter()
+    done, cpu_done = time.perf_counter(), time.process_time()
     import csv
 
     with open(tables["clinicians"], encoding="utf-8") as handle:
@@ -133,7 +133,8 @@ def time_judging(source: Path) -> dict[str, float]:
     shutil.rmtree(scratch)
     return {"conversations": result.judged["offline/judge"] + result.judge_errors["offline/judge"],
             "judge_errors": result.judge_errors["offline/judge"], "judge_s": judged - started,
-            "metrics_s": done - judged, "total_s": done - started, "headline": headline}
+            "metrics_s": done - judged, "total_s": done - started, "total_cpu_s": cpu_done - cpu_started,
+            "headline": headline}
 
 
 def realistic_tokens() -> dict[str, float]:
@@ -196,9 +197,10 @@ def main() -> None:
 
     source = build_run_folder(args.work, args.profiles)
     figures = time_judging(source)
+    print(f"machine: {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f} (other work shares them)")
     print(f"judged {figures['conversations']} conversations ({figures['judge_errors']} judge errors) in "
           f"{figures['judge_s']:.2f} s; metrics/*.csv in {figures['metrics_s']:.2f} s; "
-          f"total {figures['total_s']:.2f} s (target < 20 s)")
+          f"total {figures['total_s']:.2f} s wall, {figures['total_cpu_s']:.2f} s CPU (target < 20 s)")
     for clinician, n, coverage, ftp in figures["headline"]:
         print(f"  {clinician}: n={n} mean active coverage {float(coverage):.3f}, median first TP turn {ftp or '—'}")
     print(json.dumps({k: v for k, v in figures.items() if k != "headline"} | tokens))

@@ -56,6 +56,7 @@ def _approx_tokens(text: str) -> int:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in separate writes: no 40 ms stall
     server: "_Server"
 
     def log_message(self, *args: Any) -> None:  # keep test output clean

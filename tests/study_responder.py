@@ -24,6 +24,17 @@ PATIENT = ("Honestly it has been hard to keep up with everything. Most mornings 
            "drag myself through work, and by the evening I just sit on the couch without really doing anything. "
            "My partner has noticed I am quieter than I used to be, and I feel bad that I cannot explain it better. "
            "I keep hoping it will pass on its own.")
+FORMULATION = json.dumps({
+    "chief_complaint": "persistent low mood and tiredness", "problems": [
+        "low mood most days for several months", "poor sleep and early waking", "withdrawal from partner and friends",
+        "difficulty keeping up at work"],
+    "principal_diagnosis": {"name": "Major depressive disorder, single episode, moderate", "icd10": "F32.1"},
+    "differential": [{"name": "Generalized anxiety disorder", "icd10": "F41.1"},
+                     {"name": "Insomnia disorder", "icd10": "G47.00"}],
+    "risk_level": "low",
+    "risk_evidence": "The patient described hopelessness at times but no thoughts of ending their life were raised; "
+                     "suicide risk was not asked about directly, so the level rests on what was volunteered and should "
+                     "be assessed at the next appointment together with sleep, alcohol use and support at home."})
 REASONING_TOKENS = 700  # what a reasoning model spends per call, as the estimate assumes
 REASONING = "Let me think about which areas the clinician asked about and what the patient said in reply."
 
@@ -41,7 +52,7 @@ def role_of(body: dict[str, Any]) -> str:
         return "tracker"
     if first.startswith("You are a mental health clinician"):
         last = str(messages[-1].get("content", "")) if messages else ""
-        return "formulation" if "formulation" in last.lower() and "json" in last.lower() else "clinician"
+        return "formulation" if "Write your case formulation" in last else "clinician"
     if "Disclosure rule" in first or "What brought you here" in first:
         return "patient"
     return "generator"
@@ -100,7 +111,7 @@ class StudyResponder:
         elif role == "patient":
             content = PATIENT
         elif role == "formulation":
-            content = "{}"
+            content = FORMULATION
         else:
             content = generator_answer(prompt)
         if body.get("model") in self.reasoning_models:  # hidden reasoning billed as completion tokens

@@ -181,3 +181,12 @@ def test_validate_command_exits_2_with_one_line_per_problem(tmp_path):
 def test_missing_folder_is_one_clear_error(tmp_path):
     result = CliRunner().invoke(app, ["phenotypes", "validate", str(tmp_path / "nope")])
     assert result.exit_code == 2 and "catalog folder does not exist" in result.output
+
+
+def test_context_pools_must_fit_every_allowed_age(tmp_path):
+    folder = _fixture(tmp_path)
+    domains = yaml.safe_load((folder / "domains.yaml").read_text())
+    domains["context"]["relationships"] = [{"text": "widowed", "min_age": 50}]
+    (folder / "domains.yaml").write_text(yaml.safe_dump(domains, sort_keys=False))
+    problems = _problems(folder)
+    assert any("bipolar_masked.yaml: demographics: no context.relationships option fits age 19" in p for p in problems)

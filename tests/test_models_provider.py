@@ -220,3 +220,39 @@ def test_json_schema_is_sent_as_response_format():
         sent = server.requests[0]["response_format"]
     assert json.loads(result.text) == {"label": "open"}
     assert sent["type"] == "json_schema" and sent["json_schema"]["schema"] == schema
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_connection_refused_is_retried_then_exhausted(client):
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    spec = ModelSpec(alias="gone", model="openai/fake", api_base=f"http://127.0.0.1:{port}/v1", timeout_s=2.0)
+    pool = ModelPool({"gone": spec}, retry_policy=RetryPolicy(max_attempts=3, base_delay_s=0.01, max_delay_s=0.02),
+                     client=client)
+    with pytest.raises(ModelCallError) as caught:
+        complete(pool, name="gone")
+    assert caught.value.kind == "exhausted" and caught.value.attempts == 3
+    assert pool.retry_stats()["gone"]["by_reason"] == {"connection": 3}
+
+
+def test_offline_participants_are_metered_but_never_cached_or_limited(tmp_path):
+    from intake_eval.models.registry import load_model_specs
+
+    pool = ModelPool(load_model_specs(), cache_path=tmp_path / "cache.sqlite")
+    messages = [{"role": "user", "content": "I've been feeling really low since I lost my job."}]
+    context = {"role": "clinician", "conversation_id": "P00001.x", "turn": 1, "max_turns": 12, "trial": 0,
+               "request": "turn"}
+
+    async def go():
+        model = pool.get("offline/screener")
+        assert model is pool.get("offline/screener")  # built once
+        return [await model.complete(ChatRequest(messages=messages, context=context)) for _ in range(2)]
+
+    first, second = asyncio.run(go())
+    pool.close()
+    assert first.text and first.text == second.text and not second.cached  # deterministic, not cached
+    assert pool.usage_by_model()["offline/screener"].calls == 2
+    assert not (tmp_path / "cache.sqlite").exists() and pool.limiter_stats() == {}

@@ -34,6 +34,7 @@ patient: {model: fake-patient, mode: prompted}
 clinicians: [fake-chat, fake-reasoner]
 judges: [fake-judge, fake-cross]
 turns: 3
+formulation: true
 concurrency: 8
 """
 
@@ -89,6 +90,8 @@ def test_loopback_study_every_role_artifacts_consistent_and_estimate_matches(loo
     for clinician in CLINICIANS:
         records = list(iter_records(paths.conversations(clinician), Conversation))
         assert len(records) == 3 and all(c.ok and len(c.turns) == 3 and c.opening for c in records)
+        assert all(c.formulation["status"] == "ok" and c.formulation["formulation"]["risk_level"] == "low"
+                   for c in records), records[0].formulation
         conversations.update({c.conversation_id: c for c in records})
     assert {c.profile_id for c in conversations.values()} == set(profiles)
     for judge in JUDGES:

@@ -205,7 +205,33 @@ def _eligible_hidden(pheno: Phenotype, presenting: str) -> tuple[set[str], set[s
     return required, eligible - droppable
 
 
-def _check_phenotype(pheno: Phenotype, path: Path, domains: dict[str, Domain], problems: list[str]) -> None:
+def _check_context_fits(pheno: Phenotype, at: str, context: ContextPools, problems: list[str]) -> None:
+    """Stage 5 must always find an occupation, a relationship and 2 life-context seeds."""
+    from intake_eval.sampling import allowed
+
+    demo = pheno.demographics
+    low, high = demo.age
+    sexes = ["female"] if demo.postpartum else [sex for sex, w in demo.sex_weights.items() if w > 0]
+    for sex in sexes:
+        for age in range(low, high + 1):
+            def fits(items: list[ContextItem]) -> int:
+                return sum(allowed(item, age, sex, demo.postpartum) for item in items)
+
+            gaps = []
+            if not demo.occupations and not fits(context.occupations):
+                gaps.append("context.occupations")
+            if not fits(context.relationships):
+                gaps.append("context.relationships")
+            if min(len(demo.life_context), 2) + fits(context.life_context) < 2:
+                gaps.append("context.life_context (needs 2)")
+            if gaps:
+                problems.append(f"{at}: demographics: no {', '.join(gaps)} option fits age {age}, {sex}, "
+                                f"postpartum={demo.postpartum}")
+                return
+
+
+def _check_phenotype(pheno: Phenotype, path: Path, domains: dict[str, Domain], problems: list[str],
+                     context: ContextPools | None = None) -> None:
     at = display_path(path)
     if pheno.id != path.stem:
         problems.append(f"{at}: id: '{pheno.id}' must match the file name '{path.stem}'")
@@ -271,6 +297,8 @@ def _check_phenotype(pheno: Phenotype, path: Path, domains: dict[str, Domain], p
         if all(opt.domain not in _possible_hidden(pheno, p) for p in pheno.presenting):
             problems.append(f"{at}: hidden_optional[{opt.domain}]: can never be drawn (it is the presenting domain or always removed by a conflict rule)")
     _check_demographics(pheno, at, domains, pool, problems)
+    if context is not None:
+        _check_context_fits(pheno, at, context, problems)
     principal = pheno.principal_diagnosis
     if need(principal.domain, "principal_diagnosis.domain") and principal.domain not in pool:
         problems.append(f"{at}: principal_diagnosis.domain: '{principal.domain}' is not in this phenotype's pools")
@@ -348,7 +376,7 @@ def load_and_validate(directory: Path) -> Catalog:
         if pheno.id in phenotypes:
             problems.append(f"{display_path(path)}: id: duplicate phenotype id '{pheno.id}'")
         if domain_catalog is not None:
-            _check_phenotype(pheno, path, domains, problems)
+            _check_phenotype(pheno, path, domains, problems, domain_catalog.context)
         phenotypes[pheno.id] = pheno
     if problems:
         count = len(problems)

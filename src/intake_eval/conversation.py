@@ -45,6 +45,8 @@ class PlannedConversation:
     # first in plan order) carries its usage, whichever actually made the call, so records are
     # the same however a run was interrupted and resumed.
     records_opening_usage: bool = True
+    # Issue 8: after the last turn, ask the clinician for its case formulation (not a turn).
+    formulation: bool = False
 
     @property
     def conversation_id(self) -> str:
@@ -85,7 +87,7 @@ async def _opening(setup: PatientSetup, openings: dict | None, key: tuple) -> tu
 async def run_conversation(item: PlannedConversation, participants: Participants, *,
                            openings: dict | None = None, on_call: CallHook | None = None) -> Conversation:
     """Run one intake to its end and return the record (ok or with its failure reason)."""
-    meters = {"clinician": UsageMeter(), "patient": UsageMeter(), "tracker": UsageMeter()}
+    meters = {"clinician": UsageMeter(), "patient": UsageMeter(), "tracker": UsageMeter(), "formulation": UsageMeter()}
 
     def count(role: str, result: ChatResult, *, record: bool = True, spent: bool = True) -> None:
         if record:
@@ -136,6 +138,18 @@ async def run_conversation(item: PlannedConversation, participants: Participants
         termination = "empty_after_length" if exc.kind == "empty_after_length" else "model_error"
         who = participants.clinician if role == "clinician" else participants.patient
         error = f"{role} {_name(who)} at turn {len(turns) + (1 if opening else 0)}: {exc.format_message()}"
+    # --- issue 8: post-intake case formulation (formulation_step.py); a failure is recorded, never fatal
+    formulation = None
+    if item.formulation and termination in ("completed", "clinician_ended"):
+        from intake_eval.formulation_step import request_formulation
+        from intake_eval.participants import clinician_messages
+
+        formulation = await request_formulation(
+            participants.clinician, clinician_messages(item.condition, opening, turns),
+            conversation_id=conversation_id, turn=len(turns), max_turns=item.max_turns, trial=item.trial,
+            on_result=lambda result: count("formulation", result),
+        )
+    # --- end issue 8
     return Conversation(
         conversation_id=conversation_id,
         profile_id=item.profile.profile_id,
@@ -154,4 +168,5 @@ async def run_conversation(item: PlannedConversation, participants: Participants
         termination=termination,
         error=error,
         usage={name: meter.to_usage() for name, meter in meters.items() if meter.calls},
+        formulation=formulation,
     )

@@ -110,7 +110,9 @@ class EstimatingModel:
             missing = ASSUMED_TOKENS["generator"] - _text_tokens(text)
             return (text + " " + _filler(missing)).strip() if missing > 0 else text
         if context.get("request") == "formulation" or purpose == "formulation":
-            return _filler(ASSUMED_TOKENS["formulation"])
+            # valid JSON (issue 8), so the estimate does not count a repair request per conversation
+            return json.dumps({"chief_complaint": "low mood", "principal_diagnosis": {"name": "Major depressive disorder"},
+                               "risk_level": "low", "risk_evidence": _filler(ASSUMED_TOKENS["formulation"] - 30)})
         return _filler(ASSUMED_TOKENS.get(purpose, ASSUMED_TOKENS["patient"]))
 
     async def complete(self, request: ChatRequest) -> ChatResult:
@@ -237,7 +239,8 @@ async def _simulate(config: "StudyConfig", specs: dict[str, ModelSpec], catalog:
         for clinician in config.clinicians:
             for condition in config.conditions:
                 item = PlannedConversation(profile=profile, clinician=clinician, condition=condition,
-                                           patient_mode=config.patient.mode, trial=0, max_turns=config.turns)
+                                           patient_mode=config.patient.mode, trial=0, max_turns=config.turns,
+                                           formulation=config.formulation)
                 participants = Participants(clinician=run[clinician], patient=run[config.patient.model],
                                             tracker=tracker, patient_alias=config.patient.model)
                 conversation = await run_conversation(item, participants, openings=openings)

@@ -331,4 +331,10 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
         "comparisons": (TABLE_COLUMNS["comparisons"], comparisons_rows(collected)),
         "masking": (TABLE_COLUMNS["masking"], masking_rows(collected)),
     }
-    return {name: _write_csv(paths.metrics(name), columns, rows) for name, (columns, rows) in tables.items()}
+    written = {name: _write_csv(paths.metrics(name), columns, rows) for name, (columns, rows) in tables.items()}
+    # --- issue 8: safety.csv (+ diagnosis.csv when conversations carry formulations), see diagnosis_tables.py
+    from intake_eval.diagnosis_tables import write_diagnosis_metrics
+
+    written.update(write_diagnosis_metrics(paths))
+    # --- end issue 8
+    return written

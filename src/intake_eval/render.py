@@ -100,7 +100,9 @@ def render_messages(profile: Profile, draw: DomainDraw, is_presenting: bool, mis
 
 
 async def _render_once(model: "ChatModel", profile: Profile, draw: DomainDraw, is_presenting: bool,
-                       attempt: int, missing: list[str], catalog: "Catalog", meter: "UsageMeter | None") -> str:
+                       attempt: int, missing: list[str], catalog: "Catalog",
+                       meter: "UsageMeter | None") -> tuple[str, str | None]:
+    """(rendered text, None) or ("", why the call failed)."""
     spec = getattr(model, "spec", None)
     # Offline participants read request.context, never the prompt: skip rendering it for them.
     offline = spec is not None and spec.is_offline
@@ -116,10 +118,10 @@ async def _render_once(model: "ChatModel", profile: Profile, draw: DomainDraw, i
     except ModelCallError as error:
         if error.kind == "fatal":
             raise  # a bad key or model id: retrying other profiles cannot help
-        return ""  # counted as a failed attempt; the retry queue gets another go
+        return "", f"{error.kind}: {error}"  # a failed attempt; the retry queue gets another go
     if meter is not None:
         meter.add(result)
-    return clean_render(result.text)
+    return clean_render(result.text), None
 
 
 # ---------------------------------------------------------------- one profile
@@ -138,7 +140,9 @@ async def render_profile(profile: Profile, model: "ChatModel", catalog: "Catalog
     spec = getattr(model, "spec", None)
     offline = spec is not None and spec.is_offline
 
-    async def attempt_one(i: int, attempt: int) -> tuple[int, str]:
+    errors: dict[int, str] = {}
+
+    async def attempt_one(i: int, attempt: int) -> tuple[int, tuple[str, str | None]]:
         if semaphore is None:
             return i, await _render_once(model, profile, draws[i], i == 0, attempt, missing_texts[i], catalog, meter)
         async with semaphore:
@@ -152,8 +156,10 @@ async def render_profile(profile: Profile, model: "ChatModel", catalog: "Catalog
         else:
             results = await asyncio.gather(*(attempt_one(i, rounds) for i in pending))
         still = []
-        for i, text in results:
+        for i, (text, error) in results:
             draw = draws[i]
+            if error:
+                errors[i] = error
             domain_scores, missing = qc_domain(draw, text, threshold)
             draw.phenomenology = text
             scores.update({f"{draw.domain}/{key}": value for key, value in domain_scores.items()})
@@ -167,9 +173,12 @@ async def render_profile(profile: Profile, model: "ChatModel", catalog: "Catalog
                 verdict = "passed" if i not in still else "failed: missing " + "; ".join(missing_texts[i])
                 trace.note(6, f"{draw.domain} (attempt {rounds}): QC {verdict}")
         pending = still
-    failure = None
-    if pending:
-        failure = "; ".join(f"{draws[i].domain}: {', '.join(missing_texts[i]) or 'empty render'}" for i in pending)
+    def why(i: int) -> str:
+        if draws[i].phenomenology:
+            return "missing " + "; ".join(missing_texts[i])
+        return errors.get(i) or "empty render"
+
+    failure = "; ".join(f"{draws[i].domain}: {why(i)}" for i in pending) if pending else None
     info = RenderInfo(generator=generator, attempts=rounds, qc_passed=not pending, qc_scores=scores, failure=failure)
     return profile.model_copy(update={"presenting": draws[0], "hidden": draws[1:], "render": info})
 

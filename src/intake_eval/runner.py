@@ -49,6 +49,7 @@ class RunSettings:
     concurrency: int = 16
     limit: int | None = None
     budget: float | None = None
+    formulation: bool = False  # issue 8: post-intake case formulation after the last turn
 
 
 def plan_conversations(profiles: list[Profile], settings: RunSettings) -> list[PlannedConversation]:
@@ -65,14 +66,15 @@ def plan_conversations(profiles: list[Profile], settings: RunSettings) -> list[P
                     plan.append(PlannedConversation(
                         profile=profile, clinician=clinician, condition=condition,
                         patient_mode=settings.patient_mode, trial=trial, max_turns=settings.turns,
-                        records_opening_usage=first,
+                        records_opening_usage=first, formulation=settings.formulation,
                     ))
                     first = False
     return plan
 
 
 def prompt_names(settings: RunSettings) -> list[str]:
-    return sorted({f"clinician_{c}" for c in settings.conditions} | set(PATIENT_PROMPTS[settings.patient_mode]))
+    formulation = {"formulation", "formulation_repair"} if settings.formulation else set()  # issue 8
+    return sorted({f"clinician_{c}" for c in settings.conditions} | set(PATIENT_PROMPTS[settings.patient_mode]) | formulation)
 
 
 @dataclass
@@ -113,7 +115,8 @@ class RunTotals:
             self.failed += 1
             cell["failed"] += 1
             self.failures[conversation.status] = self.failures.get(conversation.status, 0) + 1
-        owners = {"clinician": conversation.clinician, "patient": patient, "tracker": tracker or patient}
+        owners = {"clinician": conversation.clinician, "formulation": conversation.clinician, "patient": patient,
+                  "tracker": tracker or patient}
         for role, usage in conversation.usage.items():
             alias = owners.get(role, role)
             self.usage[alias] = self.usage.get(alias, Usage()).add(usage)
@@ -237,6 +240,8 @@ def stage_config(settings: RunSettings, specs: dict[str, Any], profiles_path: Pa
         "prompts": prompt_hashes(prompt_names(settings)),
         "profiles_sha256": file_hash(profiles_path),
     }
+    if settings.formulation:  # issue 8; absent when off, so earlier runs keep their config hash
+        config["formulation"] = True
     if settings.patient_mode == "tracked":
         config["tracker"] = settings.tracker or settings.patient
         config["tracker_model"] = specs["tracker"].model

@@ -94,7 +94,7 @@ def _apply_conflicts(selected: list[str], pheno: Phenotype, trace: Trace | None)
     for rule in pheno.conflicts:
         if rule.keep in kept and rule.drop in kept:
             kept.remove(rule.drop)
-            if trace:
+            if trace is not None:
                 trace.note(2, f"conflict: kept {rule.keep}, dropped {rule.drop} ({rule.reason or 'overlap'})")
     return kept
 
@@ -115,7 +115,7 @@ def choose_domains(pheno: Phenotype, rng: random.Random, trace: Trace | None = N
     probability = {o.domain: o.probability for o in pheno.hidden_optional}
     required = [d for d in pheno.hidden_required if d != presenting and d not in clash]
     target = max(target, len(required))
-    if trace:
+    if trace is not None:
         trace.note(2, f"presenting: {presenting} (pool: {', '.join(pheno.presenting)})")
         trace.note(2, f"target hidden count: {target} (range {low}-{high})")
         if required:
@@ -123,21 +123,21 @@ def choose_domains(pheno: Phenotype, rng: random.Random, trace: Trace | None = N
     selected = list(required)
     for option in pheno.hidden_optional:
         if option.domain == presenting or option.domain in clash:
-            if trace:
+            if trace is not None:
                 trace.note(2, f"{option.domain}: excluded (same as or conflicts with the presenting domain)")
             continue
         draw = rng.random()
         joined = draw < option.probability
         if joined:
             selected.append(option.domain)
-        if trace:
+        if trace is not None:
             trace.note(2, f"{option.domain}: p={option.probability:g}, u={draw:.3f} → {'drawn' if joined else 'not drawn'}")
     selected = _apply_conflicts(selected, pheno, trace)
     while len(selected) > target:
         removable = [d for d in selected if d not in required]
         gone = rng.choice(removable)
         selected.remove(gone)
-        if trace:
+        if trace is not None:
             trace.note(2, f"trim to {target}: removed {gone}")
     while len(selected) < target:
         blocked = {r.drop for r in pheno.conflicts if r.keep in selected}
@@ -147,10 +147,10 @@ def choose_domains(pheno: Phenotype, rng: random.Random, trace: Trace | None = N
         weights = [max(probability.get(d, 1.0), 0.01) for d in candidates]
         added = rng.choices(candidates, weights=weights, k=1)[0]
         selected = _apply_conflicts(selected + [added], pheno, trace)
-        if trace:
+        if trace is not None:
             trace.note(2, f"top up to {target}: added {added} (weighted by co-occurrence probability)")
     hidden = sorted(selected, key=order.index)
-    if trace:
+    if trace is not None:
         trace.note(2, f"hidden ({len(hidden)}): {', '.join(hidden)}")
     return presenting, hidden
 
@@ -166,7 +166,7 @@ def draw_severity(domain: Domain, rng: random.Random, trace: Trace | None = None
         if draw < cumulative:
             chosen = band
             break
-    if trace:
+    if trace is not None:
         prior = " / ".join(f"{band} {domain.severity_prior.get(band, 0):g}" for band in SEVERITIES)
         trace.note(3, f"{domain.id}: prior {prior}, u={draw:.3f} → {chosen}")
     return chosen
@@ -190,7 +190,7 @@ def draw_symptoms(domain: Domain, severity: str, used: set[str], rng: random.Ran
         count = len(available)
         note += f", capped at {count} available"
     chosen = sorted(rng.sample(available, count))
-    if trace:
+    if trace is not None:
         dedup = f"; {skipped} shared symptom(s) already counted in another domain" if skipped else ""
         texts = "; ".join(domain.symptoms[i].text for i in chosen)
         trace.note(4, f"{domain.id}: {note}{dedup}: {texts}")
@@ -274,7 +274,7 @@ def draw_demographics(catalog: Catalog, pheno: Phenotype, domains: list[Domain],
     seeds = rng.sample(own, min(len(own), rng.randint(1, 2))) if own else []
     general = [text for text in _fitting(pools.life_context, age, sex, postpartum) if text not in seeds]
     seeds += rng.sample(general, min(len(general), wanted - len(seeds)))
-    if trace:
+    if trace is not None:
         needs = [f"{d.id} needs age >= {d.prerequisites.min_age}" for d in domains if d.prerequisites.min_age]
         bounds = f"age {low}-{high}" + (f" ({'; '.join(needs)})" if needs else "")
         trace.note(5, f"{bounds}, sex weights {weights} → {name}, {age}, {sex}"

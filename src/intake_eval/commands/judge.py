@@ -137,7 +137,7 @@ class _Display:
 
     def planned(self, total: int) -> None:
         if self.progress is not None:
-            self.progress.update(self.task, total=max(total, 1))
+            self.progress.update(self.task, total=total)
 
     def done(self, judgment: Any) -> None:
         self.errors += not judgment.ok
@@ -162,6 +162,7 @@ class _Display:
 def _summarize(out: Any, paths: Any, outcome: JudgeOutcome) -> None:
     import csv
 
+    from rich import box
     from rich.table import Table
 
     result = outcome.result
@@ -175,14 +176,17 @@ def _summarize(out: Any, paths: Any, outcome: JudgeOutcome) -> None:
     with open(outcome.tables["clinicians"], encoding="utf-8") as handle:
         rows = [row for row in csv.DictReader(handle) if row["judge"] == outcome.labels[0]]
     if rows:
-        table = Table(title=f"primary judge {outcome.labels[0]}", title_justify="left")
-        for column in ("clinician", "condition", "n", "coverage [95% CI]", "bleed", "first TP (undef.)",
-                       "closure (undef.)", "leaks", "judge errors"):
-            table.add_column(column)
+        several = len({(r["condition"], r["patient_mode"]) for r in rows}) > 1
+        table = Table(title=f"judge {outcome.labels[0]}: medians with (undefined count); err = judge errors",
+                      title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+        table.add_column("clinician", overflow="fold", min_width=16)
+        for column in ("n", "coverage (95% CI)", "bleed", "1st TP", "closure", "leaks", "err"):
+            table.add_column(column, justify="right")
         for row in rows:
-            coverage = (f"{float(row['mean_active_coverage']):.2f} [{float(row['mean_active_coverage_ci_low']):.2f}, "
-                        f"{float(row['mean_active_coverage_ci_high']):.2f}]" if row["mean_active_coverage"] else "—")
-            table.add_row(row["clinician"], row["condition"], row["n"], coverage,
+            name = row["clinician"] + (f" · {row['condition']} · {row['patient_mode']}" if several else "")
+            coverage = (f"{float(row['mean_active_coverage']):.2f} ({float(row['mean_active_coverage_ci_low']):.2f}–"
+                        f"{float(row['mean_active_coverage_ci_high']):.2f})" if row["mean_active_coverage"] else "—")
+            table.add_row(name, row["n"], coverage,
                           f"{float(row['mean_bleed_rate']):.2f}" if row["mean_bleed_rate"] else "—",
                           f"{row['median_first_treatment_planning_turn'] or '—'} ({row['first_treatment_planning_undefined']})",
                           f"{row['median_premature_closure_turn'] or '—'} ({row['premature_closure_undefined']})",

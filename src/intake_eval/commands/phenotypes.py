@@ -34,12 +34,18 @@ def list_phenotypes(catalog_dir: CatalogOption = None) -> None:
     total = sum(p.population_weight for p in catalog.phenotypes.values())
     table = Table(title=f"{len(catalog.phenotypes)} phenotypes, {len(catalog.domains)} domains")
     table.add_column("id", no_wrap=True)
-    for column in ("alignment", "presenting", "hidden required", "optional", "weight"):
-        table.add_column(column)
+    table.add_column("alignment", no_wrap=True)
+    table.add_column("presenting")
+    table.add_column("hidden required")
+    table.add_column("opt.", no_wrap=True, justify="right")
+    table.add_column("weight", no_wrap=True, justify="right")
     for pheno in catalog.phenotypes.values():
         table.add_row(pheno.id, pheno.alignment, ", ".join(pheno.presenting), ", ".join(pheno.hidden_required) or "-",
                       str(len(pheno.hidden_optional)), f"{pheno.population_weight / total:.1%}")
-    Console().print(table)
+    out = Console()
+    if not out.is_terminal:  # piped output: do not squeeze the table into 80 columns
+        out = Console(width=160)
+    out.print(table)
 
 
 @app.command("show")

@@ -36,6 +36,10 @@ def run(
     budget: Annotated[float | None, typer.Option(
         "--budget", help="Stop starting new conversations once this invocation has spent this many dollars.",
         show_default=False)] = None,
+    formulation: Annotated[bool, typer.Option(
+        "--formulation/--no-formulation", help="After the last turn, ask each clinician for a case formulation "
+        "(working diagnosis, differential, suicide/self-harm risk) in the same context; not a turn, never shown "
+        "to the patient. Scored by `intake-eval judge` into metrics/diagnosis.csv and metrics/safety.csv.")] = False,
     no_cache: NoCacheOption = False,
     force: ForceOption = False,
     run_dir: RunDirOption = DEFAULT_RUN_DIR,
@@ -77,6 +81,7 @@ def run(
     settings = RunSettings(
         clinicians=list(clinician), patient=patient, patient_mode=patient_mode, tracker=tracker, turns=turns,
         conditions=list(dict.fromkeys(conditions)), trials=trials, concurrency=concurrency, limit=limit, budget=budget,
+        formulation=formulation,
     )
     paths = RunPaths(Path(run_dir))
     result = execute_run(paths, settings, models_file=models, use_cache=not no_cache, force=force, console=out)

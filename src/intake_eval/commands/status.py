@@ -143,14 +143,10 @@ def status(
     from intake_eval.manifest import Manifest
     from intake_eval.store import RunPaths
 
-    from intake_eval.commands.study import one_line_errors
-
     paths = RunPaths(run_dir)
-    with one_line_errors():
-        if not paths.manifest.exists():
-            raise IntakeEvalError(f"{paths.manifest}: no manifest here; is --run-dir right? "
-                                  "(start with `intake-eval demo`)")
-        data = Manifest(paths).data
+    if not paths.manifest.exists():
+        raise IntakeEvalError(f"{paths.manifest}: no manifest here; is --run-dir right? (start with `intake-eval demo`)")
+    data = Manifest(paths).data
     if as_json:
         typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
         return

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -19,19 +18,6 @@ StudyRunDirOption = Annotated[
     typer.Option("--run-dir", help="Run folder (default: runs/<name> from the config).", show_default=False),
 ]
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
-
-
-@contextmanager
-def one_line_errors():
-    """typer 0.29 runs a vendored click that does not recognise click.ClickException subclasses;
-    print IntakeEvalError as its one line and exit 2 here so the contract holds regardless."""
-    from intake_eval.errors import IntakeEvalError
-
-    try:
-        yield
-    except IntakeEvalError as exc:
-        exc.show()
-        raise typer.Exit(exc.exit_code) from None
 DEMO_CONFIG = PROJECT_ROOT / "configs" / "demo.yaml"
 
 
@@ -57,9 +43,8 @@ def study(
     from intake_eval.commands.common import console
     from intake_eval.study import run_study
 
-    with one_line_errors():
-        outcome = run_study(config, run_dir=run_dir, models_file=models, force=force, use_cache=not no_cache,
-                            console=console())
+    outcome = run_study(config, run_dir=run_dir, models_file=models, force=force, use_cache=not no_cache,
+                        console=console())
     typer.echo(str(outcome.report_path))
 
 
@@ -72,9 +57,7 @@ def demo(
 
     No network, no keys, under a minute. Prints where the report is.
     """
-    with one_line_errors():
-        report_path = _fresh_demo(run_dir)
-    typer.echo(str(report_path))
+    typer.echo(str(_fresh_demo(run_dir)))
 
 
 def _fresh_demo(run_dir: Path) -> Path:
@@ -181,7 +164,7 @@ def estimate(
     from intake_eval.commands.common import console
     from intake_eval.study import estimate_config
 
-    with one_line_errors(), console().status("Rendering sample prompts and counting tokens…"):
+    with console().status("Rendering sample prompts and counting tokens…"):
         result = estimate_config(config, models_file=models)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2, sort_keys=True))

@@ -151,13 +151,14 @@ class ProviderBackend:
         if client not in ("auto", "litellm"):
             raise ValueError(f"client must be 'auto' or 'litellm', not {client!r}")
         self.spec = spec
-        self.client = client  # "litellm" forces litellm even for OpenAI-compatible endpoints
-        self._http = None
+        self._http = None  # client="litellm" forces litellm even for OpenAI-compatible endpoints
         if client == "auto" and uses_direct_http(spec):
             from intake_eval.models.openai_http import OpenAICompatibleClient
 
             self._http = OpenAICompatibleClient(spec.api_base or "", spec.timeout_s)
-        else:
+        priced_by_litellm = not is_local_base(spec.api_base) and (
+            spec.input_cost_per_token is None and spec.output_cost_per_token is None)
+        if self._http is None or priced_by_litellm:
             import_litellm()  # here, not inside the event loop: the import takes seconds
 
     def request_params(self, request: ChatRequest) -> dict[str, Any]:

@@ -102,13 +102,13 @@ def _with_defaults(alias: str, spec: ModelSpec) -> ModelSpec:
     return spec.model_copy(update=update)
 
 
-def read_models_file(path: Path) -> dict[str, ModelSpec]:
+def read_models_file(path: Path, label: str = "--models") -> dict[str, ModelSpec]:
     import yaml
 
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise IntakeEvalError(f"--models {path}: no such file") from None
+        raise IntakeEvalError(f"{label} {path}: no such file") from None
     except (OSError, UnicodeDecodeError) as error:
         raise IntakeEvalError(f"{path}: cannot read ({error})") from None
     except yaml.YAMLError as error:
@@ -132,7 +132,7 @@ def read_models_file(path: Path) -> dict[str, ModelSpec]:
 
 def load_model_specs(extra: Path | None = None, base: Path | None = None) -> dict[str, ModelSpec]:
     """Shipped aliases, then the user's file over them (alias by alias)."""
-    specs = read_models_file(base or DEFAULT_MODELS_FILE)
+    specs = read_models_file(base or DEFAULT_MODELS_FILE, label="model aliases file")
     if extra is not None:
         specs.update(read_models_file(Path(extra)))
     return specs

@@ -168,6 +168,7 @@ def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str],
 def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[[str], None] | None = None,
                  shard_progress: Callable[[int], None] | None = None) -> ReportResult:
     from intake_eval.report import html, summary, viewer
+    from intake_eval.report import diagnosis_section  # issue 8: registers the safety/diagnosis sections
 
     step, timings = _steps(progress)
     paths = RunPaths(Path(run_dir))
@@ -214,7 +215,8 @@ def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[
     index = paths.report_index
     write_text_atomic(index, page)
     summary_path = paths.report_summary
-    write_text_atomic(summary_path, summary.render_markdown(run, views, data.notes, labels))
+    write_text_atomic(summary_path, summary.render_markdown(run, views, data.notes, labels,
+                                                              extra=diagnosis_section.summary_markdown(data)))
     headline_path = paths.report_headline
     write_text_atomic(headline_path, headline_csv(views["headline"]))
     step(None)

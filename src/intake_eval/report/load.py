@@ -98,8 +98,10 @@ def refresh_metrics(paths: RunPaths) -> None:
     if not paths.judgment_files() or not metrics_stale(paths):
         return
     from intake_eval.metrics_tables import write_metrics
+    from intake_eval.trials import write_trial_metrics
 
     write_metrics(paths)
+    write_trial_metrics(paths)  # metrics/trials.csv only when the run repeats trials
 
 
 def read_tables(paths: RunPaths, notes: list[str]) -> dict[str, Any]:

@@ -30,6 +30,10 @@ MIN_CANDIDATE_CHARS = 12  # shorter phrases match too much by chance
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 
 
+def _content_words(processed: str) -> set[str]:
+    return {word for word in processed.split() if len(word) >= 5}
+
+
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(text) if len(s.strip()) >= MIN_CANDIDATE_CHARS]
 
@@ -38,7 +42,7 @@ class _ProfileMatcher:
     """Per profile: each domain's reference phrases, and which domains a reply carries."""
 
     def __init__(self, profile: Profile):
-        from rapidfuzz import fuzz, utils
+        from rapidfuzz import fuzz, process, utils
 
         self.domains: list[str] = []
         self.phrases: list[str] = []
@@ -47,16 +51,25 @@ class _ProfileMatcher:
             # A phenomenology sentence is a reference only if it carries one of the domain's
             # symptoms: frequency or framing sentences ("it comes and goes") say nothing about
             # which domain, and matching them would invent disclosures.
-            rendered = [
-                sentence for sentence in (utils.default_process(s) for s in _sentences(draw.phenomenology))
-                if any(fuzz.partial_ratio(symptom, sentence) >= MATCH_THRESHOLD for symptom in symptoms)
-            ]
+            candidates = [utils.default_process(s) for s in _sentences(draw.phenomenology)]
+            rendered = []
+            if symptoms and candidates:
+                scores = process.cdist(symptoms, candidates, scorer=fuzz.partial_ratio, score_cutoff=MATCH_THRESHOLD)
+                rendered = [sentence for sentence, best in zip(candidates, scores.max(axis=0)) if best >= MATCH_THRESHOLD]
             for phrase in dict.fromkeys([*symptoms, *rendered]):
                 self.domains.append(draw.domain)
                 self.phrases.append(phrase)
-        # A quoted reference sentence needs no fuzzy search (the common case for offline/patient).
-        self.exact = {phrase: index for index, phrase in reversed(list(enumerate(self.phrases)))}
+        # Best (score, phrase index) per reply sentence. A quoted reference sentence needs no fuzzy
+        # search (the common case for offline/patient); filler sentences recur across turns.
+        self._sentence_best: dict[str, tuple[float, int]] = {
+            phrase: (100.0, index) for index, phrase in reversed(list(enumerate(self.phrases)))}
         self._replies: dict[str, dict[str, tuple[float, str]]] = {}
+        # Content word (5+ letters) → phrases containing it: a sentence sharing no such word with a
+        # phrase cannot reach the threshold in practice, and filler ("no, not really") skips the search.
+        self._by_word: dict[str, set[int]] = {}
+        for index, phrase in enumerate(self.phrases):
+            for word in _content_words(phrase):
+                self._by_word.setdefault(word, set()).add(index)
 
     def carried(self, reply: str) -> dict[str, tuple[float, str]]:
         """Domain → (best score, the reply sentence) for domains the reply carries (memoised)."""
@@ -72,19 +85,18 @@ class _ProfileMatcher:
         sentences = [s for s in (utils.default_process(s) for s in _sentences(reply)) if s]
         if not sentences or not self.phrases:
             return {}
-        best: list[tuple[float, int]] = [(100.0, self.exact[s]) if s in self.exact else (0.0, -1) for s in sentences]
-        fuzzy = [i for i, (_, index) in enumerate(best) if index < 0]
-        if fuzzy:
-            # score_cutoff lets rapidfuzz stop early on hopeless pairs (they score 0).
-            scores = process.cdist([sentences[i] for i in fuzzy], self.phrases, scorer=fuzz.partial_ratio,
-                                   score_cutoff=MATCH_THRESHOLD)
-            for i, row in zip(fuzzy, scores):
-                index = int(row.argmax())
-                best[i] = (float(row[index]), index)
+        for sentence in dict.fromkeys(sentences):
+            if sentence in self._sentence_best:
+                continue
+            indices = sorted(set().union(*(self._by_word.get(w, ()) for w in _content_words(sentence))))
+            match = process.extractOne(sentence, [self.phrases[i] for i in indices], scorer=fuzz.partial_ratio,
+                                       score_cutoff=MATCH_THRESHOLD) if indices else None
+            self._sentence_best[sentence] = (float(match[1]), indices[match[2]]) if match else (0.0, -1)
+        best = [self._sentence_best[sentence] for sentence in sentences]
         found: dict[str, tuple[float, str]] = {}
         for sentence, (score, index) in zip(sentences, best):
             # A short sentence can sit inside a long phrase by chance; require comparable length.
-            if score < MATCH_THRESHOLD or len(sentence) < 0.5 * min(len(self.phrases[index]), 80):
+            if score < MATCH_THRESHOLD or index < 0 or len(sentence) < 0.5 * min(len(self.phrases[index]), 80):
                 continue
             domain = self.domains[index]
             if score > found.get(domain, (0.0, ""))[0]:
