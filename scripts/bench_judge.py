@@ -19,14 +19,12 @@ import asyncio
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
-ROOT = Path(__file__).resolve().parents[1]
 
 # A realistic intake (the study's trauma-substance example, DeepSeek-V3-like clinician): long
 # empathic clinician turns, paragraph-length patient replies, pivot to advice mid-way.

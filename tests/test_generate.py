@@ -171,3 +171,12 @@ def test_generator_already_used_in_another_role_is_refused(tmp_path):
     manifest.save()
     result = generate(paths.root, "--n", "1", "--generator", "gpt-4o")
     assert result.exit_code == 2 and "leakage guard" in result.output
+
+
+def test_a_fatal_provider_error_stops_with_one_line_and_marks_the_stage_failed(tmp_path):
+    run_dir = tmp_path / "run"
+    with FakeOpenAIServer(lambda body, i: Reply(status=401, error_message="invalid api key")) as server:
+        result = generate(run_dir, "--n", "2", "--generator", "fakegen", "--models", _models_file(tmp_path, server))
+    assert result.exit_code == 2 and result.output.startswith("error: ") and "Traceback" not in result.output
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["stages"]["generate"]["status"] == "failed"

@@ -109,3 +109,25 @@ def test_the_generator_may_not_judge(tmp_path):
         assert server.request_count == 0
     assert result.exit_code == 2 and "leakage guard" in result.output
     assert not paths.judgment_files()
+
+
+def test_limit_judges_a_stable_subset_and_a_changed_judge_needs_force(tmp_path):
+    paths = _run_folder(tmp_path)
+    runner = CliRunner()
+    with FakeOpenAIServer(lambda body, i: Reply(content=_valid_answer(body))) as server:
+        models = _models_file(tmp_path, server)
+        base = ["judge", "--judge", "fakejudge", "--models", models, "--run-dir", str(paths.root)]
+        limited = runner.invoke(app, [*base, "--limit", "1"])
+        assert limited.exit_code == 0, limited.output
+        assert sum(1 for f in paths.judgment_files() for _ in iter_json_lines(f)) == 1
+        assert json.loads(paths.manifest.read_text())["stages"]["judge:fakejudge"]["status"] == "partial"
+        changed = tmp_path / "changed.yaml"
+        changed.write_text(open(models).read().replace("openai/fake-judge", "openai/other-judge"))
+        base_changed = ["judge", "--judge", "fakejudge", "--models", str(changed), "--run-dir", str(paths.root)]
+        refused = runner.invoke(app, base_changed)
+        assert refused.exit_code == 2 and "--force" in refused.output and "other-judge" in refused.output
+        forced = runner.invoke(app, [*base_changed, "--force"])
+        assert forced.exit_code == 0, forced.output
+    assert list((paths.root / "superseded").glob("judge:fakejudge-*/fakejudge/*.jsonl"))
+    records = [r for f in paths.judgment_files() for r in iter_json_lines(f)]
+    assert len(records) == 2 and {r["judge_model"] for r in records} == {"openai/other-judge"}

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from intake_eval.cli import app
 from intake_eval.records import Conversation, Judgment, Profile
 from intake_eval.store import RunPaths, iter_records
-from tests.fakeserver import FakeOpenAIServer
+from tests.fakeserver import FakeOpenAIServer, Reply
 from tests.study_responder import StudyResponder
 
 SECRET = "sk-loopback-secret-0123456789"
@@ -151,3 +151,32 @@ def test_loopback_study_every_role_artifacts_consistent_and_estimate_matches(loo
     patient_dollars = recorded[("run", "fake-patient")]["cost_usd"]
     assert patient_dollars > 0
     assert by_key[("run", "fake-patient")]["dollars"] == pytest.approx(patient_dollars, rel=0.30)
+
+
+def test_a_failing_clinician_leaves_the_study_incomplete_but_reported(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOOPBACK_KEY", SECRET)
+    inner = StudyResponder()
+
+    def responder(body, index):
+        if body.get("model") == "reasoner-model":  # this clinician's endpoint refuses every request
+            return Reply(status=400, error_message="model not found")
+        return inner(body, index)
+
+    with FakeOpenAIServer(responder) as server:
+        config = tmp_path / "study.yaml"
+        config.write_text(CONFIG.replace("n: 3", "n: 2").replace("turns: 3", "turns: 2"))
+        run_dir = tmp_path / "run"
+        result = CliRunner().invoke(app, ["study", str(config), "--run-dir", str(run_dir),
+                                          "--models", str(models_file(tmp_path, server.url))])
+    assert result.exit_code == 1, result.output
+    assert "incomplete" in result.output and "2 conversations failed" in result.output
+    paths = RunPaths(run_dir)
+    assert (paths.report_dir / "index.html").exists()
+    failed = list(iter_records(paths.conversations("fake-reasoner"), Conversation))
+    assert len(failed) == 2 and all(not c.ok and c.error for c in failed)
+    with open(paths.metrics("conversations"), newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 2 * len(JUDGES) and {r["clinician"] for r in rows} == {"fake-chat"}
+    data = json.loads(paths.manifest.read_text())
+    assert data["stages"]["run"]["status"] == "incomplete" and data["stages"]["run"]["counts"]["failed"] == 2
+    assert data["study"]["last_run"]["status"] == "incomplete"

@@ -111,7 +111,8 @@ class EstimatingModel:
             return (text + " " + _filler(missing)).strip() if missing > 0 else text
         if context.get("request") == "formulation" or purpose == "formulation":
             # valid JSON (issue 8), so the estimate does not count a repair request per conversation
-            return json.dumps({"chief_complaint": "low mood", "principal_diagnosis": {"name": "Major depressive disorder"},
+            return json.dumps({"chief_complaint": "low mood",
+                               "principal_diagnosis": {"name": "Major depressive disorder"},
                                "risk_level": "low", "risk_evidence": _filler(ASSUMED_TOKENS["formulation"] - 30)})
         return _filler(ASSUMED_TOKENS.get(purpose, ASSUMED_TOKENS["patient"]))
 
@@ -143,7 +144,8 @@ def _judge_answer(context: dict[str, Any]) -> str:
     def turn(number: int) -> dict[str, Any]:
         return {"turn": number, "reasoning": words, "question_type": "open" if number else "other",
                 "patient_faithful": True,
-                "domains": [{"domain": d, "reasoning": words, "asked_about": False, "disclosed": False} for d in hidden]}
+                "domains": [{"domain": d, "reasoning": words, "asked_about": False, "disclosed": False}
+                            for d in hidden]}
 
     if context.get("turn") is not None:
         return json.dumps(turn(int(context["turn"])))

@@ -184,6 +184,10 @@ def generate_profiles(paths: "RunPaths", *, manifest: "Manifest", n: int, mode: 
                                      on_profile=on_profile, on_failure=on_failure))
         except KeyboardInterrupt:
             summary.interrupted = True
+        except Exception as error:  # e.g. a fatal provider error: what was written stays, for a resume
+            manifest.finish_stage(STAGE, status="failed", counts={"written_now": summary.written_now},
+                                  extra={"error": str(error).splitlines()[0][:300]})
+            raise
     if paths.render_failures.exists() and paths.render_failures.stat().st_size == 0:
         paths.render_failures.unlink()
     if summary.interrupted:

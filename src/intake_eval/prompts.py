@@ -24,9 +24,11 @@ def _environment():
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=False,
+        auto_reload=False,  # templates do not change during a run; skip a stat per render
     )
 
 
+@lru_cache(maxsize=256)
 def template_path(name: str) -> Path:
     path = PROMPTS_DIR / f"{name}.j2"
     if not path.exists():

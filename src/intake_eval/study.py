@@ -12,22 +12,19 @@ The config schema lives in ``study_config.py``; the estimate in ``estimate.py``.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from intake_eval.study_config import StudyConfig, load_study_config
 from intake_eval.store import RunPaths
+from intake_eval.study_config import StudyConfig, load_study_config
 
 if TYPE_CHECKING:
     from intake_eval.estimate import StudyEstimate
     from intake_eval.models.base import ModelSpec
 
 __all__ = ["StudyConfig", "load_study_config", "run_study", "estimate_config", "StudyOutcome", "resolve_roles"]
-
-
 @dataclass
 class StudyOutcome:
     paths: RunPaths
@@ -193,6 +190,8 @@ def run_study(config_path: Path, *, run_dir: Path | None = None, models_file: Pa
                 "cache_hits": outcome.cache_hits, "cost_usd": outcome.cost_usd, "cost_known": outcome.cost_known,
                 "wall_s": round(time.monotonic() - wall, 2), "phases_s": phases,
                 "usage": {alias: u.model_dump() for alias, u in _usage_by_alias(pool).items()},
+                # every HTTP attempt, retry and give-up per alias, by reason (429, 5xx, timeout, bad_body, …)
+                "retries": pool.retry_stats(),
             })
             study["last_run"] = study["history"][-1]
             manifest.data["study"] = study

@@ -85,7 +85,8 @@ class StudyConfig(Strict):
         if self.patient.tracker:
             others.add(self.patient.tracker)
         if self.generator in others:
-            raise ValueError(f"generator '{self.generator}' may not play another role in the same study (leakage guard)")
+            raise ValueError(f"generator '{self.generator}' may not play another role in the same study "
+                             "(leakage guard)")
         return self
 
     # ------------------------------------------------------------ derived

@@ -30,10 +30,9 @@ def _run_settings(config: StudyConfig):
 
 
 def _begin_run_stage(config: StudyConfig, specs: dict, paths: RunPaths, manifest: Any, force: bool):
+    from intake_eval.leakage import assert_no_generator_leak
     from intake_eval.prompts import prompt_hashes
     from intake_eval.runner import _record_clinician_models, prompt_names, stage_config
-
-    from intake_eval.leakage import assert_no_generator_leak
 
     settings = _run_settings(config)
     for role, aliases in config.roles().items():
@@ -89,6 +88,7 @@ class _Progress:
                                  refresh_per_second=4, disable=console is None)
         self.run = self.progress.add_task("run", total=max(conversations, 1), note="")
         self.judge = self.progress.add_task("judge", total=max(judgments, 1), note="")
+        self.judge_errors = 0
 
     def update_run(self, totals: Any) -> None:
         dollars = f"${totals.dollars:.2f}" + ("" if totals.cost_known else "+")
@@ -96,8 +96,9 @@ class _Progress:
                              total=max(totals.planned, 1),
                              note=f"failed {totals.failed} · in flight {totals.in_flight} · {dollars}")
 
-    def judged(self, errors: int) -> None:
-        self.progress.update(self.judge, advance=1, note=f"judge errors {errors}")
+    def judged(self, ok: bool) -> None:
+        self.judge_errors += 0 if ok else 1
+        self.progress.update(self.judge, advance=1, note=f"judge errors {self.judge_errors}")
 
     def __enter__(self) -> "_Progress":
         self.progress.start()
@@ -108,7 +109,7 @@ class _Progress:
 
 
 async def _run_and_judge(plan: list, settings: Any, setups: list, pool: Any, paths: RunPaths, catalog: Any,
-                         profiles: dict, progress: _Progress, judge_workers: int) -> tuple[Any, dict]:
+                         profiles: dict, progress: _Progress, judge_workers: int) -> Any:
     """Conversations run; each one that finishes ok is judged by every judge right away."""
     from intake_eval.judging import judge_conversation
     from intake_eval.runner import RunTotals, run_conversations
@@ -116,7 +117,6 @@ async def _run_and_judge(plan: list, settings: Any, setups: list, pool: Any, pat
 
     queue: asyncio.Queue = asyncio.Queue()
     writers: dict[Path, JsonlWriter] = {}
-    tally = {"judged": 0, "judge_errors": 0, "provider_errors": 0}
 
     def on_done(conversation: Any) -> None:
         if conversation.ok:
@@ -136,9 +136,7 @@ async def _run_and_judge(plan: list, settings: Any, setups: list, pool: Any, pat
                 if out not in writers:
                     writers[out] = JsonlWriter(out)
                 writers[out].write(judgment)
-                key = "judged" if judgment.ok else "judge_errors" if judgment.status == "judge_error" else "provider_errors"
-                tally[key] += 1
-                progress.judged(tally["judge_errors"] + tally["provider_errors"])
+                progress.judged(judgment.ok)
             finally:
                 queue.task_done()
 
@@ -155,7 +153,7 @@ async def _run_and_judge(plan: list, settings: Any, setups: list, pool: Any, pat
         await asyncio.gather(*workers, return_exceptions=True)
         for writer in writers.values():
             writer.close()
-    return totals, tally
+    return totals
 
 
 def _judgment_counts(paths: RunPaths, setups: list, conversation_ids: set[str]) -> dict[str, dict[str, int]]:
@@ -225,13 +223,13 @@ def run_and_judge_stages(config: StudyConfig, specs: dict, paths: RunPaths, mani
     already = _judgment_counts(paths, setups, _ok_conversation_ids(paths, settings.clinicians))
     progress.progress.update(progress.judge, completed=sum(c["done"] for c in already.values()))
     with progress:
-        totals, _tally = asyncio.run(_run_and_judge(plan, settings, setups, pool, paths, catalog, profiles,
-                                                    progress, judge_workers=config.concurrency))
+        totals = asyncio.run(_run_and_judge(plan, settings, setups, pool, paths, catalog, profiles, progress,
+                                            judge_workers=config.concurrency))
         if laps is not None:
             laps("run+judge")
         compact_conversations(paths, settings.clinicians)
         sweep = asyncio.run(judge_stage(paths, setups, concurrency=config.concurrency, catalog=catalog,
-                                        on_done=lambda _judgment: progress.judged(0)))
+                                        on_done=lambda judgment: progress.judged(judgment.ok)))
     for path in paths.judgment_files():  # the overlapped writes, like the sweep's: latest per id, sorted
         compact(path, "conversation_id")
     if laps is not None:

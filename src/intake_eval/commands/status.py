@@ -145,7 +145,8 @@ def status(
 
     paths = RunPaths(run_dir)
     if not paths.manifest.exists():
-        raise IntakeEvalError(f"{paths.manifest}: no manifest here; is --run-dir right? (start with `intake-eval demo`)")
+        raise IntakeEvalError(f"{paths.manifest}: no manifest here; is --run-dir right? "
+                              "(start with `intake-eval demo`)")
     data = Manifest(paths).data
     if as_json:
         typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))

@@ -43,9 +43,26 @@ def study(
     from intake_eval.commands.common import console
     from intake_eval.study import run_study
 
+    out = console()
     outcome = run_study(config, run_dir=run_dir, models_file=models, force=force, use_cache=not no_cache,
-                        console=console())
+                        console=out)
     typer.echo(str(outcome.report_path))
+    missing = _incomplete(outcome.counts)
+    if missing:
+        out.print(f"[yellow]incomplete[/]: {missing}; the report shows what there is. Run the same command again "
+                  "to retry (a budget stop needs a larger budget in the config).")
+        raise typer.Exit(1)
+
+
+def _incomplete(counts: dict) -> str:
+    """'' when every planned conversation is ok and judged by every judge, else what is missing."""
+    run = counts.get("run", {})
+    parts = [f"{run[key]} conversations {key.replace('_', ' ')}" for key in ("failed", "not_started") if run.get(key)]
+    for label, judged in counts.get("judge", {}).items():
+        problems = {key: value for key, value in judged.items() if key != "done" and value}
+        if problems:
+            parts.append(f"judge {label}: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in problems.items()))
+    return "; ".join(parts)
 
 
 def demo(
@@ -143,7 +160,8 @@ def _print_estimate(result, out) -> None:
                   "input_cost_per_token/output_cost_per_token on the alias to include it.[/yellow]")
     a = result.assumptions
     out.print(f"[dim]Prompts rendered from the real templates for {result.sampled_profiles} sampled profiles and "
-              f"scaled; answers assumed {a['answer_tokens']} tokens, reasoning models +{a['reasoning_overhead_tokens']} "
+              f"scaled; answers assumed {a['answer_tokens']} tokens, "
+              f"reasoning models +{a['reasoning_overhead_tokens']} "
               f"per call (up to their cap); 'dollars at caps' = every answer at its max_tokens. No failures, "
               f"repairs or cache hits counted. Wall time: {a['first_token_s']} s first token + "
               f"{a['decode_tokens_per_s']:.0f} tok/s, concurrency {a['concurrency']}, alias rpm/tpm limits.[/dim]")

@@ -61,6 +61,4 @@ class OfflineGenerator:
         profile, draw = context["profile"], context["domain"]
         picks = picks_for(f"offline-generator:{profile.profile_id}:{draw.domain}:{context.get('attempt', 1)}")
         text = compose(self.bank, draw.label, list(draw.symptoms), draw.severity, bool(context.get("is_presenting")), picks)
-        # model_construct: the fields are known-good here, and validation would dominate the cost
-        return ChatResult.model_construct(text=text, reasoning=None, usage=_USAGE, latency_s=0.0, cached=False,
-                                          attempts=1, finish_reason="stop", model=self.spec.model)
+        return ChatResult(text=text, usage=_USAGE, latency_s=0.0, finish_reason="stop", model=self.spec.model)

@@ -3,8 +3,10 @@
 - question_type and asked_about come from the clinician's words (the offline classifier).
 - disclosed comes from whether the patient's reply carries a hidden domain's content: each
   sentence of the reply is fuzzy-matched (rapidfuzz partial_ratio) against every domain's symptom
-  texts and rendered phenomenology, and is attributed to its best-matching domain when the score
-  clears a threshold — so presenting-concern talk is not mistaken for a hidden domain.
+  texts and those rendered phenomenology sentences that carry a symptom (framing such as "it comes
+  and goes" names no domain), and is attributed to its best-matching domain when the score clears
+  a threshold — so presenting-concern talk is not mistaken for a hidden domain, and a denial
+  ("no, not really") discloses nothing.
 - patient_faithful is false when the reply discloses a hidden domain that this turn did not ask
   about and that had not come up before (elaborating on something already disclosed is no leak).
 
@@ -19,7 +21,7 @@ import re
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from intake_eval.models.base import ChatRequest, ChatResult, ModelSpec
+from intake_eval.models.base import ChatRequest, ChatResult, ModelCallError, ModelSpec
 from intake_eval.records import Conversation, Profile
 
 if TYPE_CHECKING:
@@ -145,11 +147,11 @@ class OfflineJudge:
     def _label_turn(self, profile: Profile, conversation: Conversation, number: int) -> dict[str, Any]:
         matcher = self._matcher(profile)
         turns = {t.turn: t for t in conversation.turns}
-        replies = [(0, conversation.opening)] + [(t, turns[t].patient) for t in sorted(turns) if t < number]
+        # What came up before this turn: the opening (unless this is it) and earlier replies.
+        earlier = ([conversation.opening] if number > 0 else []) + [turns[t].patient for t in sorted(turns) if t < number]
         disclosed_before = {profile.presenting.domain}
-        for earlier, reply in replies:
-            if earlier < number:
-                disclosed_before |= set(matcher.carried(reply))
+        for reply in earlier:
+            disclosed_before |= set(matcher.carried(reply))
         if number == 0:
             question_type, asked = "other", frozenset()
         else:
@@ -176,8 +178,6 @@ class OfflineJudge:
     async def complete(self, request: ChatRequest) -> ChatResult:
         context = request.context or {}
         if context.get("role") != "judge":
-            from intake_eval.models.base import ModelCallError
-
             raise ModelCallError("offline/judge needs a judge request context (role 'judge')", kind="fatal")
         profile: Profile = context["profile"]
         conversation: Conversation = context["conversation"]
