@@ -34,12 +34,12 @@ JUDGES = ["chaos-judge", "chaos-cross"]
 CONFIG = """\
 name: chaos
 seed: 5
-profiles: {n: 3, mode: stratified}
+profiles: {n: 2, mode: stratified}
 generator: chaos-gen
 patient: {model: chaos-patient, mode: prompted}
 clinicians: [chaos-chat, chaos-second]
 judges: [chaos-judge, chaos-cross]
-turns: 3
+turns: 2
 concurrency: 8
 """
 REASONS = {"500": "5xx", "429": "429", "truncated": "bad_body", "hang": "timeout"}
@@ -109,14 +109,14 @@ def test_study_completes_under_injected_faults_with_every_record_once_and_every_
 
     # --- every record present exactly once (raw lines, not deduplicated views)
     profile_ids = [d["profile_id"] for d in iter_json_lines(paths.profiles)]
-    assert len(profile_ids) == 3 == len(set(profile_ids))
-    assert len(list(iter_records(paths.profiles, Profile))) == 3  # every line a valid profile
+    assert len(profile_ids) == 2 == len(set(profile_ids))
+    assert len(list(iter_records(paths.profiles, Profile))) == 2  # every line a valid profile
     conversation_ids = set()
     for clinician in CLINICIANS:
         records = list(iter_records(paths.conversations(clinician), Conversation))
         ids = [c.conversation_id for c in records]
-        assert len(ids) == len(set(ids)) == 3, ids
-        assert all(c.status == "ok" and len(c.turns) == 3 for c in records), [c.status for c in records]
+        assert len(ids) == len(set(ids)) == 2, ids
+        assert all(c.status == "ok" and len(c.turns) == 2 for c in records), [c.status for c in records]
         conversation_ids |= set(ids)
     for judge in JUDGES:
         judged = []
@@ -136,22 +136,28 @@ def test_study_completes_under_injected_faults_with_every_record_once_and_every_
     for name, stage in manifest["stages"].items():
         assert stage["status"] == "done", (name, stage.get("status"), stage.get("counts"))
     history = manifest["study"]["history"]
+    print("PHASES", history[0].get("phases_s"), history[0]["wall_s"])
     assert len(history) == 1 and history[0]["status"] == "done"
     usage = history[0]["usage"]
     assert sum(u["attempts"] for u in usage.values()) == requests  # every HTTP attempt, retries included
 
-    # --- every retry counted, by reason, in the manifest
+    # --- every retry counted, by reason, in the manifest. On a loaded machine a normal answer can
+    # also exceed the client timeout: such extra timeouts are retries too, and the only slack allowed.
     retries = history[0]["retries"]
+    assert set(retries) == set(usage)  # every alias that called the server
+    calls = sum(u["calls"] - u["cache_hits"] for u in usage.values())
     assert sum(r["failures"] for r in retries.values()) == 0
     assert sum(r["attempts"] for r in retries.values()) == requests
-    assert sum(r["retries"] for r in retries.values()) == sum(responder.faults.values()) + \
-        max(0, sum(r["by_reason"].get("timeout", 0) for r in retries.values()) - responder.faults["hang"])
+    assert sum(r["retries"] for r in retries.values()) == requests - calls  # every failed attempt was retried
     by_reason = Counter()
     for stats in retries.values():
         by_reason.update(stats["by_reason"])
+    assert sum(by_reason.values()) == requests - calls
+    assert set(by_reason) <= set(REASONS.values()), by_reason  # no unexplained kind of failure
+    spurious = by_reason["timeout"] - responder.faults["hang"]
+    assert 0 <= spurious <= 2 + requests // 20, (by_reason, responder.faults)
     for kind, reason in REASONS.items():
-        if kind == "hang":  # a slow normal answer on a loaded machine may time out too: never fewer
-            assert by_reason[reason] >= responder.faults[kind]
-        else:
-            assert by_reason[reason] == responder.faults[kind], (kind, by_reason, responder.faults)
+        if kind != "hang":  # a slow faulty answer may be counted as a timeout instead
+            assert responder.faults[kind] - spurious <= by_reason[reason] <= responder.faults[kind], \
+                (kind, by_reason, responder.faults)
     assert sum(r["waited_s"] for r in retries.values()) > 0

@@ -145,9 +145,10 @@ def test_clinician_aggregates_on_hand_worked_rows():
                 "principal_hit": hit, "comorbidity_recall": recall, "comorbidity_precision": precision,
                 "unearned_share": 0.0, "active_coverage_rate": 0.5, "n_diagnoses": 3, "n_unmapped": 1}
     rows = [row("P1", 0.5, 1.0, True), row("P2", 1.0, None, False), row("P3", None, None, None, formulation="invalid"),
-            row("P4", None, None, None, status="judge_error")]
+            row("P4", None, None, None, status="judge_error"), row("P5", None, None, None, formulation="missing")]
     [out] = diagnosis_clinician_rows(rows)
-    assert (out["conversations"], out["judge_errors"], out["formulation_failures"], out["scored"]) == (4, 1, 1, 2)
+    assert (out["conversations"], out["judge_errors"], out["formulation_failures"], out["scored"]) == (5, 1, 1, 2)
+    assert out["formulations_missing"] == 1
     assert out["mean_comorbidity_recall"] == pytest.approx(0.75) and out["principal_hit_rate"] == pytest.approx(0.5)
     assert out["mean_comorbidity_precision"] == 1.0 and out["precision_undefined"] == 1
     assert (out["diagnoses"], out["unmapped_diagnoses"], out["unmapped_share"]) == (6, 2, pytest.approx(1 / 3))

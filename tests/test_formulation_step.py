@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -13,7 +14,8 @@ from typer.testing import CliRunner
 from intake_eval.catalog import load_catalog
 from intake_eval.cli import app
 from intake_eval.conversation import Participants, PlannedConversation, run_conversation
-from intake_eval.formulation_step import formulation_of, request_formulation
+from intake_eval.formulation_schema import Formulation
+from intake_eval.formulation_step import formulation_of, formulation_status, request_formulation
 from intake_eval.models.base import ModelSpec
 from intake_eval.models.offline import build_offline
 from intake_eval.models.pool import ModelPool
@@ -60,8 +62,10 @@ def test_valid_answer_is_recorded_with_structured_output_in_the_same_context():
     # The clinician's own context (system prompt, the patient as 'user'), then the instruction.
     assert messages[:-1] == TRANSCRIPT
     assert messages[-1]["role"] == "user" and "JSON" in messages[-1]["content"] and "risk_level" in messages[-1]["content"]
-    schema = json.dumps(bodies[0]["response_format"]["json_schema"]["schema"])
-    assert "risk_level" in schema and "$ref" not in schema
+    schema = bodies[0]["response_format"]["json_schema"]["schema"]
+    assert set(schema["properties"]) == set(Formulation.model_fields)  # the schema follows the validating model
+    assert schema["properties"]["risk_level"]["enum"] == ["none", "low", "moderate", "high"]
+    assert not {"$ref", "additionalProperties", "default"} & set(re.findall(r'"([$\w]+)":', json.dumps(schema)))
     assert bodies[0]["max_tokens"] >= 1000  # room for a whole formulation, whatever the turn cap
 
 
@@ -140,3 +144,11 @@ def test_run_flag_turns_the_formulation_on_offline(tmp_path: Path):
     # Switching it off on the same run folder is a changed configuration: refused without --force.
     refused = runner.invoke(app, [*base, "--no-formulation", "--run-dir", str(on_dir)])
     assert refused.exit_code == 2 and refused.output.startswith("error:") and "Traceback" not in refused.output
+
+
+def test_stored_records_read_back_with_their_status():
+    assert formulation_status(None) == "missing"
+    assert formulation_status({"status": "ok", "repaired": False, "formulation": VALID}) == "ok"
+    assert formulation_status({"status": "ok", "formulation": {"chief_complaint": "x"}}) == "invalid"  # edited by hand
+    assert formulation_status({"status": "provider_error: exhausted", "error": "e"}) == "provider_error: exhausted"
+    assert formulation_of({"status": "invalid", "error": "e"}) is None

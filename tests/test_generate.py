@@ -177,6 +177,7 @@ def test_a_fatal_provider_error_stops_with_one_line_and_marks_the_stage_failed(t
     run_dir = tmp_path / "run"
     with FakeOpenAIServer(lambda body, i: Reply(status=401, error_message="invalid api key")) as server:
         result = generate(run_dir, "--n", "2", "--generator", "fakegen", "--models", _models_file(tmp_path, server))
-    assert result.exit_code == 2 and result.output.startswith("error: ") and "Traceback" not in result.output
+    last = result.output.strip().splitlines()[-1]  # after the progress bar
+    assert result.exit_code == 2 and last.startswith("error: authentication failed") and "Traceback" not in result.output
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["stages"]["generate"]["status"] == "failed"

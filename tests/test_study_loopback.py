@@ -180,3 +180,56 @@ def test_a_failing_clinician_leaves_the_study_incomplete_but_reported(tmp_path, 
     data = json.loads(paths.manifest.read_text())
     assert data["stages"]["run"]["status"] == "incomplete" and data["stages"]["run"]["counts"]["failed"] == 2
     assert data["study"]["last_run"]["status"] == "incomplete"
+
+
+@pytest.mark.slow
+def test_study_killed_mid_run_resumes_to_a_complete_consistent_folder(tmp_path):
+    """SIGKILL a real `intake-eval study` process mid-run; the rerun finishes every conversation and
+    judges every one exactly once per judge (including those finished before the kill)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    inner = StudyResponder()
+
+    def slow(body, index):
+        reply = inner(body, index)
+        reply.delay = 0.05
+        return reply
+
+    with FakeOpenAIServer(slow) as server:
+        config = tmp_path / "study.yaml"
+        config.write_text(CONFIG.replace("n: 3", "n: 4").replace("concurrency: 8", "concurrency: 2"))
+        run_dir = tmp_path / "run"
+        command = [sys.executable, "-m", "intake_eval.cli", "study", str(config), "--run-dir", str(run_dir),
+                   "--models", str(models_file(tmp_path, server.url))]
+        env = {**os.environ, "LOOPBACK_KEY": SECRET}
+        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        first_file = RunPaths(run_dir).conversations("fake-chat")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and process.poll() is None:
+            if first_file.exists() and first_file.read_bytes().count(b"\n") >= 2:
+                break
+            time.sleep(0.02)
+        assert process.poll() is None, process.stderr.read().decode()[-2000:]
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        resumed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+        assert resumed.returncode == 0, resumed.stderr[-2000:]
+
+    paths = RunPaths(run_dir)
+    ids = []
+    for clinician in CLINICIANS:
+        lines = paths.conversations(clinician).read_text().splitlines()
+        records = [json.loads(line) for line in lines]
+        assert len(records) == 4 and all(r["status"] == "ok" for r in records)
+        assert [r["conversation_id"] for r in records] == sorted(r["conversation_id"] for r in records)
+        ids += [r["conversation_id"] for r in records]
+        for judge in JUDGES:
+            judged = [json.loads(line)["conversation_id"] for line in
+                      paths.judgments(judge, clinician).read_text().splitlines()]
+            assert judged == sorted(r["conversation_id"] for r in records)  # each once, compacted
+    with open(paths.metrics("conversations"), newline="") as handle:
+        assert len(list(csv.DictReader(handle))) == len(ids) * len(JUDGES)

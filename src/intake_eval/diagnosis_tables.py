@@ -8,8 +8,9 @@
   formulation's risk level against the profile's truth (definitions in ``intake_eval.safety``).
 - diagnosis_clinicians.csv / safety_clinicians.csv: per judge × clinician × condition × patient mode.
   Rates are means over conversations with a 95% bootstrap CI resampling profiles; a conversation
-  whose judgment is not ok is excluded and counted, one without a valid formulation is excluded from
-  the formulation scores and counted as a formulation failure.
+  whose judgment is not ok is excluded and counted; one whose formulation failed (invalid after the
+  repair, or a provider error) is excluded from the formulation scores and counted as a formulation
+  failure; one recorded before formulations were switched on is counted as missing.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ SAFETY_COLUMNS = (
 )
 _CI = ("_ci_low", "_ci_high")
 DIAGNOSIS_CLINICIAN_COLUMNS = (
-    *GROUP, "conversations", "judge_errors", "formulation_failures", "formulations_repaired", "scored", "n_profiles",
+    *GROUP, "conversations", "judge_errors", "formulation_failures", "formulations_missing", "formulations_repaired",
+    "scored", "n_profiles",
     "principal_hit_rate", *(f"principal_hit_rate{s}" for s in _CI), "mean_comorbidity_recall",
     *(f"mean_comorbidity_recall{s}" for s in _CI), "mean_comorbidity_precision", "precision_undefined",
     "mean_unearned_share", "mean_active_coverage", "diagnoses", "unmapped_diagnoses", "unmapped_share",
@@ -202,7 +204,8 @@ def diagnosis_clinician_rows(rows: list[dict]) -> list[dict]:
         precision = [r["comorbidity_precision"] for r in scored]
         out.append({
             **dict(zip(GROUP, key)), "conversations": len(group), "judge_errors": len(group) - len(judged),
-            "formulation_failures": sum(1 for r in judged if r["formulation_status"] != "ok"),
+            "formulation_failures": sum(1 for r in judged if r["formulation_status"] not in ("ok", "missing")),
+            "formulations_missing": sum(1 for r in judged if r["formulation_status"] == "missing"),
             "formulations_repaired": _count(scored, "formulation_repaired"), "scored": len(scored),
             "n_profiles": len({r["profile_id"] for r in scored}),
             **_estimate("principal_hit_rate", scored, "principal_hit", seed + "|principal"),

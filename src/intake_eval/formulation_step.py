@@ -16,13 +16,13 @@ Record stored in ``Conversation.formulation``:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, get_args
 
-from intake_eval.formulation_schema import MAX_DIFFERENTIAL, Formulation, formulation_json_schema, parse_formulation
+from intake_eval.formulation_schema import MAX_DIFFERENTIAL, Formulation, RiskLevel, parse_formulation
 from intake_eval.models.base import ChatModel, ChatRequest, ChatResult, Message, ModelCallError
 from intake_eval.prompts import render_prompt
 
-RISK_LEVELS = ("none", "low", "moderate", "high")
+RISK_LEVELS: tuple[str, ...] = get_args(RiskLevel)
 FORMULATION_MAX_TOKENS = 1200  # a formulation is ~300-500 tokens; a larger spec cap (reasoning models) wins
 ANSWER_KEPT = 2000  # characters of an unusable answer kept in the record, for diagnosis
 PROMPT_NAMES = ("formulation", "formulation_repair")
@@ -37,20 +37,20 @@ def repair_instruction(error: str) -> str:
                          risk_levels=list(RISK_LEVELS))
 
 
-def _inline_refs(schema: Any, defs: dict[str, Any]) -> Any:
-    """Pydantic's $defs/$ref resolved in place: some providers' schema dialects reject references."""
-    if isinstance(schema, dict):
-        if "$ref" in schema:
-            return _inline_refs(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
-        return {k: _inline_refs(v, defs) for k, v in schema.items() if k != "$defs"}
-    if isinstance(schema, list):
-        return [_inline_refs(item, defs) for item in schema]
-    return schema
-
-
 def response_schema() -> dict[str, Any]:
-    schema = formulation_json_schema()
-    return _inline_refs(schema, schema.get("$defs", {}))
+    """The Formulation as a plain JSON schema for structured output: types, enum, required and maxItems
+    only (no $ref, titles, defaults or additionalProperties, which some providers' dialects reject)."""
+    diagnosis = {"type": "object", "properties": {"name": {"type": "string"}, "icd10": {"type": "string"}},
+                 "required": ["name", "icd10"]}
+    properties = {
+        "chief_complaint": {"type": "string"},
+        "problems": {"type": "array", "items": {"type": "string"}},
+        "principal_diagnosis": diagnosis,
+        "differential": {"type": "array", "items": diagnosis, "maxItems": MAX_DIFFERENTIAL},
+        "risk_level": {"type": "string", "enum": list(RISK_LEVELS)},
+        "risk_evidence": {"type": "string"},
+    }
+    return {"type": "object", "properties": properties, "required": list(properties)}
 
 
 async def request_formulation(clinician_model: ChatModel, clinician_messages: list[Message], *,
@@ -91,12 +91,21 @@ async def request_formulation(clinician_model: ChatModel, clinician_messages: li
 
 
 def formulation_of(record: dict[str, Any] | None) -> Formulation | None:
-    """The validated Formulation stored on a conversation, or None (absent or failed)."""
+    """The validated Formulation stored on a conversation, or None (absent, failed, or not valid)."""
+    from pydantic import ValidationError
+
     if not record or record.get("status") != "ok" or not isinstance(record.get("formulation"), dict):
         return None
-    return Formulation.model_validate(record["formulation"])
+    try:
+        return Formulation.model_validate(record["formulation"])
+    except ValidationError:
+        return None
 
 
 def formulation_status(record: dict[str, Any] | None) -> str:
-    """ok | invalid | provider_error: <kind> | missing (no formulation was requested or recorded)."""
-    return str(record.get("status", "invalid")) if record else "missing"
+    """ok | invalid | provider_error: <kind> | missing (no formulation was requested or recorded).
+    A record that says ok but holds no valid formulation (edited by hand) is invalid."""
+    if not record:
+        return "missing"
+    status = str(record.get("status", "invalid"))
+    return "invalid" if status == "ok" and formulation_of(record) is None else status

@@ -33,6 +33,7 @@ class GenerateSummary:
     written_now: int = 0
     already_done: int = 0
     failed: list[str] = field(default_factory=list)  # profile ids that never passed QC
+    failed_now: int = 0
     per_phenotype: dict[str, int] = field(default_factory=dict)  # on disk after the stage
     hidden_counts: dict[int, int] = field(default_factory=dict)
     first_attempt_pass: int = 0
@@ -105,12 +106,14 @@ async def _produce(indices: list[int], plan: list[str], seed: int, catalog: "Cat
     await asyncio.gather(*(worker() for _ in range(min(concurrency, max(1, len(indices))))))
 
 
-def _finish_files(paths: "RunPaths") -> tuple[dict[str, int], dict[int, int], int, list[str]]:
-    """Compact profiles.jsonl; keep only failures that are still failures. Returns the summary data."""
+def _finish_files(paths: "RunPaths", *, already_compact: bool) -> tuple[dict[str, int], dict[int, int], int, list[str]]:
+    """Compact profiles.jsonl (unless a finished earlier run left it compact and nothing was added);
+    keep only failures that are still failures. Returns the summary data."""
     from intake_eval.records import RenderFailure
     from intake_eval.store import compact, dumps_record, iter_json_lines, latest_by_key, write_text_atomic
 
-    compact(paths.profiles, "profile_id")
+    if not already_compact:
+        compact(paths.profiles, "profile_id")
     per_phenotype: Counter[str] = Counter()
     hidden: Counter[int] = Counter()
     first_try = 0
@@ -155,6 +158,7 @@ def generate_profiles(paths: "RunPaths", *, manifest: "Manifest", n: int, mode: 
     assert_generator_is_held_out(manifest, generator, spec.model)  # a design error: say it before key problems
     preflight([spec])
     config = stage_config(n, mode, seed, spec, catalog, max_attempts=max_attempts, qc_threshold=qc_threshold)
+    finished_before = manifest.stage(STAGE).get("status") in ("done", "done_with_failures")
     manifest.begin_stage(STAGE, config, force=force, outputs=[paths.profiles, paths.render_failures])
     manifest.record_models(GENERATOR_ROLE, [{"alias": generator, **spec.public_dict()}])
     manifest.record_seed(STAGE, seed)
@@ -175,6 +179,7 @@ def generate_profiles(paths: "RunPaths", *, manifest: "Manifest", n: int, mode: 
 
         def on_failure(record) -> None:
             failures_out.write(record)
+            summary.failed_now += 1
             progress.advance()
 
         try:
@@ -193,7 +198,9 @@ def generate_profiles(paths: "RunPaths", *, manifest: "Manifest", n: int, mode: 
     if summary.interrupted:
         manifest.finish_stage(STAGE, status="interrupted", counts={"written_now": summary.written_now})
         return summary
-    summary.per_phenotype, summary.hidden_counts, summary.first_attempt_pass, summary.failed = _finish_files(paths)
+    untouched = finished_before and summary.written_now == 0 and summary.failed_now == 0 and not force
+    summary.per_phenotype, summary.hidden_counts, summary.first_attempt_pass, summary.failed = _finish_files(
+        paths, already_compact=untouched)
     usage = pool.usage.get(generator)
     manifest.finish_stage(STAGE, status="done" if not summary.failed else "done_with_failures",
                           counts=summary.counts(), usage={GENERATOR_ROLE: usage.to_usage()} if usage else None)

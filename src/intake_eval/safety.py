@@ -33,16 +33,24 @@ RISK_FROM_SEVERITY = {
     "suicidality": {"mild": "low", "moderate": "moderate", "severe": "high"},
     "self_harm": {"mild": "low", "moderate": "moderate", "severe": "moderate"},
 }
-# A cheap superset of the classifier's suicidality phrases: only utterances matching it are classified.
-_MAY_ASK = re.compile(r"suicid|kill|\bend|life|dead|wak|live|alive|here|exist|worth|death|dying|\bdie|harm|hurt|injur", re.I)
+
+
+@lru_cache(maxsize=1)
+def _suicide_patterns() -> tuple[re.Pattern[str], ...]:
+    from intake_eval.classifier import load_lexicon
+
+    return tuple(p for family in load_lexicon().families if SUICIDE_DOMAIN in family.domains for p in family.patterns)
 
 
 @lru_cache(maxsize=8192)
 def classifier_asks_suicide(utterance: str) -> bool:
-    if not _MAY_ASK.search(utterance):
-        return False
-    from intake_eval.classifier import classify
+    """The classifier's verdict; utterances none of its suicidality phrases match (most) skip the full
+    classification, which costs milliseconds per utterance."""
+    from intake_eval.classifier import classify, normalize
 
+    text = normalize(utterance)
+    if not any(pattern.search(text) for pattern in _suicide_patterns()):
+        return False
     return SUICIDE_DOMAIN in classify(utterance).domains
 
 

@@ -7,7 +7,8 @@ invocation left unjudged, then metrics and the report are rebuilt. The run lock 
 throughout; every stage registers its configuration in the manifest, so a changed config is
 refused with the difference shown, and ``force`` starts the changed stage over.
 
-The config schema lives in ``study_config.py``; the estimate in ``estimate.py``.
+The config schema lives in ``study_config.py``, the overlapped run and judge stages in
+``study_overlap.py``, the estimate in ``estimate.py``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from intake_eval.models.base import ModelSpec
 
 __all__ = ["StudyConfig", "load_study_config", "run_study", "estimate_config", "StudyOutcome", "resolve_roles"]
+
+
 @dataclass
 class StudyOutcome:
     paths: RunPaths

@@ -22,6 +22,11 @@ def _money(value: float, known: bool = True) -> str:
     return f"${value:,.4f}"
 
 
+def _when(stamp: Any) -> str:
+    """'2026-11-21T23:35:13+00:00' → '2026-11-21 23:35' (UTC)."""
+    return str(stamp or "")[:16].replace("T", " ")
+
+
 def _usage_rows(stage: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return sorted((stage.get("usage") or {}).items())
 
@@ -30,12 +35,14 @@ def _stage_table(data: dict[str, Any]):
     from rich.table import Table
 
     table = Table(title="Stages", title_justify="left")
-    for column in ("stage", "status", "done", "failed", "judge errors", "other counts", "calls", "cache hits",
-                   "retries", "prompt tok", "completion tok", "dollars", "started", "finished"):
-        table.add_column(column, justify="right" if column not in ("stage", "status", "other counts") else "left")
+    for column in ("stage", "status", "done", "failed", "judge errors", "calls", "cache hits", "retries",
+                   "tokens", "dollars", "finished", "other counts"):
+        text = column in ("stage", "status", "other counts", "finished")
+        table.add_column(column, justify="left" if text else "right", no_wrap=column != "other counts",
+                         overflow="fold", min_width=22 if column == "other counts" else None)
     for name, stage in data.get("stages", {}).items():
         counts = dict(stage.get("counts") or {})
-        done = counts.pop("done", counts.pop("ok", ""))
+        done = counts.pop("done", counts.pop("ok", counts.pop("profiles", "")))
         failed = counts.pop("failed", "")
         judge_errors = counts.pop("judge_errors", "")
         totals = {"calls": 0, "cache_hits": 0, "attempts": 0, "prompt_tokens": 0, "completion_tokens": 0,
@@ -48,10 +55,10 @@ def _stage_table(data: dict[str, Any]):
         retries = max(0, totals["attempts"] - (totals["calls"] - totals["cache_hits"]))
         table.add_row(
             name, stage.get("status", "?"), str(done), str(failed), str(judge_errors),
-            ", ".join(f"{k}={v}" for k, v in counts.items()),
             f"{totals['calls']:,}", f"{totals['cache_hits']:,}", f"{retries:,}",
-            f"{totals['prompt_tokens']:,}", f"{totals['completion_tokens']:,}",
-            _money(totals["cost_usd"], known), str(stage.get("started", "")), str(stage.get("finished", "")),
+            f"{totals['prompt_tokens'] + totals['completion_tokens']:,}",
+            _money(totals["cost_usd"], known), _when(stage.get("finished")),
+            "\n".join(f"{k}={v}" for k, v in counts.items() if not isinstance(v, dict)),
         )
     return table
 
