@@ -277,6 +277,25 @@ class RunDisplay:
         self.progress.stop()
 
 
+def begin_run_stage(manifest: Any, paths: RunPaths, settings: RunSettings, role_specs: dict[str, Any],
+                    clinician_specs: dict[str, Any], *, force: bool) -> None:
+    """Register the run stage (refusing a changed config) and record models and prompts.
+
+    With --force a changed run starts over, and judgments, metrics and the report go to
+    superseded/ with the conversations: they describe conversations that no longer exist.
+    """
+    from intake_eval.prompts import prompt_hashes
+
+    manifest.begin_stage("run", stage_config(settings, role_specs, paths.profiles), force=force,
+                         outputs=[paths.conversations_dir, paths.judgments_dir, paths.metrics_dir, paths.report_dir])
+    _record_clinician_models(manifest, clinician_specs)
+    for role, spec in role_specs.items():
+        alias = (settings.tracker or settings.patient) if role == "tracker" else settings.patient
+        manifest.record_models(role, [{"alias": alias, **spec.public_dict()}])
+    manifest.record_prompts(prompt_hashes(prompt_names(settings)))
+    manifest.save()
+
+
 def _record_clinician_models(manifest: Any, specs: dict[str, Any]) -> None:
     known = {entry.get("alias"): entry for entry in manifest.data.get("models", {}).get("clinician", [])}
     for alias, spec in specs.items():
@@ -318,7 +337,6 @@ def execute_run(paths: RunPaths, settings: RunSettings, *, models_file: Path | N
     from intake_eval.manifest import Manifest
     from intake_eval.models.pool import ModelPool
     from intake_eval.models.registry import load_model_specs, preflight, resolve_spec
-    from intake_eval.prompts import prompt_hashes
     from intake_eval.store import RunLock
 
     specs = load_model_specs(models_file)
@@ -336,13 +354,7 @@ def execute_run(paths: RunPaths, settings: RunSettings, *, models_file: Path | N
         assert_no_generator_leak(manifest, "patient", [settings.patient], specs={settings.patient: role_specs["patient"]})
         if tracker:
             assert_no_generator_leak(manifest, "tracker", [tracker], specs={tracker: role_specs["tracker"]})
-        manifest.begin_stage("run", stage_config(settings, role_specs, paths.profiles), force=force,
-                             outputs=[paths.conversations_dir])
-        _record_clinician_models(manifest, clinician_specs)
-        for role, spec in role_specs.items():
-            manifest.record_models(role, [{"alias": getattr(settings, role) or settings.patient, **spec.public_dict()}])
-        manifest.record_prompts(prompt_hashes(prompt_names(settings)))
-        manifest.save()
+        begin_run_stage(manifest, paths, settings, role_specs, clinician_specs, force=force)
         totals = RunTotals()
         interrupted = False
         display = RunDisplay(console, len(plan)) if console is not None else None

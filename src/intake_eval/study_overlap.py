@@ -31,8 +31,7 @@ def _run_settings(config: StudyConfig):
 
 def _begin_run_stage(config: StudyConfig, specs: dict, paths: RunPaths, manifest: Any, force: bool):
     from intake_eval.leakage import assert_no_generator_leak
-    from intake_eval.prompts import prompt_hashes
-    from intake_eval.runner import _record_clinician_models, prompt_names, stage_config
+    from intake_eval.runner import begin_run_stage
 
     settings = _run_settings(config)
     for role, aliases in config.roles().items():
@@ -41,16 +40,8 @@ def _begin_run_stage(config: StudyConfig, specs: dict, paths: RunPaths, manifest
     role_specs = {"patient": specs[config.patient.model]}
     if config.patient.mode == "tracked":
         role_specs["tracker"] = specs[config.patient.tracker] if config.patient.tracker else role_specs["patient"]
-    # Judgments, metrics and the report describe the conversations: a run started over takes them along.
-    manifest.begin_stage("run", stage_config(settings, role_specs, paths.profiles), force=force,
-                         outputs=[paths.conversations_dir, paths.judgments_dir, paths.metrics_dir, paths.report_dir])
-    _record_clinician_models(manifest, {alias: specs[alias] for alias in config.clinicians})
-    manifest.record_models("patient", [{"alias": config.patient.model, **role_specs["patient"].public_dict()}])
-    if "tracker" in role_specs:
-        alias = config.patient.tracker or config.patient.model
-        manifest.record_models("tracker", [{"alias": alias, **role_specs["tracker"].public_dict()}])
-    manifest.record_prompts(prompt_hashes(prompt_names(settings)))
-    manifest.save()
+    begin_run_stage(manifest, paths, settings, role_specs,
+                    {alias: specs[alias] for alias in config.clinicians}, force=force)
     return settings
 
 
