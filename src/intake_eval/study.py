@@ -114,7 +114,7 @@ def _report(paths: RunPaths, console: Any) -> Path:
 
     write_metrics(paths)
     write_trial_metrics(paths)  # metrics/trials.csv when the study repeats trials
-    say = (lambda step: console.log(f"report: {step}")) if console is not None else None
+    say = (lambda step: console.print(f"[dim]report: {step}[/dim]")) if console is not None else None
     return build_report(paths.root, progress=say).index
 
 
