@@ -142,7 +142,6 @@ def test_study_completes_under_injected_faults_with_every_record_once_and_every_
     for name, stage in manifest["stages"].items():
         assert stage["status"] == "done", (name, stage.get("status"), stage.get("counts"))
     history = manifest["study"]["history"]
-    print("PHASES", history[0].get("phases_s"), history[0]["wall_s"])
     assert len(history) == 1 and history[0]["status"] == "done"
     usage = history[0]["usage"]
     assert sum(u["attempts"] for u in usage.values()) == requests  # every HTTP attempt, retries included

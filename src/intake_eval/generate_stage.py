@@ -14,7 +14,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from intake_eval.render import MAX_ATTEMPTS, QC_THRESHOLD, RENDER_TEMPLATE, failure_record, render_profile
+from intake_eval.progress import ProgressBar
+from intake_eval.render import (
+    MAX_ATTEMPTS,
+    QC_THRESHOLD,
+    RENDER_TEMPLATE,
+    failure_record,
+    render_profile,
+)
 from intake_eval.sampling import Mode, plan_phenotypes, profile_id, sample_profile
 
 if TYPE_CHECKING:
@@ -110,7 +117,13 @@ def _finish_files(paths: "RunPaths", *, already_compact: bool) -> tuple[dict[str
     """Compact profiles.jsonl (unless a finished earlier run left it compact and nothing was added);
     keep only failures that are still failures. Returns the summary data."""
     from intake_eval.records import RenderFailure
-    from intake_eval.store import compact, dumps_record, iter_json_lines, latest_by_key, write_text_atomic
+    from intake_eval.store import (
+        compact,
+        dumps_record,
+        iter_json_lines,
+        latest_by_key,
+        write_text_atomic,
+    )
 
     if not already_compact:
         compact(paths.profiles, "profile_id")
@@ -170,7 +183,7 @@ def generate_profiles(paths: "RunPaths", *, manifest: "Manifest", n: int, mode: 
     todo = [i for i in range(n) if profile_id(i) not in done]
     summary = GenerateSummary(n=n, already_done=n - len(todo))
     model = pool.get(generator)
-    progress = ProgressBar(console, n, summary.already_done)
+    progress = ProgressBar(console, "generate", n, summary.already_done)
     with JsonlWriter(paths.profiles) as profiles_out, JsonlWriter(paths.render_failures) as failures_out:
         def on_profile(profile: "Profile") -> None:
             profiles_out.write(profile)
@@ -211,29 +224,3 @@ def config_prompt_name(spec: "ModelSpec") -> str:
     from intake_eval.models.offline.generator import TEMPLATE as OFFLINE_TEMPLATE
 
     return OFFLINE_TEMPLATE if spec.is_offline else RENDER_TEMPLATE
-
-
-class ProgressBar:
-    """A rich progress bar on stderr (a no-op without a console)."""
-
-    def __init__(self, console: Any, total: int, completed: int):
-        self.bar = None
-        if console is not None:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self.bar = Progress(TextColumn("generate"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                                console=console, transient=False)
-            self.task = self.bar.add_task("profiles", total=total, completed=completed)
-
-    def advance(self) -> None:
-        if self.bar is not None:
-            self.bar.advance(self.task)
-
-    def __enter__(self) -> "ProgressBar":
-        if self.bar is not None:
-            self.bar.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()

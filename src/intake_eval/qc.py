@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from intake_eval.errors import IntakeEvalError
+from intake_eval.progress import ProgressBar
 from intake_eval.qc_probes import (
     DEFAULT_PROBES,
     Probe,
@@ -359,7 +360,7 @@ def execute_qc(paths: RunPaths, settings: QCSettings, *, models_file: Path | Non
         with ModelPool(specs, cache_path=paths.cache_db, use_cache=use_cache, catalog=catalog) as pool:
             ctx = QCContext(settings.patient, settings.mode, settings.judge, pool.get(settings.patient),
                             pool.get(settings.judge), pool.get(settings.tracker) if "tracker" in roles else None, catalog)
-            progress = _progress(console, len(plan), len(plan) - len(todo))
+            progress = ProgressBar(console, "patient QC", len(plan), len(plan) - len(todo))
             with JsonlWriter(target) as writer, progress:
                 fresh = asyncio.run(run_probes(ctx, todo, write=writer.write, concurrency=settings.concurrency,
                                                on_done=lambda record: progress.advance()))
@@ -378,29 +379,3 @@ def execute_qc(paths: RunPaths, settings: QCSettings, *, models_file: Path | Non
                               extra={"summary": {row["metric"]: row["rate"] for row in result.rows()},
                                      "plan_hash": stable_hash([probe.probe_id for _, probe in plan])[:16]})
     return result
-
-
-class _progress:
-    """A rich progress bar on stderr (a no-op without a console)."""
-
-    def __init__(self, console: Any, total: int, completed: int):
-        self.bar = None
-        if console is not None:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self.bar = Progress(TextColumn("patient QC"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                console=console, transient=False)
-            self.task = self.bar.add_task("probes", total=total, completed=completed)
-
-    def advance(self) -> None:
-        if self.bar is not None:
-            self.bar.advance(self.task)
-
-    def __enter__(self) -> "_progress":
-        if self.bar is not None:
-            self.bar.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()
