@@ -81,6 +81,7 @@ def test_study_killed_at_random_moments_resumes_byte_identical(tmp_path):
                 path.unlink() if path.is_file() or path.is_symlink() else path.rmdir()
     assert sum(1 for kind, _ in outcomes if kind == "killed") >= max(1, KILLS // 2), outcomes
 
+    print("KILLS", round(duration, 2), outcomes)
     resumed = subprocess.run(study_command(config, run_dir), env=ENV, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "Traceback" not in resumed.stderr
