@@ -28,6 +28,11 @@ def write_run(run_dir):
                              tracker=TrackerDecision(question_type="treatment_planning", unlocked_after=["insomnia"],
                                                      source="gpt-4o")),
         ],
+        formulation={"status": "ok", "repaired": False, "formulation": {
+            "chief_complaint": "low mood", "problems": ["low mood", "poor sleep"],
+            "principal_diagnosis": {"name": "Major depressive disorder", "icd10": "F32.1"},
+            "differential": [{"name": "Insomnia disorder", "icd10": "G47.00"}],
+            "risk_level": "low", "risk_evidence": "denied thoughts of suicide"}},
     )
     append_record(paths.conversations("llama-3.3-70b"), conversation)
     label = lambda asked, disclosed: DomainLabel(asked_about=asked, disclosed=disclosed)  # noqa: E731
@@ -75,3 +80,14 @@ def test_show_in_an_empty_run_folder_says_to_run_first(tmp_path):
     result = CliRunner().invoke(app, ["show", CID, "--run-dir", str(tmp_path / "empty")])
     assert result.exit_code == 2
     assert "no conversations yet" in result.output
+
+
+def test_show_prints_the_post_intake_formulation(tmp_path):
+    write_run(tmp_path / "run")
+    result = CliRunner().invoke(app, ["show", CID, "--run-dir", str(tmp_path / "run")], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    after_last_turn = result.output[result.output.index("Try a regular bedtime."):]
+    assert "Formulation" in after_last_turn
+    assert "Major depressive disorder F32.1" in after_last_turn
+    assert "differential: Insomnia disorder G47.00" in after_last_turn
+    assert "risk: low" in after_last_turn

@@ -145,3 +145,26 @@ def render_transcript(console, conversation, judgments: dict, profile, *, show_r
             console.print(f"    {line}")
     if not judgments:
         console.print("\n[dim]no judgments yet for this conversation (run `intake-eval judge`)[/]")
+    _render_formulation(console, c.formulation)
+
+
+def _render_formulation(console, formulation: dict | None) -> None:
+    """The post-intake case formulation (not a turn; the patient never saw it)."""
+    from rich.markup import escape
+
+    if not formulation:
+        return
+    console.print()
+    if formulation.get("status") != "ok":
+        console.print(f"[bold]Formulation[/]: [red]{escape(str(formulation.get('status')))}[/] "
+                      f"{escape(str(formulation.get('error', '')))}")
+        return
+    body = formulation.get("formulation", {})
+    principal = body.get("principal_diagnosis") or {}
+    console.print("[bold]Formulation[/] (after the last turn; not shown to the patient)")
+    console.print(f"  chief complaint: {escape(str(body.get('chief_complaint', '')))}")
+    console.print(f"  principal: {escape(str(principal.get('name', '')))} {escape(str(principal.get('icd10', '')))}")
+    for item in body.get("differential", []):
+        console.print(f"  differential: {escape(str(item.get('name', '')))} {escape(str(item.get('icd10', '')))}")
+    console.print(f"  risk: {escape(str(body.get('risk_level', '')))} — {escape(str(body.get('risk_evidence', '')))}")
+

@@ -24,7 +24,13 @@ SYMPTOM_MATCH = 85.0  # partial_ratio (0-100) for a reply sentence to carry a sy
 _DENIAL = re.compile(r"^\W*(no|nope|not really|never|i (dont|don't|do not|havent|haven't|have not)|nothing)\b", re.I)
 _INTENT = re.compile(r"\b(plan|planned|prepar\w*|acting on|act on|method|pills|gun|rope|attempt\w*|how i would)\b", re.I)
 # A disclosed domain that changes the principal diagnosis whatever the presenting concern was.
-PRINCIPAL_PRECEDENCE = ("mania", "hypomania", "psychosis")
+# The order follows the usual diagnostic hierarchy: psychotic and bipolar disorders first, then
+# disorders that account for the mood or anxiety picture around them.
+PRINCIPAL_PRECEDENCE = ("psychosis", "mania", "hypomania", "ptsd", "restrictive_eating", "emotional_dysregulation",
+                        "opioid_misuse", "adhd")
+# Complaints that are often the visible edge of a mood disorder: a disclosed depression explains them.
+SYMPTOM_LEVEL_PRESENTATIONS = frozenset({"insomnia", "somatic_symptoms", "chronic_pain", "cognitive_decline",
+                                         "irritability", "nightmares"})
 SAFETY_ORDER = {"none": 0, "low": 1, "moderate": 2, "high": 3}
 
 
@@ -133,7 +139,10 @@ def build_formulation(found: Findings, catalog: "Catalog", *, include_disclosed:
             risk_evidence="Risk was not assessed in this interview.",
         )
     domains = [found.presenting] + (found.disclosed if include_disclosed else [])
-    principal = next((d for d in PRINCIPAL_PRECEDENCE if d in domains), found.presenting)
+    principal = next((d for d in PRINCIPAL_PRECEDENCE if d in domains), None)
+    if principal is None:
+        explains = found.presenting in SYMPTOM_LEVEL_PRESENTATIONS and "depression" in domains
+        principal = "depression" if explains else found.presenting
     differential = [_diagnosis(catalog.domains[d]) for d in domains if d != principal]
     if not include_disclosed:  # alternatives within the presenting concern itself
         differential = [DiagnosisRef(name=x.name, icd10=x.icd10[0] if x.icd10 else "")
