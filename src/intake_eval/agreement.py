@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from intake_eval.metrics import actively_covered_domains
+from intake_eval.metrics import TurnLabels, figures, turn_labels
 from intake_eval.records import Judgment
 
 LABELS: tuple[str, ...] = ("asked_about", "disclosed", "patient_faithful", "question_type", "actively_covered")
@@ -23,11 +23,19 @@ def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float | None:
     identical label throughout so chance agreement is already 1)."""
     if len(a) != len(b):
         raise ValueError(f"label sequences differ in length ({len(a)} vs {len(b)})")
-    n = len(a)
+    return kappa_from_counts(Counter(zip(a, b)))
+
+
+def kappa_from_counts(joint: Counter) -> float | None:
+    """Cohen's κ from the joint counts {(label_a, label_b): n} of paired labels."""
+    n = sum(joint.values())
     if n == 0:
         return None
-    observed = sum(1 for x, y in zip(a, b) if x == y) / n
-    count_a, count_b = Counter(a), Counter(b)
+    observed = sum(count for (x, y), count in joint.items() if x == y) / n
+    count_a, count_b = Counter(), Counter()
+    for (x, y), count in joint.items():
+        count_a[x] += count
+        count_b[y] += count
     expected = sum(count_a[label] * count_b[label] for label in count_a) / (n * n)
     if expected == 1.0:
         return None
@@ -42,40 +50,63 @@ def raw_agreement(a: Sequence[Hashable], b: Sequence[Hashable]) -> float | None:
 
 def judgment_units(judgment: Judgment, hidden: Sequence[str]) -> dict[str, dict[tuple, Hashable]]:
     """Every label of one judgment keyed by its unit, so two judges' labels can be paired."""
+    turns = turn_labels(judgment)
+    return units_from_labels(turns, hidden, figures(turns, hidden).covered)
+
+
+def units_from_labels(turns: Sequence[TurnLabels], hidden: Sequence[str], covered: set[str]) -> dict[str, dict[tuple, Hashable]]:
     units: dict[str, dict[tuple, Hashable]] = {label: {} for label in LABELS}
-    for turn in judgment.turns:
+    asked_units, disclosed_units = units["asked_about"], units["disclosed"]
+    for turn in turns:
         for domain in hidden:
             label = turn.domains.get(domain)
             if label is not None:
-                units["asked_about"][(turn.turn, domain)] = label.asked_about
-                units["disclosed"][(turn.turn, domain)] = label.disclosed
+                asked_units[(turn.turn, domain)], disclosed_units[(turn.turn, domain)] = label
         units["patient_faithful"][(turn.turn,)] = turn.patient_faithful
         if turn.turn >= 1:
             units["question_type"][(turn.turn,)] = turn.question_type
-    covered = actively_covered_domains(judgment, hidden)
     for domain in hidden:
         units["actively_covered"][(domain,)] = domain in covered
     return units
 
 
+CompactUnits = tuple[tuple[tuple, tuple], ...]  # per label: (unit keys, labels), keys shared between records
+
+
+def compact_units(units: dict[str, dict[tuple, Hashable]], shared: dict[tuple, tuple]) -> CompactUnits:
+    """A judgment's units in a few hundred bytes: identical key tuples are stored once (``shared``)."""
+    out = []
+    for label in LABELS:
+        keys = tuple(units[label])
+        out.append((shared.setdefault(keys, keys), tuple(units[label].values())))
+    return tuple(out)
+
+
 @dataclass
 class PairedLabels:
-    """Accumulates paired labels of two judges across conversations (a few bytes per label)."""
+    """Joint counts {(label by a, label by b): n} of two judges' labels, per label, across conversations."""
 
-    a: dict[str, list[Hashable]]
-    b: dict[str, list[Hashable]]
+    joint: dict[str, Counter]
     conversations: int = 0
 
     @classmethod
     def empty(cls) -> "PairedLabels":
-        return cls({label: [] for label in LABELS}, {label: [] for label in LABELS})
+        return cls({label: Counter() for label in LABELS})
 
     def add(self, units_a: dict[str, dict[tuple, Hashable]], units_b: dict[str, dict[tuple, Hashable]]) -> None:
         self.conversations += 1
         for label in LABELS:
-            for key in sorted(units_a[label].keys() & units_b[label].keys(), key=repr):
-                self.a[label].append(units_a[label][key])
-                self.b[label].append(units_b[label][key])
+            a, b = units_a[label], units_b[label]
+            self.joint[label].update((a[key], b[key]) for key in a.keys() & b.keys())
+
+    def add_compact(self, units_a: CompactUnits, units_b: CompactUnits) -> None:
+        self.conversations += 1
+        for label, (keys_a, values_a), (keys_b, values_b) in zip(LABELS, units_a, units_b):
+            if keys_a == keys_b:
+                self.joint[label].update(zip(values_a, values_b))
+            else:
+                a, b = dict(zip(keys_a, values_a)), dict(zip(keys_b, values_b))
+                self.joint[label].update((a[key], b[key]) for key in a.keys() & b.keys())
 
 
 @dataclass(frozen=True)
@@ -88,17 +119,24 @@ class AgreementRow:
     prevalence_b: float | None
 
 
-def _prevalence(values: Sequence[Hashable]) -> float | None:
-    if not values:
+def _prevalence(counts: Counter) -> float | None:
+    n = sum(counts.values())
+    if not n:
         return None
-    if all(isinstance(v, bool) for v in values):
-        return sum(values) / len(values)
-    return Counter(values).most_common(1)[0][1] / len(values)
+    if all(isinstance(v, bool) for v in counts):
+        return counts[True] / n
+    return counts.most_common(1)[0][1] / n
 
 
 def agreement_rows(pairs: PairedLabels) -> list[AgreementRow]:
     rows = []
     for label in LABELS:
-        a, b = pairs.a[label], pairs.b[label]
-        rows.append(AgreementRow(label, len(a), raw_agreement(a, b), cohen_kappa(a, b), _prevalence(a), _prevalence(b)))
+        joint = pairs.joint[label]
+        n = sum(joint.values())
+        count_a, count_b = Counter(), Counter()
+        for (x, y), count in joint.items():
+            count_a[x] += count
+            count_b[y] += count
+        raw = sum(count for (x, y), count in joint.items() if x == y) / n if n else None
+        rows.append(AgreementRow(label, n, raw, kappa_from_counts(joint), _prevalence(count_a), _prevalence(count_b)))
     return rows

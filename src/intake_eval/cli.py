@@ -66,11 +66,21 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning (e.g. a corrupt JSONL line skipped) as one `warning: …` line on stderr, not a source dump."""
+    import sys
+
+    print(f"warning: {message}", file=file if file is not None else sys.stderr)
+
+
 @app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
     """intake-eval: measure intake interviews by LLM clinicians."""
+    import warnings
+
+    warnings.showwarning = _show_warning
 
 
 def _register() -> None:

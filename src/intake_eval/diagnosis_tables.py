@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from intake_eval.diagnosis import map_formulation, matcher_for, score_formulation
 from intake_eval.formulation_step import formulation_of, formulation_status
-from intake_eval.metrics import active_coverage_rate, actively_covered_domains
+from intake_eval.metrics import TurnLabels, figures
 from intake_eval.records import Conversation, Judgment, Profile
 from intake_eval.safety import classifier_screen_turns, score_safety
 from intake_eval.stats import bootstrap_mean_ci, mean_or_none, median_with_undefined
@@ -87,8 +87,9 @@ def _joined(values) -> str:
     return ";".join(values)
 
 
-def diagnosis_row(base: dict[str, Any], judgment: Judgment, profile: Profile, facts: _ConversationFacts,
-                  catalog: "Catalog") -> dict[str, Any]:
+def diagnosis_row(base: dict[str, Any], judgment: Judgment, labels: list[TurnLabels], profile: Profile,
+                  facts: _ConversationFacts, catalog: "Catalog") -> dict[str, Any]:
+    """``judgment``: the record's header (its turns are not needed); ``labels``: its turn labels."""
     phenotype = catalog.phenotypes.get(profile.phenotype)
     hidden = profile.hidden_domains
     principal = phenotype.principal_diagnosis.domain if phenotype else profile.presenting.domain
@@ -104,8 +105,9 @@ def diagnosis_row(base: dict[str, Any], judgment: Judgment, profile: Profile, fa
     if not judgment.ok or formulation is None:
         return row
     mappings = map_formulation(matcher_for(catalog), formulation)
+    judged = figures(labels, hidden)
     score = score_formulation(mappings, principal_domain=principal, presenting=profile.presenting.domain,
-                              hidden=hidden, actively_covered=actively_covered_domains(judgment, hidden))
+                              hidden=hidden, actively_covered=judged.covered)
     row.update({
         "principal_mapped_domain": score.principal_mapped or "", "principal_hit": score.principal_hit,
         "n_diagnoses": score.n_diagnoses, "n_mapped": score.n_diagnoses - len(score.unmapped),
@@ -113,24 +115,24 @@ def diagnosis_row(base: dict[str, Any], judgment: Judgment, profile: Profile, fa
         "recalled_domains": _joined(score.recalled), "missed_domains": _joined(score.missed),
         "false_positive_domains": _joined(score.false_positives), "unearned_domains": _joined(score.unearned),
         "comorbidity_recall": score.comorbidity_recall, "comorbidity_precision": score.comorbidity_precision,
-        "unearned_share": score.unearned_share, "active_coverage_rate": active_coverage_rate(judgment, hidden),
+        "unearned_share": score.unearned_share, "active_coverage_rate": judged.metrics.active_coverage_rate,
         "unmapped_diagnoses": " | ".join(score.unmapped),
         "mapping": json.dumps(score.mapping_dicts(), ensure_ascii=False, separators=(",", ":")),
     })
     return row
 
 
-def safety_row(base: dict[str, Any], judgment: Judgment, profile: Profile, facts: _ConversationFacts,
-               catalog: "Catalog") -> dict[str, Any]:
+def safety_row(base: dict[str, Any], judgment: Judgment, labels: list[TurnLabels], profile: Profile,
+               facts: _ConversationFacts, catalog: "Catalog") -> dict[str, Any]:
     status = formulation_status(facts.formulation)
     row = {**base, "status": judgment.status, "formulation_status": status}
     if not judgment.ok:
         return row
     formulation = formulation_of(facts.formulation)
     hidden = profile.hidden_domains
-    score = score_safety(profile, judgment, classifier_turns=facts.classifier_turns,
+    score = score_safety(profile, labels, classifier_turns=facts.classifier_turns,
                          safety_critical=[d for d, domain in catalog.domains.items() if domain.safety_critical],
-                         actively_covered=actively_covered_domains(judgment, hidden),
+                         actively_covered=figures(labels, hidden).covered,
                          stated_risk=formulation.risk_level if formulation is not None else None)
     risk = score.risk
     row.update({
@@ -152,21 +154,24 @@ def collect_rows(paths: RunPaths, catalog: "Catalog") -> tuple[list[dict], list[
     """(diagnosis rows, safety rows, any formulation recorded) from the run folder."""
     profiles = {p.profile_id: p for p in iter_records(paths.profiles, Profile)} if paths.profiles.exists() else {}
     conversations = _conversations(paths)
-    judgments: dict[tuple[str, str], Judgment] = {}
+    # Streamed: per (judge, conversation) only its two rows are kept; the latest record wins.
+    from intake_eval.metrics_tables import iter_judgment_labels
+
+    rows: dict[tuple[str, str], tuple[dict, dict] | None] = {}
     for path in paths.judgment_files():
-        for judgment in iter_records(path, Judgment):
-            judgments[(judgment.judge, judgment.conversation_id)] = judgment  # latest wins
-    diagnosis, safety = [], []
-    for key in sorted(judgments):
-        judgment = judgments[key]
-        profile, facts = profiles.get(judgment.profile_id), conversations.get(judgment.conversation_id)
-        if profile is None or facts is None:
-            continue
-        base = {"conversation_id": judgment.conversation_id, "judge": judgment.judge, "clinician": judgment.clinician,
-                "condition": judgment.condition, "patient_mode": judgment.patient_mode, "trial": judgment.trial,
-                "phenotype": profile.phenotype, "profile_id": profile.profile_id}
-        diagnosis.append(diagnosis_row(base, judgment, profile, facts, catalog))
-        safety.append(safety_row(base, judgment, profile, facts, catalog))
+        for judgment, labels in iter_judgment_labels(path):
+            key = (judgment.judge, judgment.conversation_id)
+            profile, facts = profiles.get(judgment.profile_id), conversations.get(judgment.conversation_id)
+            if profile is None or facts is None:
+                rows[key] = None
+                continue
+            base = {"conversation_id": judgment.conversation_id, "judge": judgment.judge, "clinician": judgment.clinician,
+                    "condition": judgment.condition, "patient_mode": judgment.patient_mode, "trial": judgment.trial,
+                    "phenotype": profile.phenotype, "profile_id": profile.profile_id}
+            rows[key] = (diagnosis_row(base, judgment, labels, profile, facts, catalog),
+                         safety_row(base, judgment, labels, profile, facts, catalog))
+    kept = [rows[key] for key in sorted(rows) if rows[key] is not None]
+    diagnosis, safety = [pair[0] for pair in kept], [pair[1] for pair in kept]
     carried = any(f.formulation is not None for f in conversations.values())
     return diagnosis, safety, carried
 

@@ -20,7 +20,15 @@ class IntakeEvalError(ClickException):
 
     def show(self, file: IO[str] | None = None) -> None:
         stream = file if file is not None else sys.stderr
-        print(f"error: {self.format_message()}", file=stream)
+        print(f"error: {printable(self.format_message())}", file=stream)
+
+
+def printable(text: str) -> str:
+    """Control characters from user input (a flag value, a file's bytes) shown escaped, so an error
+    stays one readable line; newlines are kept (a few messages list one problem per line)."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch == "\n" else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 class ConfigChangedError(IntakeEvalError):

@@ -61,6 +61,7 @@ class Manifest:
     def _load(self) -> dict[str, Any]:
         path = self.paths.manifest
         if not path.exists():
+            self._warn_if_records_without_manifest()
             return {
                 "schema_version": SCHEMA_VERSION,
                 "run_name": self.paths.root.name,
@@ -85,6 +86,20 @@ class Manifest:
             )
         data.setdefault("stages", {})
         return data
+
+    def _warn_if_records_without_manifest(self) -> None:
+        """Records but no manifest.json (deleted or lost): a new manifest starts, and the configuration
+        that made the records can no longer be checked. Say so instead of resuming silently."""
+        paths = self.paths
+        # (profiles.jsonl alone is fine: copying a profile set into a fresh run folder is a normal start.)
+        found = [*paths.conversation_files(), *paths.judgment_files()]
+        if found:
+            import warnings
+
+            warnings.warn(
+                f"{paths.manifest} is missing but {len(found)} record file(s) are here; starting a new manifest. "
+                "Records on disk are resumed as if made with this configuration: if they were not, "
+                "use a new --run-dir", stacklevel=3)
 
     def save(self) -> None:
         self.data["updated"] = now_iso()

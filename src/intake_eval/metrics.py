@@ -3,94 +3,72 @@
 Definitions are exactly those of DESIGN.md. Turn 0 (the patient's opening) counts for the
 disclosure metrics (coverage, bleed, leaks) but not for the turn metrics, which are about what
 the clinician did on turns 1..N. An undefined value is ``None`` (an empty CSV cell), never 0.
+
+Every definition is written once, over ``TurnLabels`` (a judgment's labels, turns in order).
+``turn_labels(judgment)`` builds them from a validated record; ``turn_labels_from_data`` from a
+record's JSON dict when it is already in canonical form (the metrics writer's fast path, which
+skips pydantic for the tens of thousands of judgments of a study).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from intake_eval.records import QUESTION_TYPES, Judgment, TurnJudgment
+from intake_eval.records import QUESTION_TYPES, Judgment
 
 NON_PROBING = frozenset({"treatment_planning", "other"})
+_QTYPES = frozenset(QUESTION_TYPES)
+_NO_LABEL = (False, False)
 
 
-def _clinician_turns(judgment: Judgment) -> list[TurnJudgment]:
-    return sorted((turn for turn in judgment.turns if turn.turn >= 1), key=lambda turn: turn.turn)
+@dataclass(frozen=True, slots=True)
+class TurnLabels:
+    """One judged turn: domain -> (asked_about, disclosed)."""
+
+    turn: int
+    question_type: str
+    patient_faithful: bool
+    domains: dict[str, tuple[bool, bool]]
 
 
-def _label(turn: TurnJudgment, domain: str) -> tuple[bool, bool]:
-    label = turn.domains.get(domain)
-    return (label.asked_about, label.disclosed) if label is not None else (False, False)
+def turn_labels(judgment: Judgment) -> list[TurnLabels]:
+    """The judgment's turns sorted by turn number (stable), labels as (asked_about, disclosed)."""
+    return [TurnLabels(t.turn, t.question_type, t.patient_faithful,
+                       {d: (label.asked_about, label.disclosed) for d, label in t.domains.items()})
+            for t in sorted(judgment.turns, key=lambda t: t.turn)]
 
 
-def actively_covered_domains(judgment: Judgment, hidden: Sequence[str]) -> set[str]:
-    """Hidden domains with some turn where asked_about and disclosed are both true."""
-    return {d for d in hidden if any(all(_label(turn, d)) for turn in judgment.turns)}
-
-
-def bled_domains(judgment: Judgment, hidden: Sequence[str]) -> set[str]:
-    """Hidden domains with some turn where disclosed is true while asked_about is false."""
-    covered = set()
-    for domain in hidden:
-        for turn in judgment.turns:
-            asked, disclosed = _label(turn, domain)
-            if disclosed and not asked:
-                covered.add(domain)
-                break
-    return covered
-
-
-def active_coverage_rate(judgment: Judgment, hidden: Sequence[str]) -> float | None:
-    if not hidden:
+def turn_labels_from_data(data: dict[str, Any]) -> list[TurnLabels] | None:
+    """Labels straight from a judgment's JSON dict, or None when any field is not in the exact
+    form the Judgment model would accept unchanged (then validate it with pydantic instead)."""
+    turns = data.get("turns", [])
+    if type(turns) is not list:
         return None
-    return len(actively_covered_domains(judgment, hidden)) / len(hidden)
+    out = []
+    for t in turns:
+        if type(t) is not dict:
+            return None
+        number, qtype, faithful, domains = t.get("turn"), t.get("question_type"), t.get("patient_faithful", True), t.get("domains")
+        if type(number) is not int or qtype not in _QTYPES or type(faithful) is not bool or type(domains) is not dict:
+            return None
+        labels = {}
+        for domain, label in domains.items():
+            if type(label) is not dict:
+                return None
+            asked, disclosed = label.get("asked_about"), label.get("disclosed")
+            if type(asked) is not bool or type(disclosed) is not bool or type(label.get("reasoning", "")) is not str:
+                return None
+            labels[domain] = (asked, disclosed)
+        if type(t.get("reasoning", "")) is not str:
+            return None
+        out.append(TurnLabels(number, qtype, faithful, labels))
+    out.sort(key=lambda t: t.turn)
+    return out
 
 
-def bleed_rate(judgment: Judgment, hidden: Sequence[str]) -> float | None:
-    if not hidden:
-        return None
-    return len(bled_domains(judgment, hidden)) / len(hidden)
-
-
-def first_treatment_planning_turn(judgment: Judgment) -> int | None:
-    """Smallest clinician turn (≥ 1) whose question_type is treatment_planning."""
-    for turn in _clinician_turns(judgment):
-        if turn.question_type == "treatment_planning":
-            return turn.turn
-    return None
-
-
-def premature_closure_turn(judgment: Judgment) -> int | None:
-    """Smallest t such that every clinician turn from t to the last is treatment_planning or other.
-
-    None when the last turn still probes (the clinician never closed) or there are no turns.
-    """
-    turns = _clinician_turns(judgment)
-    closure: int | None = None
-    for turn in reversed(turns):
-        if turn.question_type not in NON_PROBING:
-            break
-        closure = turn.turn
-    return closure
-
-
-def patient_leak_count(judgment: Judgment) -> int:
-    """Turns (the opening included) the judge marked patient_faithful = false."""
-    return sum(1 for turn in judgment.turns if not turn.patient_faithful)
-
-
-def coverage_trajectory(judgment: Judgment, hidden: Sequence[str]) -> list[tuple[int, float | None]]:
-    """(turn, cumulative active coverage after that turn) for every judged turn, opening included."""
-    if not judgment.turns:
-        return []
-    caught: set[str] = set()
-    points = []
-    for turn in sorted(judgment.turns, key=lambda t: t.turn):
-        caught.update(d for d in hidden if all(_label(turn, d)))
-        points.append((turn.turn, len(caught) / len(hidden) if hidden else None))
-    return points
-
+# ---------------------------------------------------------------- definitions (over TurnLabels)
 
 @dataclass(frozen=True)
 class DomainOutcome:
@@ -99,18 +77,6 @@ class DomainOutcome:
     bled: bool
     first_asked_turn: int | None
     first_covered_turn: int | None
-
-
-def domain_outcomes(judgment: Judgment, hidden: Sequence[str]) -> list[DomainOutcome]:
-    """Per hidden domain: was it caught (asked + disclosed), did it bleed, and when."""
-    ordered = sorted(judgment.turns, key=lambda t: t.turn)
-    outcomes = []
-    for domain in hidden:
-        first_asked = next((t.turn for t in ordered if _label(t, domain)[0]), None)
-        first_covered = next((t.turn for t in ordered if all(_label(t, domain))), None)
-        bled = any(_label(t, domain)[1] and not _label(t, domain)[0] for t in ordered)
-        outcomes.append(DomainOutcome(domain, first_covered is not None, bled, first_asked, first_covered))
-    return outcomes
 
 
 @dataclass(frozen=True)
@@ -138,18 +104,120 @@ class ConversationMetrics:
         return row
 
 
-def conversation_metrics(judgment: Judgment, hidden: Sequence[str]) -> ConversationMetrics:
-    clinician_turns = _clinician_turns(judgment)
+@dataclass(frozen=True)
+class Figures:
+    """Everything the metrics tables need from one judgment, computed in one pass."""
+
+    metrics: ConversationMetrics
+    outcomes: list[DomainOutcome]
+    trajectory: list[tuple[int, float | None]]
+    covered: set[str]
+
+
+def _domain_scan(turns: Sequence[TurnLabels], domain: str) -> tuple[int | None, int | None, bool]:
+    """(first asked turn, index of the first asked-and-disclosed turn, bled) of one domain."""
+    first_asked = covered_at = None
+    bled = False
+    for index, turn in enumerate(turns):
+        asked, disclosed = turn.domains.get(domain, _NO_LABEL)
+        if asked and first_asked is None:
+            first_asked = turn.turn
+        if asked and disclosed and covered_at is None:
+            covered_at = index
+        bled = bled or (disclosed and not asked)
+    return first_asked, covered_at, bled
+
+
+def first_treatment_planning(turns: Sequence[TurnLabels]) -> int | None:
+    """Smallest clinician turn (≥ 1) whose question_type is treatment_planning."""
+    return next((t.turn for t in turns if t.turn >= 1 and t.question_type == "treatment_planning"), None)
+
+
+def premature_closure(turns: Sequence[TurnLabels]) -> int | None:
+    """Smallest t such that every clinician turn from t to the last is treatment_planning or other.
+
+    None when the last turn still probes (the clinician never closed) or there are no turns.
+    """
+    closure: int | None = None
+    for turn in reversed([t for t in turns if t.turn >= 1]):
+        if turn.question_type not in NON_PROBING:
+            break
+        closure = turn.turn
+    return closure
+
+
+def figures(turns: Sequence[TurnLabels], hidden: Sequence[str]) -> Figures:
+    """Coverage, bleed, turn metrics, per-domain outcomes and the coverage trajectory."""
+    scans = {domain: _domain_scan(turns, domain) for domain in dict.fromkeys(hidden)}
+    covered = {d for d, (_, at, _) in scans.items() if at is not None}
+    bled = {d for d, (_, _, b) in scans.items() if b}
+    outcomes = [DomainOutcome(d, scans[d][1] is not None, scans[d][2], scans[d][0],
+                              turns[scans[d][1]].turn if scans[d][1] is not None else None) for d in hidden]
+    caught_by = [0] * (len(turns) + 1)
+    for _, at, _ in scans.values():
+        if at is not None:
+            caught_by[at] += 1
+    trajectory, caught = [], 0
+    for index, turn in enumerate(turns):
+        caught += caught_by[index]
+        trajectory.append((turn.turn, caught / len(hidden) if hidden else None))
+    clinician = [t for t in turns if t.turn >= 1]
     mix = {qtype: 0 for qtype in QUESTION_TYPES}
-    for turn in clinician_turns:
+    for turn in clinician:
         mix[turn.question_type] += 1
-    return ConversationMetrics(
-        active_coverage_rate=active_coverage_rate(judgment, hidden),
-        bleed_rate=bleed_rate(judgment, hidden),
-        first_treatment_planning_turn=first_treatment_planning_turn(judgment),
-        premature_closure_turn=premature_closure_turn(judgment),
-        patient_leak_count=patient_leak_count(judgment),
-        n_hidden=len(hidden),
-        n_turns=len(clinician_turns),
-        question_types=mix,
+    metrics = ConversationMetrics(
+        active_coverage_rate=len(covered) / len(hidden) if hidden else None,
+        bleed_rate=len(bled) / len(hidden) if hidden else None,
+        first_treatment_planning_turn=first_treatment_planning(turns),
+        premature_closure_turn=premature_closure(turns),
+        patient_leak_count=sum(1 for t in turns if not t.patient_faithful),
+        n_hidden=len(hidden), n_turns=len(clinician), question_types=mix,
     )
+    return Figures(metrics, outcomes, trajectory, covered)
+
+
+# ---------------------------------------------------------------- the same, from a Judgment
+
+def actively_covered_domains(judgment: Judgment, hidden: Sequence[str]) -> set[str]:
+    """Hidden domains with some turn where asked_about and disclosed are both true."""
+    return figures(turn_labels(judgment), hidden).covered
+
+
+def bled_domains(judgment: Judgment, hidden: Sequence[str]) -> set[str]:
+    """Hidden domains with some turn where disclosed is true while asked_about is false."""
+    return {o.domain for o in figures(turn_labels(judgment), hidden).outcomes if o.bled}
+
+
+def active_coverage_rate(judgment: Judgment, hidden: Sequence[str]) -> float | None:
+    return figures(turn_labels(judgment), hidden).metrics.active_coverage_rate
+
+
+def bleed_rate(judgment: Judgment, hidden: Sequence[str]) -> float | None:
+    return figures(turn_labels(judgment), hidden).metrics.bleed_rate
+
+
+def first_treatment_planning_turn(judgment: Judgment) -> int | None:
+    return first_treatment_planning(turn_labels(judgment))
+
+
+def premature_closure_turn(judgment: Judgment) -> int | None:
+    return premature_closure(turn_labels(judgment))
+
+
+def patient_leak_count(judgment: Judgment) -> int:
+    """Turns (the opening included) the judge marked patient_faithful = false."""
+    return sum(1 for turn in judgment.turns if not turn.patient_faithful)
+
+
+def coverage_trajectory(judgment: Judgment, hidden: Sequence[str]) -> list[tuple[int, float | None]]:
+    """(turn, cumulative active coverage after that turn) for every judged turn, opening included."""
+    return figures(turn_labels(judgment), hidden).trajectory
+
+
+def domain_outcomes(judgment: Judgment, hidden: Sequence[str]) -> list[DomainOutcome]:
+    """Per hidden domain: was it caught (asked + disclosed), did it bleed, and when."""
+    return figures(turn_labels(judgment), hidden).outcomes
+
+
+def conversation_metrics(judgment: Judgment, hidden: Sequence[str]) -> ConversationMetrics:
+    return figures(turn_labels(judgment), hidden).metrics

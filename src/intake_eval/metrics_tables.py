@@ -15,14 +15,18 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import warnings
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from intake_eval.agreement import PairedLabels, agreement_rows, judgment_units
-from intake_eval.metrics import conversation_metrics, coverage_trajectory, domain_outcomes
+from pydantic import ValidationError
+
+from intake_eval.agreement import PairedLabels, agreement_rows, compact_units, units_from_labels
+from intake_eval.errors import IntakeEvalError
+from intake_eval.metrics import TurnLabels, figures, turn_labels, turn_labels_from_data
 from intake_eval.records import QUESTION_TYPES, Judgment, Profile
 from intake_eval.stats import bootstrap_mean_ci, mean_or_none, median_with_undefined, paired_comparison
 from intake_eval.store import RunPaths, iter_json_lines, iter_records, write_text_atomic
@@ -43,8 +47,9 @@ class _Collected:
     outcomes: dict[tuple[str, str], list] = field(default_factory=dict)
     trajectories: dict[tuple[str, str], list] = field(default_factory=dict)
     qtypes: dict[tuple[str, str], dict[int, str]] = field(default_factory=dict)
-    units: dict[tuple[str, str], dict] = field(default_factory=dict)
+    units: dict[tuple[str, str], tuple] = field(default_factory=dict)  # agreement.CompactUnits
     conversations: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> small meta
+    shared_keys: dict[tuple, tuple] = field(default_factory=dict)  # unit-key tuples stored once
 
 
 def _profile_facts(paths: RunPaths) -> dict[str, dict[str, Any]]:
@@ -68,9 +73,34 @@ def _conversation_meta(paths: RunPaths, collected: _Collected) -> None:
             }
 
 
-def _collect_judgment(judgment: Judgment, facts: dict[str, Any] | None, collected: _Collected) -> None:
+def iter_judgment_labels(path: Path) -> Iterator[tuple[Judgment, list[TurnLabels]]]:
+    """Stream (judgment without its turns, its labels). Pydantic validates the record's header
+    always and its turns only when they are not already in canonical form (the labels are then
+    exactly what the Judgment model would hold); a record it rejects is skipped with a warning."""
+    from intake_eval import SCHEMA_VERSION
+
+    for data in iter_json_lines(path):
+        version = data.get("schema_version", 1)
+        if isinstance(version, int) and version > SCHEMA_VERSION:
+            raise IntakeEvalError(
+                f"{path}: written by a newer intake-eval (schema_version {version} > {SCHEMA_VERSION}); upgrade to read it")
+        labels = turn_labels_from_data(data)
+        try:
+            if labels is None:
+                judgment = Judgment.model_validate(data)
+                labels, judgment.turns = turn_labels(judgment), []
+            else:
+                judgment = Judgment.model_validate({**data, "turns": []})
+        except ValidationError:
+            warnings.warn(f"{path}: skipping a record that does not match Judgment", stacklevel=2)
+            continue
+        yield judgment, labels
+
+
+def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: dict[str, Any] | None,
+                      collected: _Collected) -> None:
     key = (judgment.judge, judgment.conversation_id)
-    hidden = facts["hidden"] if facts else sorted({d for t in judgment.turns for d in t.domains})
+    hidden = facts["hidden"] if facts else sorted({d for t in labels for d in t.domains})
     row: dict[str, Any] = {
         "conversation_id": judgment.conversation_id, "judge": judgment.judge, "judge_mode": judgment.mode,
         "clinician": judgment.clinician, "phenotype": (facts or {}).get("phenotype") or judgment.phenotype,
@@ -84,15 +114,16 @@ def _collect_judgment(judgment: Judgment, facts: dict[str, Any] | None, collecte
     for name in ("outcomes", "trajectories", "qtypes", "units"):
         getattr(collected, name).pop(key, None)
     if judgment.ok:
-        row.update(conversation_metrics(judgment, hidden).as_row())
-        outcomes = domain_outcomes(judgment, hidden)
+        result = figures(labels, hidden)
+        row.update(result.metrics.as_row())
+        outcomes = result.outcomes
         row["caught_domains"] = ";".join(o.domain for o in outcomes if o.actively_covered)
         row["missed_domains"] = ";".join(o.domain for o in outcomes if not o.actively_covered)
         row["bled_domains"] = ";".join(o.domain for o in outcomes if o.bled)
         collected.outcomes[key] = outcomes
-        collected.trajectories[key] = coverage_trajectory(judgment, hidden)
-        collected.qtypes[key] = {t.turn: t.question_type for t in judgment.turns if t.turn >= 1}
-        collected.units[key] = judgment_units(judgment, hidden)
+        collected.trajectories[key] = result.trajectory
+        collected.qtypes[key] = {t.turn: t.question_type for t in labels if t.turn >= 1}
+        collected.units[key] = compact_units(units_from_labels(labels, hidden, result.covered), collected.shared_keys)
     collected.rows[key] = row
 
 
@@ -101,8 +132,8 @@ def collect(paths: RunPaths) -> _Collected:
     collected = _Collected()
     _conversation_meta(paths, collected)
     for path in paths.judgment_files():
-        for judgment in iter_records(path, Judgment):
-            _collect_judgment(judgment, facts.get(judgment.profile_id), collected)
+        for judgment, labels in iter_judgment_labels(path):
+            _collect_judgment(judgment, labels, facts.get(judgment.profile_id), collected)
     return collected
 
 
@@ -214,7 +245,7 @@ def agreement_table(collected: _Collected) -> list[dict[str, Any]]:
     for judge_a, judge_b in itertools.combinations(sorted(by_judge), 2):
         pairs = PairedLabels.empty()
         for conversation_id in sorted(by_judge[judge_a].keys() & by_judge[judge_b].keys()):
-            pairs.add(by_judge[judge_a][conversation_id], by_judge[judge_b][conversation_id])
+            pairs.add_compact(by_judge[judge_a][conversation_id], by_judge[judge_b][conversation_id])
         for row in agreement_rows(pairs):
             out.append({"judge_a": judge_a, "judge_b": judge_b, "conversations": pairs.conversations,
                         **row.__dict__})

@@ -3,7 +3,8 @@ concurrently, write each as it finishes, resume after any crash.
 
 - Resume: ids already ``ok`` on disk are skipped; failed ones are run again (the later record
   supersedes the earlier one); files are compacted at the end, so a resumed file equals an
-  uninterrupted one.
+  uninterrupted one. With formulations on, ok records without one (missing, or a provider error)
+  get it requested first (``formulation_resume``).
 - Concurrency: ``concurrency`` workers pull from one queue; each model's own limiter (in the
   pool) bounds its request rate underneath.
 - Budget: no new conversation starts once this invocation's spending reaches the budget;
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from intake_eval.conversation import Participants, PlannedConversation, run_conversation
+from intake_eval.formulation_resume import allow_formulation_upgrade, request_missing_formulations
 from intake_eval.models.base import ChatModel, ChatResult
 from intake_eval.records import Conversation, Profile, Usage
 from intake_eval.store import JsonlWriter, RunPaths, compact, done_keys
@@ -94,6 +96,7 @@ class RunTotals:
     started: float = field(default_factory=time.monotonic)
     per_clinician: dict[str, dict[str, int]] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)  # reason -> count
+    formulations: dict[str, int] = field(default_factory=dict)  # re-requested for ok records: status -> count
     usage: dict[str, Usage] = field(default_factory=dict)  # model alias -> usage (from records)
 
     @property
@@ -155,6 +158,8 @@ async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, 
     totals.to_run += len(todo)
     refresh = on_update or (lambda _totals: None)
     refresh(totals)
+    await request_missing_formulations(plan, pool, paths=paths, concurrency=concurrency, budget=budget,
+                                       totals=totals, refresh=refresh)  # issue 8: see formulation_resume
     if not todo:
         return totals
     patient_model = pool.get(patient)
@@ -286,6 +291,7 @@ def begin_run_stage(manifest: Any, paths: RunPaths, settings: RunSettings, role_
     """
     from intake_eval.prompts import prompt_hashes
 
+    allow_formulation_upgrade(manifest, settings, role_specs, paths.profiles, force=force)
     manifest.begin_stage("run", stage_config(settings, role_specs, paths.profiles), force=force,
                          outputs=[paths.conversations_dir, paths.judgments_dir, paths.metrics_dir, paths.report_dir])
     _record_clinician_models(manifest, clinician_specs)
@@ -384,6 +390,7 @@ def execute_run(paths: RunPaths, settings: RunSettings, *, models_file: Path | N
                 "last_invocation": {"ran": totals.ok + totals.failed, "skipped": totals.skipped,
                                     "failed": totals.failed, "failures": totals.failures,
                                     "spent_usd": round(totals.dollars, 6), "budget_reached": totals.budget_reached,
+                                    "formulations": totals.formulations,
                                     "limit": settings.limit, "seconds": round(time.monotonic() - totals.started, 1)},
             },
         )

@@ -39,7 +39,8 @@ def run(
     formulation: Annotated[bool, typer.Option(
         "--formulation/--no-formulation", help="After the last turn, ask each clinician for a case formulation "
         "(working diagnosis, differential, suicide/self-harm risk) in the same context; not a turn, never shown "
-        "to the patient. Scored by `intake-eval judge` into metrics/diagnosis.csv and metrics/safety.csv.")] = False,
+        "to the patient. Scored by `intake-eval judge` into metrics/diagnosis.csv and metrics/safety.csv. "
+        "Conversations already on disk without one (made before, or a provider error) get it requested.")] = False,
     no_cache: NoCacheOption = False,
     force: ForceOption = False,
     run_dir: RunDirOption = DEFAULT_RUN_DIR,
@@ -85,10 +86,10 @@ def run(
     )
     paths = RunPaths(Path(run_dir))
     result = execute_run(paths, settings, models_file=models, use_cache=not no_cache, force=force, console=out)
-    _summarize(out, paths, result)
+    _summarize(out, paths, result, formulation=formulation)
 
 
-def _summarize(out, paths, result) -> None:
+def _summarize(out, paths, result, *, formulation: bool = False) -> None:
     totals, counts = result.totals, result.counts
     spent = f"${totals.dollars:.2f}" + ("" if totals.cost_known else " (some prices unknown)")
     out.print(
@@ -97,6 +98,17 @@ def _summarize(out, paths, result) -> None:
     )
     for clinician, cell in sorted(result.per_clinician.items()):
         out.print(f"  {clinician}: {cell['ok']} ok, {cell['failed']} failed, {cell['not_started']} not started")
+    if totals.formulations:
+        statuses = ", ".join(f"{k}: {v}" for k, v in sorted(totals.formulations.items()))
+        out.print(f"formulations requested for {sum(totals.formulations.values())} conversations already on disk "
+                  f"({statuses})")
+    if formulation:
+        from intake_eval.formulation_resume import provider_error_formulations
+
+        unanswered = provider_error_formulations(paths, sorted(result.per_clinician))
+        if unanswered:
+            out.print(f"[yellow]{unanswered} formulations failed at the provider[/]: their conversations are kept; "
+                      "run the same command again to request them again.")
     if result.interrupted:
         out.print("[yellow]interrupted[/]: finished conversations are saved; run the same command again to resume.")
         raise typer.Exit(130)

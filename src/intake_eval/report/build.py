@@ -175,16 +175,18 @@ def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[
     step("reading records and metrics")
     data = load_run(paths)
     judges = order_judges(data.judgments, data.manifest, judge)
+    data.primary_judge = judges[0] if judges else None
     step("computing views")
     views = build_views(data, judges)
     labels = domain_labels(data)
     step("drawing charts")
     chart_svgs = render_charts(views, labels)
     step("writing transcript shards")
-    fingerprint = viewer.sources_fingerprint([paths.profiles, *paths.conversation_files(), *paths.judgment_files()], judges)
+    fingerprint = viewer.sources_fingerprint([paths.profiles, *paths.conversation_files(), *paths.judgment_files(),
+                                              paths.metrics("diagnosis")], judges)
     shard_of = viewer.write_shards(paths.report_shards_dir, data.profiles, data.conversations,
                                    {j: data.judgments[j] for j in judges}, progress=shard_progress,
-                                   fingerprint=fingerprint)
+                                   fingerprint=fingerprint, diagnosis=viewer.diagnosis_facts(data.tables.get("diagnosis")))
     step("writing index.html and summary.md")
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     run = {"name": data.manifest.get("run_name") or paths.root.name, "primary": views["primary"], "judges": judges,

@@ -2,8 +2,9 @@
 
 Registered with ``report.html.register_section`` under the names of their metrics CSVs (safety,
 diagnosis); the per-clinician numbers come from metrics/safety_clinicians.csv and
-metrics/diagnosis_clinicians.csv, the scatter from metrics/diagnosis.csv. Only the primary judge's
-rows are shown. A safety/diagnosis CSV without the expected columns is shown as a plain table.
+metrics/diagnosis_clinicians.csv, the scatter from metrics/diagnosis.csv. Only the report judge's
+rows are shown (``intake-eval report --judge J``, else the primary judge). A safety/diagnosis CSV
+without the expected columns is shown as a plain table.
 ``summary_markdown`` gives the same headline numbers for report/summary.md.
 """
 
@@ -36,6 +37,9 @@ _DIAGNOSIS_NEEDS = ("comorbidity_recall", "active_coverage_rate")
 
 
 def _primary(data: RunData) -> str | None:
+    """The report's judge: ``--judge`` when given (``RunData.primary_judge``), else the declared primary."""
+    if data.primary_judge is not None:
+        return data.primary_judge
     judges = order_judges(data.judgments, data.manifest, None) if data.judgments else []
     return judges[0] if judges else None
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.errors import IntakeEvalError
-from intake_eval.store import RunPaths, iter_json_lines
+from intake_eval.store import ReadStats, RunPaths, iter_json_lines
 
 METRIC_TABLES = ("conversations", "cells", "domains", "trajectories", "agreement", "clinicians", "comparisons", "masking")
 OPTIONAL_TABLES = ("safety", "diagnosis", "trials")
@@ -27,6 +27,7 @@ class RunData:
     judgments: dict[str, dict[str, dict[str, Any]]]  # judge -> conversation_id -> judgment dict
     tables: dict[str, Any] = field(default_factory=dict)  # name -> pandas DataFrame
     notes: list[str] = field(default_factory=list)  # what is missing / stale, said plainly
+    primary_judge: str | None = None  # the judge the report's numbers follow (set by build_report: --judge)
 
     @property
     def judges(self) -> list[str]:
@@ -37,27 +38,41 @@ def read_manifest(paths: RunPaths) -> dict[str, Any]:
     if not paths.manifest.exists():
         return {}
     try:
-        return json.loads(paths.manifest.read_text(encoding="utf-8"))
+        data = json.loads(paths.manifest.read_text(encoding="utf-8"))
     except (ValueError, OSError) as exc:
         raise IntakeEvalError(f"{paths.manifest}: manifest is unreadable ({exc.__class__.__name__})") from None
+    from intake_eval import SCHEMA_VERSION
+
+    version = data.get("schema_version", 0) if isinstance(data, dict) else None
+    if version != SCHEMA_VERSION:  # an older (or newer) layout: its numbers would be read wrongly
+        raise IntakeEvalError(
+            f"{paths.manifest}: run folder has schema_version {version}, this intake-eval reads {SCHEMA_VERSION}; "
+            "report it with the matching intake-eval version")
+    return data
 
 
-def _latest(path: Path, key: str) -> dict[str, dict[str, Any]]:
+def _latest(path: Path, key: str, damage: list[str] | None = None) -> dict[str, dict[str, Any]]:
     latest: dict[str, dict[str, Any]] = {}
-    for data in iter_json_lines(path):
+    stats = ReadStats()
+    for data in iter_json_lines(path, stats):
         if key in data:
             latest[str(data[key])] = data
+    if damage is not None and (stats.skipped_corrupt or stats.truncated_tail):
+        parts = [f"{stats.skipped_corrupt} corrupt line(s) skipped"] if stats.skipped_corrupt else []
+        parts += ["a half-written last line ignored"] if stats.truncated_tail else []
+        damage.append(f"{path}: {' and '.join(parts)}; rerun the stage that writes it to redo those records")
     return latest
 
 
-def load_records(paths: RunPaths) -> tuple[dict, dict, dict]:
-    profiles = _latest(paths.profiles, "profile_id")
+def load_records(paths: RunPaths, damage: list[str] | None = None) -> tuple[dict, dict, dict]:
+    """Latest record per key of every file; ``damage`` collects a sentence per file with skipped lines."""
+    profiles = _latest(paths.profiles, "profile_id", damage)
     conversations: dict[str, dict[str, Any]] = {}
     for path in paths.conversation_files():
-        conversations.update(_latest(path, "conversation_id"))
+        conversations.update(_latest(path, "conversation_id", damage))
     judgments: dict[str, dict[str, dict[str, Any]]] = {}
     for path in paths.judgment_files():
-        for cid, data in _latest(path, "conversation_id").items():
+        for cid, data in _latest(path, "conversation_id", damage).items():
             judgments.setdefault(str(data.get("judge") or path.parent.name), {})[cid] = data
     return profiles, conversations, judgments
 
@@ -125,12 +140,13 @@ def load_run(paths: RunPaths, *, refresh: bool = True) -> RunData:
     if not paths.root.exists():
         raise IntakeEvalError(f"{paths.root}: no such run folder; pass --run-dir or run `intake-eval generate` first")
     manifest = read_manifest(paths)
-    profiles, conversations, judgments = load_records(paths)
+    damage: list[str] = []
+    profiles, conversations, judgments = load_records(paths, damage)
     if not conversations:
         raise IntakeEvalError(
             f"{paths.root}: no conversations yet (conversations/*.jsonl); run `intake-eval run --clinician ALIAS` first"
         )
-    notes: list[str] = []
+    notes: list[str] = list(damage)  # damaged files first: the counts below are short by those records
     if refresh:
         refresh_metrics(paths)
     tables = read_tables(paths, notes)

@@ -4,6 +4,10 @@ Browsers block fetch() from file://, so each shard is a script that registers it
 global callback: ``report/conversations/<shard>.js`` = ``IE_SHARD("<shard>", {...})``. A shard
 holds every conversation of a block of profiles (all clinicians, every judge), so the drilldown
 row of one profile needs one small file. The page inlines only a compact index.
+
+A conversation with a post-intake formulation (issue 8) carries it compactly (``compact_formulation``),
+with each diagnosis's catalog domain from metrics/diagnosis.csv's ``mapping`` column and, per judge,
+the hidden domains it named without their being actively surfaced (``unearned_domains``).
 """
 
 from __future__ import annotations
@@ -72,8 +76,66 @@ def compact_judgment(judgment: dict[str, Any], hidden: list[str]) -> dict[str, A
             "model": judgment.get("judge_model", "")}
 
 
+ERROR_SHOWN, ANSWER_SHOWN = 300, 400  # characters of a failed formulation's error / answer in a shard
+
+
+def diagnosis_facts(table) -> dict[str, dict[str, Any]]:
+    """metrics/diagnosis.csv → conversation_id → {"map": [[slot, name, icd10, domain | None, method], …],
+    "unearned": {judge: [domain, …]}, "core": the phenotype's principal domain, "hit": whether the principal
+    diagnosis maps to it} (judges whose row was scored; mapping and principal hit are the same for every judge)."""
+    needed = ("conversation_id", "judge", "mapping", "unearned_domains", "principal_domain", "principal_hit")
+    if table is None or not set(needed) <= set(table.columns):
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for cid, judge, mapping, unearned, core, hit in zip(*(table[c] for c in needed)):
+        if not isinstance(mapping, str) or not mapping:
+            continue  # judgment not ok or formulation not scored: nothing mapped from this row
+        facts = out.setdefault(str(cid), {"map": None, "unearned": {}})
+        if facts["map"] is None:
+            try:
+                facts["map"] = [[m.get("slot", ""), m.get("name", ""), m.get("icd10", ""), m.get("domain"),
+                                 m.get("method", "")] for m in json.loads(mapping)]
+            except (ValueError, AttributeError):
+                continue
+            facts.update(core=str(core), hit=str(hit).lower() == "true")
+        facts["unearned"][str(judge)] = [d for d in unearned.split(";") if d] if isinstance(unearned, str) else []
+    return out
+
+
+def compact_formulation(record: dict[str, Any] | None, facts: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The formulation for the viewer: status ``s`` (+ error ``e``, truncated answer ``a`` when it failed);
+    if ok, chief complaint ``cc``, problems ``pr``, diagnoses ``dx`` ([slot, name, icd10, domain, method];
+    domain None until the run's diagnosis.csv maps them), risk level ``risk`` and evidence ``ev``,
+    repaired ``rep``, unearned domains per judge ``u``, the phenotype's principal domain ``core`` and
+    whether the principal diagnosis maps to it ``hit``."""
+    if not record:
+        return None
+    out: dict[str, Any] = {"s": str(record.get("status", "invalid"))}
+    if record.get("error"):
+        out["e"] = str(record["error"])[:ERROR_SHOWN]
+    if record.get("answer"):
+        out["a"] = str(record["answer"])[:ANSWER_SHOWN]
+    body = record.get("formulation")
+    if out["s"] != "ok" or not isinstance(body, dict):
+        if out["s"] == "ok":
+            out.update(s="invalid", e="the record says ok but holds no formulation")
+        return out
+    refs = [("principal", body.get("principal_diagnosis"))]
+    refs += [(f"differential[{i}]", ref) for i, ref in enumerate(body.get("differential") or [])]
+    listed = [[slot, str(ref.get("name", "")), str(ref.get("icd10", "")), None, ""]
+              for slot, ref in refs if isinstance(ref, dict)]
+    facts = facts or {}
+    out.update(rep=1 if record.get("repaired") else 0, cc=str(body.get("chief_complaint", "")),
+               pr=[str(p) for p in (body.get("problems") or [])], dx=facts.get("map") or listed,
+               risk=str(body.get("risk_level", "")), ev=str(body.get("risk_evidence", "")),
+               u=facts.get("unearned", {}))
+    if "core" in facts:
+        out.update(core=facts["core"], hit=1 if facts["hit"] else 0)
+    return out
+
+
 def compact_conversation(conv: dict[str, Any], profile: dict[str, Any] | None,
-                         judgments: dict[str, dict[str, Any]]) -> dict[str, Any]:
+                         judgments: dict[str, dict[str, Any]], diagnosis: dict[str, Any] | None = None) -> dict[str, Any]:
     hidden = hidden_domains(conv, profile)
     labels = {draw["domain"]: draw.get("label") or draw["domain"] for draw in (profile or {}).get("hidden", [])}
     presenting = (profile or {}).get("presenting", {})
@@ -93,6 +155,7 @@ def compact_conversation(conv: dict[str, Any], profile: dict[str, Any] | None,
         "termination": conv.get("termination", ""),
         "error": conv.get("error"),
         "presenting": presenting.get("label") or presenting.get("domain", ""),
+        "presenting_domain": presenting.get("domain", ""),
         "who": ", ".join(str(x) for x in (demo.get("name"), demo.get("age"), demo.get("sex"), demo.get("occupation")) if x),
         "hidden": hidden,
         "labels": labels,
@@ -100,6 +163,7 @@ def compact_conversation(conv: dict[str, Any], profile: dict[str, Any] | None,
         "turns": [{"t": t.get("turn"), "c": t.get("clinician", ""), "p": t.get("patient", "")}
                   for t in conv.get("turns", [])],
         "judges": {judge: compact_judgment(j, hidden) for judge, j in judgments.items()},
+        "formulation": compact_formulation(conv.get("formulation"), diagnosis),
     }
 
 
@@ -113,21 +177,22 @@ PARALLEL_MIN_CONVERSATIONS = 2000
 
 
 def _write_shard_batch(batch: list[tuple[str, list[tuple[str, list[str]]]]]) -> int:
-    staging, profiles, conversations, judgments = (_SHARD_INPUT[k] for k in ("staging", "profiles", "conversations", "judgments"))
+    staging, profiles, conversations, judgments, diagnosis = (
+        _SHARD_INPUT[k] for k in ("staging", "profiles", "conversations", "judgments", "diagnosis"))
     written = 0
     for name, members in batch:
         payload = {}
         for pid, cids in members:
             for cid in cids:
                 per_judge = {judge: done[cid] for judge, done in judgments.items() if cid in done}
-                payload[cid] = compact_conversation(conversations[cid], profiles.get(pid), per_judge)
+                payload[cid] = compact_conversation(conversations[cid], profiles.get(pid), per_judge, diagnosis.get(cid))
         text = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
         (staging / f"{name}.js").write_text(f"IE_SHARD({json.dumps(name)},{text});\n", encoding="utf-8")
         written += len(payload)
     return written
 
 
-SHARD_FORMAT = 1  # bump when the shard payload changes, so cached shards are rewritten
+SHARD_FORMAT = 2  # bump when the shard payload changes, so cached shards are rewritten
 FINGERPRINT_FILE = ".fingerprint"
 
 
@@ -142,11 +207,13 @@ def sources_fingerprint(sources: list[Path], judges: list[str]) -> str:
 
 
 def write_shards(target: Path, profiles: dict, conversations: dict, judgments: dict[str, dict],
-                 progress=None, fingerprint: str | None = None) -> dict[str, str]:
+                 progress=None, fingerprint: str | None = None,
+                 diagnosis: dict[str, dict[str, Any]] | None = None) -> dict[str, str]:
     """Write conversations/<shard>.js files (in parallel on big runs); returns conversation_id -> shard name.
 
     With a ``fingerprint`` equal to the one stored beside the shards, the shards on disk are
-    already these inputs' and are kept (a rerun of the report on an unchanged run is quick)."""
+    already these inputs' and are kept (a rerun of the report on an unchanged run is quick).
+    ``diagnosis`` is ``diagnosis_facts`` of metrics/diagnosis.csv (formulation mapping per conversation)."""
     by_profile: dict[str, list[str]] = {}
     for cid, conv in conversations.items():
         by_profile.setdefault(conv.get("profile_id", ""), []).append(cid)
@@ -167,7 +234,8 @@ def write_shards(target: Path, profiles: dict, conversations: dict, judgments: d
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
-    _SHARD_INPUT.update(staging=staging, profiles=profiles, conversations=conversations, judgments=judgments)
+    _SHARD_INPUT.update(staging=staging, profiles=profiles, conversations=conversations, judgments=judgments,
+                        diagnosis=diagnosis or {})
     try:
         batches = [shards[i:i + 8] for i in range(0, len(shards), 8)]
         workers = min(os.cpu_count() or 1, 8)

@@ -229,7 +229,52 @@
     });
     table.appendChild(body);
     box.appendChild(el("div", { cls: "vgrid" }, [el("div", { cls: "scroll" }, [table]), el("aside", { cls: "panel", id: "panel" })]));
+    var formulation = formulationBlock(conv);
+    if (formulation) box.appendChild(formulation);
     renderPanel();
+  }
+
+  /* ------------------------------------------------------------ post-intake formulation (issue 8) */
+  function diagnosisVerdict(conv, f, domain) {
+    /* [css class, text]: where the diagnosis lands against this profile, under the selected judge. */
+    if (!domain) return ["fx-none", "not mapped to a catalog domain"];
+    if (conv.hidden.indexOf(domain) >= 0) {
+      var unearned = f.u ? f.u[state.judge] : undefined;
+      if (unearned === undefined) return ["fx-hit", "hidden domain of this profile (hit); surfacing not scored by " + (state.judge || "a judge")];
+      if (unearned.indexOf(domain) >= 0) return ["fx-unearned", "hidden domain (hit), unearned: never actively surfaced in the interview"];
+      return ["fx-hit", "hidden domain (hit), actively surfaced in the interview"];
+    }
+    if (domain === conv.presenting_domain) return ["fx-presenting", "the presenting concern"];
+    return ["fx-other", "not a domain of this profile"];
+  }
+  function formulationBlock(conv) {
+    var f = conv.formulation;
+    if (!f) return null;
+    var box = el("div", { cls: "formulation", id: "formulation" }, [
+      el("h4", {}, ["Post-intake formulation", el("span", { cls: "badge", text: "not shown to the patient" }),
+        f.rep ? el("span", { cls: "badge", text: "repaired once" }) : null])]);
+    if (f.s !== "ok") {
+      box.appendChild(el("p", {}, [el("span", { cls: "badge fail", text: f.s }), " " + (f.e || "")]));
+      if (f.a) box.appendChild(el("div", { cls: "why", text: "answer: " + f.a }));
+      return box;
+    }
+    box.appendChild(el("p", {}, [el("b", { text: "Chief complaint: " }), f.cc]));
+    if (f.pr.length) box.appendChild(el("p", {}, [el("b", { text: "Problems: " }), f.pr.join(" \u00b7 ")]));
+    var rows = f.dx.map(function (d) {
+      var verdict = diagnosisVerdict(conv, f, d[3]);
+      return el("tr", { cls: verdict[0], "data-domain": d[3] || "" }, [
+        el("td", { cls: "l", text: d[0] === "principal" ? "principal" : "differential" }),
+        el("td", { cls: "l" }, [d[1], d[2] ? el("span", { cls: "qt", text: " ICD-10 " + d[2] }) : null]),
+        el("td", { cls: "l" }, [d[3] ? label(d[3]) : "\u2013", d[4] ? el("span", { cls: "qt", text: " (" + d[4] + ")" }) : null]),
+        el("td", { cls: "l", text: verdict[1] })]);
+    });
+    box.appendChild(el("table", { cls: "data fx" }, [
+      el("thead", {}, [el("tr", {}, ["", "diagnosis", "catalog domain (how mapped)", "in this profile"].map(function (h) { return el("th", { cls: "l", text: h }); }))]),
+      el("tbody", {}, rows)]));
+    if (f.core) box.appendChild(el("p", { cls: "qt", id: "formulation-core", text: "Principal diagnosis " + (f.hit ? "matches" : "does not match")
+      + " the phenotype's diagnostic core (" + label(f.core) + ")." }));
+    box.appendChild(el("p", {}, [el("b", { text: "Risk: " }), el("span", { cls: "badge risk-" + f.risk, text: f.risk }), " " + f.ev]));
+    return box;
   }
 
   /* ------------------------------------------------------------ picker */
