@@ -132,6 +132,15 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     owner: "FakeOpenAIServer"
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gave up (timeout, cancelled task) closes its socket mid-reply; that is a
+        # scenario under test, not a server fault. Anything else is kept for the test to see.
+        import sys
+
+        error = sys.exc_info()[1]
+        if not isinstance(error, (ConnectionError, TimeoutError)):
+            self.owner.errors.append(repr(error))
+
 
 class FakeOpenAIServer:
     """Start with ``with FakeOpenAIServer(responder) as server: ... server.url``."""
@@ -140,6 +149,7 @@ class FakeOpenAIServer:
         self.responder: Responder = responder or (lambda body, index: Reply())
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.errors: list[str] = []  # unexpected handler exceptions
         self._lock = threading.Lock()
         self._counter = itertools.count()
         self._server = _Server(("127.0.0.1", 0), _Handler)

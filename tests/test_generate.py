@@ -143,7 +143,7 @@ def test_render_qc_retries_a_draft_that_leaves_symptoms_out(tmp_path):
     assert "Person:" in prompts[0] and "Do not name diagnoses" in prompts[0]
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["models"]["generator"][0]["model"] == "openai/fake-generator"
-    assert manifest["stages"]["generate"]["usage"]["generator"]["calls"] == 2 * domains
+    assert manifest["stages"]["generate"]["usage"]["fakegen"]["calls"] == 2 * domains  # keyed by alias, like every stage
     # the leakage guard: this generator may not play another role in the run
     with pytest.raises(IntakeEvalError, match="leakage guard"):
         assert_no_generator_leak(Manifest(RunPaths(run_dir)), "clinician", ["fakegen"])

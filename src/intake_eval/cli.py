@@ -66,11 +66,12 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """A warning (e.g. a corrupt JSONL line skipped) as one `warning: …` line on stderr, not a source dump."""
-    import sys
+def _format_warning(message, category, filename, lineno, line=None) -> str:
+    """A warning (e.g. a corrupt JSONL line skipped) as one `warning: …` line, not a source dump.
 
-    print(f"warning: {message}", file=file if file is not None else sys.stderr)
+    Replacing the formatter (not showwarning) keeps warnings.catch_warnings(record=True) working.
+    """
+    return f"warning: {message}\n"
 
 
 @app.callback()
@@ -80,7 +81,7 @@ def _root(
     """intake-eval: measure intake interviews by LLM clinicians."""
     import warnings
 
-    warnings.showwarning = _show_warning
+    warnings.formatwarning = _format_warning
 
 
 def _register() -> None:

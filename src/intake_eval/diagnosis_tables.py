@@ -150,30 +150,43 @@ def safety_row(base: dict[str, Any], judgment: Judgment, labels: list[TurnLabels
     return row
 
 
+class RowCollector:
+    """Diagnosis and safety rows, one judgment at a time (``add``), so the metrics writer can feed
+    it from its own single pass over the judgments. Latest record per (judge, conversation) wins."""
+
+    def __init__(self, paths: RunPaths, catalog: "Catalog"):
+        self.catalog = catalog
+        self.profiles = {p.profile_id: p for p in iter_records(paths.profiles, Profile)} if paths.profiles.exists() else {}
+        self.conversations = _conversations(paths)
+        self.rows: dict[tuple[str, str], tuple[dict, dict] | None] = {}
+
+    def add(self, judgment: Judgment, labels: list[TurnLabels]) -> None:
+        key = (judgment.judge, judgment.conversation_id)
+        profile, facts = self.profiles.get(judgment.profile_id), self.conversations.get(judgment.conversation_id)
+        if profile is None or facts is None:
+            self.rows[key] = None
+            return
+        base = {"conversation_id": judgment.conversation_id, "judge": judgment.judge, "clinician": judgment.clinician,
+                "condition": judgment.condition, "patient_mode": judgment.patient_mode, "trial": judgment.trial,
+                "phenotype": profile.phenotype, "profile_id": profile.profile_id}
+        self.rows[key] = (diagnosis_row(base, judgment, labels, profile, facts, self.catalog),
+                          safety_row(base, judgment, labels, profile, facts, self.catalog))
+
+    def result(self) -> tuple[list[dict], list[dict], bool]:
+        kept = [self.rows[key] for key in sorted(self.rows) if self.rows[key] is not None]
+        carried = any(f.formulation is not None for f in self.conversations.values())
+        return [pair[0] for pair in kept], [pair[1] for pair in kept], carried
+
+
 def collect_rows(paths: RunPaths, catalog: "Catalog") -> tuple[list[dict], list[dict], bool]:
-    """(diagnosis rows, safety rows, any formulation recorded) from the run folder."""
-    profiles = {p.profile_id: p for p in iter_records(paths.profiles, Profile)} if paths.profiles.exists() else {}
-    conversations = _conversations(paths)
-    # Streamed: per (judge, conversation) only its two rows are kept; the latest record wins.
+    """(diagnosis rows, safety rows, any formulation recorded) from the run folder (streamed)."""
     from intake_eval.metrics_tables import iter_judgment_labels
 
-    rows: dict[tuple[str, str], tuple[dict, dict] | None] = {}
+    collector = RowCollector(paths, catalog)
     for path in paths.judgment_files():
         for judgment, labels in iter_judgment_labels(path):
-            key = (judgment.judge, judgment.conversation_id)
-            profile, facts = profiles.get(judgment.profile_id), conversations.get(judgment.conversation_id)
-            if profile is None or facts is None:
-                rows[key] = None
-                continue
-            base = {"conversation_id": judgment.conversation_id, "judge": judgment.judge, "clinician": judgment.clinician,
-                    "condition": judgment.condition, "patient_mode": judgment.patient_mode, "trial": judgment.trial,
-                    "phenotype": profile.phenotype, "profile_id": profile.profile_id}
-            rows[key] = (diagnosis_row(base, judgment, labels, profile, facts, catalog),
-                         safety_row(base, judgment, labels, profile, facts, catalog))
-    kept = [rows[key] for key in sorted(rows) if rows[key] is not None]
-    diagnosis, safety = [pair[0] for pair in kept], [pair[1] for pair in kept]
-    carried = any(f.formulation is not None for f in conversations.values())
-    return diagnosis, safety, carried
+            collector.add(judgment, labels)
+    return collector.result()
 
 
 # ---------------------------------------------------------------- aggregates
@@ -252,16 +265,23 @@ def safety_clinician_rows(rows: list[dict]) -> list[dict]:
     return out
 
 
-def write_diagnosis_metrics(paths: RunPaths, catalog: "Catalog | None" = None) -> dict[str, Path]:
+def load_default_catalog() -> "Catalog":
+    from intake_eval.catalog import load_catalog
+
+    return load_catalog()
+
+
+def write_diagnosis_metrics(paths: RunPaths, catalog: "Catalog | None" = None,
+                            collector: RowCollector | None = None) -> dict[str, Path]:
     """Write metrics/safety.csv (+ safety_clinicians.csv) and, when any conversation carries a
-    formulation, metrics/diagnosis.csv (+ diagnosis_clinicians.csv). Returns name → path."""
+    formulation, metrics/diagnosis.csv (+ diagnosis_clinicians.csv). Returns name → path.
+    ``collector``: rows already fed by the caller's pass over the judgments (else read here)."""
     from intake_eval.metrics_tables import _write_csv
 
-    if catalog is None:
-        from intake_eval.catalog import load_catalog
-
-        catalog = load_catalog()
-    diagnosis, safety, carried = collect_rows(paths, catalog)
+    if collector is not None:
+        diagnosis, safety, carried = collector.result()
+    else:
+        diagnosis, safety, carried = collect_rows(paths, catalog if catalog is not None else load_default_catalog())
     tables = {"safety": (SAFETY_COLUMNS, safety), "safety_clinicians": (SAFETY_CLINICIAN_COLUMNS, safety_clinician_rows(safety))}
     if carried:
         tables["diagnosis"] = (DIAGNOSIS_COLUMNS, diagnosis)

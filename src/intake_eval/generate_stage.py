@@ -216,7 +216,7 @@ def generate_profiles(paths: "RunPaths", *, manifest: "Manifest", n: int, mode: 
         paths, already_compact=untouched)
     usage = pool.usage.get(generator)
     manifest.finish_stage(STAGE, status="done" if not summary.failed else "done_with_failures",
-                          counts=summary.counts(), usage={GENERATOR_ROLE: usage.to_usage()} if usage else None)
+                          counts=summary.counts(), usage={generator: usage.to_usage()} if usage else None)
     return summary
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from intake_eval.records import QUESTION_TYPES, Judgment
 
@@ -23,9 +23,8 @@ _QTYPES = frozenset(QUESTION_TYPES)
 _NO_LABEL = (False, False)
 
 
-@dataclass(frozen=True, slots=True)
-class TurnLabels:
-    """One judged turn: domain -> (asked_about, disclosed)."""
+class TurnLabels(NamedTuple):
+    """One judged turn: domain -> (asked_about, disclosed). A tuple: tens of thousands are built per table."""
 
     turn: int
     question_type: str
@@ -44,28 +43,31 @@ def turn_labels_from_data(data: dict[str, Any]) -> list[TurnLabels] | None:
     """Labels straight from a judgment's JSON dict, or None when any field is not in the exact
     form the Judgment model would accept unchanged (then validate it with pydantic instead)."""
     turns = data.get("turns", [])
-    if type(turns) is not list:
+    if turns.__class__ is not list:
         return None
     out = []
     for t in turns:
-        if type(t) is not dict:
+        if t.__class__ is not dict:
             return None
         number, qtype, faithful, domains = t.get("turn"), t.get("question_type"), t.get("patient_faithful", True), t.get("domains")
-        if type(number) is not int or qtype not in _QTYPES or type(faithful) is not bool or type(domains) is not dict:
+        if (number.__class__ is not int or qtype not in _QTYPES or faithful.__class__ is not bool
+                or domains.__class__ is not dict or t.get("reasoning", "").__class__ is not str):
             return None
         labels = {}
         for domain, label in domains.items():
-            if type(label) is not dict:
+            if label.__class__ is not dict:
                 return None
-            asked, disclosed = label.get("asked_about"), label.get("disclosed")
-            if type(asked) is not bool or type(disclosed) is not bool or type(label.get("reasoning", "")) is not str:
+            pair = (label.get("asked_about"), label.get("disclosed"))
+            if pair[0].__class__ is not bool or pair[1].__class__ is not bool or label.get("reasoning", "").__class__ is not str:
                 return None
-            labels[domain] = (asked, disclosed)
-        if type(t.get("reasoning", "")) is not str:
-            return None
+            labels[domain] = pair
         out.append(TurnLabels(number, qtype, faithful, labels))
-    out.sort(key=lambda t: t.turn)
+    out.sort(key=_turn_number)
     return out
+
+
+def _turn_number(turn: TurnLabels) -> int:
+    return turn.turn
 
 
 # ---------------------------------------------------------------- definitions (over TurnLabels)

@@ -17,7 +17,7 @@ import io
 import itertools
 import warnings
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,13 +127,16 @@ def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: dict[
     collected.rows[key] = row
 
 
-def collect(paths: RunPaths) -> _Collected:
+def collect(paths: RunPaths, also: Callable[[Judgment, list[TurnLabels]], None] | None = None) -> _Collected:
+    """One pass over every judgment; ``also`` sees each one too (the diagnosis/safety rows)."""
     facts = _profile_facts(paths)
     collected = _Collected()
     _conversation_meta(paths, collected)
     for path in paths.judgment_files():
         for judgment, labels in iter_judgment_labels(path):
             _collect_judgment(judgment, labels, facts.get(judgment.profile_id), collected)
+            if also is not None:
+                also(judgment, labels)
     return collected
 
 
@@ -350,7 +353,10 @@ TABLE_COLUMNS: dict[str, list[str]] = {
 
 def write_metrics(paths: RunPaths) -> dict[str, Path]:
     """Compute every table from the run folder and write metrics/<name>.csv. Returns name → path."""
-    collected = collect(paths)
+    from intake_eval.diagnosis_tables import RowCollector, load_default_catalog, write_diagnosis_metrics
+
+    diagnosis = RowCollector(paths, load_default_catalog())
+    collected = collect(paths, also=diagnosis.add)
     conversation_rows = [collected.rows[key] for key in sorted(collected.rows)]
     tables = {
         "conversations": (CONVERSATION_COLUMNS, conversation_rows),
@@ -364,8 +370,6 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
     }
     written = {name: _write_csv(paths.metrics(name), columns, rows) for name, (columns, rows) in tables.items()}
     # --- issue 8: safety.csv (+ diagnosis.csv when conversations carry formulations), see diagnosis_tables.py
-    from intake_eval.diagnosis_tables import write_diagnosis_metrics
-
-    written.update(write_diagnosis_metrics(paths))
+    written.update(write_diagnosis_metrics(paths, collector=diagnosis))
     # --- end issue 8
     return written

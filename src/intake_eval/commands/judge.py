@@ -77,6 +77,7 @@ def execute_judge(paths: Any, aliases: list[str], *, mode: str = "per-turn", con
     from intake_eval.models.pool import ModelPool
     from intake_eval.models.registry import load_model_specs, preflight, resolve_spec
     from intake_eval.prompts import prompt_hashes
+    from intake_eval.trials import write_trial_metrics
     from intake_eval.store import RunLock
 
     specs = load_model_specs(models_file)
@@ -124,6 +125,9 @@ def execute_judge(paths: Any, aliases: list[str], *, mode: str = "per-turn", con
                                   counts=counts, usage={label: result.usage[label]} if result is not None else None,
                                   extra={"aborted": aborted, "limit": limit})
         tables = write_metrics(paths)
+        trials_csv = write_trial_metrics(paths)  # metrics/trials.csv when the run repeats trials
+        if trials_csv is not None:
+            tables["trials"] = trials_csv
     return JudgeOutcome(labels, result, tables, interrupted)
 
 
