@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import warnings
+
 import typer
 from typer.core import TyperGroup
 
@@ -23,6 +25,9 @@ from intake_eval.commands import (
     status,
     study,
 )
+
+_DEFAULT_SHOW_IMPL = warnings._showwarnmsg_impl  # prints; a recorder replaces it while recording
+
 
 class _OneLineErrors(TyperGroup):
     """Every user-facing error (ours or a click usage error) as one `error: …` line and exit 2."""
@@ -66,12 +71,19 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-def _format_warning(message, category, filename, lineno, line=None) -> str:
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """A warning (e.g. a corrupt JSONL line skipped) as one `warning: …` line, not a source dump.
 
-    Replacing the formatter (not showwarning) keeps warnings.catch_warnings(record=True) working.
+    When warnings are being recorded (warnings.catch_warnings(record=True), as pytest does), the
+    record is kept as well.
     """
-    return f"warning: {message}\n"
+    import sys
+    import warnings
+
+    print(f"warning: {message}", file=file if file is not None else sys.stderr)
+    recorder = warnings._showwarnmsg_impl
+    if recorder is not _DEFAULT_SHOW_IMPL:
+        recorder(warnings.WarningMessage(message, category, filename, lineno, file, line))
 
 
 @app.callback()
@@ -81,7 +93,7 @@ def _root(
     """intake-eval: measure intake interviews by LLM clinicians."""
     import warnings
 
-    warnings.formatwarning = _format_warning
+    warnings.showwarning = _show_warning
 
 
 def _register() -> None:

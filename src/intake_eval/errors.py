@@ -46,7 +46,9 @@ def describe_validation_error(error: Exception, source: str | Path) -> str:
         return f"{source}: {error}"
     problems = []
     for item in errors():
-        location = ".".join(str(part) for part in item.get("loc", ())) or "(top level)"
+        # a key is user text: escape control characters (a "\n" key must not break the line)
+        location = ".".join(str(part).encode("unicode_escape").decode("ascii") if not str(part).isprintable()
+                            else str(part) for part in item.get("loc", ())) or "(top level)"
         message = item.get("msg", "invalid")
         if item.get("type") == "extra_forbidden":
             message = "unknown key"

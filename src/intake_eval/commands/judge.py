@@ -77,8 +77,8 @@ def execute_judge(paths: Any, aliases: list[str], *, mode: str = "per-turn", con
     from intake_eval.models.pool import ModelPool
     from intake_eval.models.registry import load_model_specs, preflight, resolve_spec
     from intake_eval.prompts import prompt_hashes
-    from intake_eval.trials import write_trial_metrics
     from intake_eval.store import RunLock
+    from intake_eval.trials import write_trial_metrics
 
     specs = load_model_specs(models_file)
     judge_specs = {alias: resolve_spec(alias, specs) for alias in aliases}

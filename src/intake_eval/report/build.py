@@ -169,6 +169,7 @@ def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[
                  shard_progress: Callable[[int], None] | None = None) -> ReportResult:
     from intake_eval.report import html, summary, viewer
     from intake_eval.report import diagnosis_section  # issue 8: registers the safety/diagnosis sections
+    from intake_eval.report import trust_section  # issue 9: patient QC, human annotation, trials
 
     step, timings = _steps(progress)
     paths = RunPaths(Path(run_dir))
@@ -218,7 +219,8 @@ def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[
     write_text_atomic(index, page)
     summary_path = paths.report_summary
     write_text_atomic(summary_path, summary.render_markdown(run, views, data.notes, labels,
-                                                              extra=diagnosis_section.summary_markdown(data)))
+                                                              extra=diagnosis_section.summary_markdown(data)
+                                                              + trust_section.summary_markdown(data)))
     headline_path = paths.report_headline
     write_text_atomic(headline_path, headline_csv(views["headline"]))
     step(None)

@@ -15,7 +15,7 @@ from intake_eval.errors import IntakeEvalError
 from intake_eval.store import ReadStats, RunPaths, iter_json_lines
 
 METRIC_TABLES = ("conversations", "cells", "domains", "trajectories", "agreement", "clinicians", "comparisons", "masking")
-OPTIONAL_TABLES = ("safety", "diagnosis", "trials")
+OPTIONAL_TABLES = ("safety", "diagnosis", "trials", "patient_qc", "patient_qc_domains", "annotation_agreement")
 
 
 @dataclass
