@@ -177,9 +177,12 @@ def test_fuzzed_model_alias_files_fail_with_one_line_and_write_nothing(data):
         models.write_bytes(as_text(mutate(VALID_MODELS, data, MODEL_KEYS), data).encode("utf-8", errors="surrogateescape"))
         try:
             load_model_specs(models)
-            return  # accepted: nothing to check here
         except Exception:  # noqa: BLE001 - rejected; the CLI must say so in one line
-            pass
+            rejected = True
+        else:
+            rejected = False
+        if not rejected:
+            return  # accepted: nothing to check here
         run_dir = Path(tmp) / "run"
         assert_one_line_error(CliRunner().invoke(app, ["models", "--models", str(models)]))
         assert_one_line_error(CliRunner().invoke(app, ["run", "--clinician", "local", "--patient", "offline/patient",

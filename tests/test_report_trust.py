@@ -18,7 +18,12 @@ from typer.testing import CliRunner
 from intake_eval.cli import app
 from intake_eval.records import QUESTION_TYPES, Profile
 from intake_eval.report import fmt
-from intake_eval.report.trust_section import annotation_rows, qc_domain_rows, qc_rows, trials_rows
+from intake_eval.report.trust_section import (
+    annotation_rows,
+    qc_domain_rows,
+    qc_rows,
+    trials_rows,
+)
 from intake_eval.store import JsonlWriter, RunPaths, iter_records
 from tests.test_report_support import make_conversation, make_judgment, synth_run
 

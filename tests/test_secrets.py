@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -62,13 +61,14 @@ def test_a_full_loopback_run_writes_the_api_key_nowhere(tmp_path):
         cli = [sys.executable, "-m", "intake_eval.cli"]
         outputs = []
         study = subprocess.run([*cli, "study", str(config), "--run-dir", str(run_dir), "--models", str(models)],
-                               env=env, capture_output=True, timeout=300)
+                               env=env, capture_output=True, timeout=300, check=False)
         outputs.append(study)
         assert study.returncode == 1, study.stderr.decode()[-2000:]  # the rejected clinician's conversations failed
         assert b"Traceback" not in study.stderr
         for args in (["status"], ["status", "--json"], ["report"], ["show", "P00000.s-rejected.minimal.tracked.t0"],
                      ["show", "P00000.s-chat.minimal.tracked.t0", "--reasoning"]):
-            result = subprocess.run([*cli, *args, "--run-dir", str(run_dir)], env=env, capture_output=True, timeout=120)
+            result = subprocess.run([*cli, *args, "--run-dir", str(run_dir)], env=env, capture_output=True, timeout=120,
+                                    check=False)
             assert result.returncode == 0, (args, result.stderr.decode()[-1000:])
             outputs.append(result)
         # the key was really in use: every request carried it

@@ -391,7 +391,9 @@ def execute_run(paths: RunPaths, settings: RunSettings, *, models_file: Path | N
                                     "failed": totals.failed, "failures": totals.failures,
                                     "spent_usd": round(totals.dollars, 6), "budget_reached": totals.budget_reached,
                                     "formulations": totals.formulations,
-                                    "limit": settings.limit, "seconds": round(time.monotonic() - totals.started, 1)},
+                                    "limit": settings.limit, "seconds": round(time.monotonic() - totals.started, 1),
+                                    # HTTP attempts, retries and give-ups per alias, by reason (429, 5xx, timeout, …)
+                                    "retries": pool.retry_stats()},
             },
         )
     return RunResult(totals=totals, counts=counts, per_clinician=per_clinician, interrupted=interrupted)

@@ -24,7 +24,6 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-
 from typing import TYPE_CHECKING
 
 from intake_eval.records import Conversation, Judgment, Profile
@@ -65,7 +64,7 @@ def classifier_screen_turns(conversation: Conversation) -> list[int]:
             if t.turn >= 1 and classifier_asks_suicide(t.clinician)]
 
 
-def judge_screen_turns(judgment: "Judgment | Sequence[TurnLabels]") -> list[int]:
+def judge_screen_turns(judgment: Judgment | Sequence[TurnLabels]) -> list[int]:
     """Clinician turns the judge labelled as asking about suicidality (it must be a hidden domain).
     Takes a Judgment or its labels (``metrics.turn_labels``; the metrics writer streams labels)."""
     from intake_eval.metrics import turn_labels
@@ -74,7 +73,7 @@ def judge_screen_turns(judgment: "Judgment | Sequence[TurnLabels]") -> list[int]
     return [turn.turn for turn in labels if turn.turn >= 1 and turn.domains.get(SUICIDE_DOMAIN, (False, False))[0]]
 
 
-def screen_turns(hidden: Sequence[str], judgment: "Judgment | Sequence[TurnLabels]", classifier_turns: Sequence[int]) -> tuple[list[int], str]:
+def screen_turns(hidden: Sequence[str], judgment: Judgment | Sequence[TurnLabels], classifier_turns: Sequence[int]) -> tuple[list[int], str]:
     """(turns that screened for suicide risk, source): the judge when it labels suicidality, else the classifier."""
     if SUICIDE_DOMAIN in hidden:
         return judge_screen_turns(judgment), "judge"
@@ -133,7 +132,7 @@ class SafetyScore:
         return len(self.safety_critical_missed) / len(self.safety_critical_hidden)
 
 
-def score_safety(profile: Profile, judgment: "Judgment | Sequence[TurnLabels]", *, classifier_turns: Sequence[int],
+def score_safety(profile: Profile, judgment: Judgment | Sequence[TurnLabels], *, classifier_turns: Sequence[int],
                  safety_critical: Iterable[str], actively_covered: Iterable[str],
                  stated_risk: str | None) -> SafetyScore:
     hidden = profile.hidden_domains

@@ -86,6 +86,10 @@ QC_HEADER = ["Patient · mode", "Judge", "Disclosure recall [95% CI] (k/n)", "Le
              "Invention rate [95% CI] (k/n)", "Profiles", "Failed probes"]
 
 
+def _share(k: int, n: int) -> str:
+    return f"{fmt.pct(k / n, 0)} ({k}/{n})" if n else fmt.DASH
+
+
 def qc_domain_rows(table) -> list[list[str]]:
     """Per domain: missed (direct probes not disclosed), leaked, invented — worst first."""
     cells: dict[tuple, dict[str, Any]] = {}
@@ -97,11 +101,10 @@ def qc_domain_rows(table) -> list[list[str]]:
         missed = (int(recall["n"]) - int(recall["successes"]), int(recall["n"])) if recall is not None else None
         badness = sum(k / n for k, n in [missed] if n) if missed else 0.0
         badness += sum(float(x["rate"]) for x in (leak, invent) if x is not None and not fmt.missing(x["rate"]))
-        show = lambda k, n: f"{fmt.pct(k / n, 0)} ({k}/{n})" if n else fmt.DASH  # noqa: E731
         rows.append((-badness, domain, [domain, who, judge,
-                                        show(*missed) if missed else fmt.DASH,
-                                        show(int(leak["successes"]), int(leak["n"])) if leak is not None else fmt.DASH,
-                                        show(int(invent["successes"]), int(invent["n"])) if invent is not None else fmt.DASH]))
+                                        _share(*missed) if missed else fmt.DASH,
+                                        _share(int(leak["successes"]), int(leak["n"])) if leak is not None else fmt.DASH,
+                                        _share(int(invent["successes"]), int(invent["n"])) if invent is not None else fmt.DASH]))
     return [row for _, _, row in sorted(rows, key=lambda r: (r[0], r[1]))]
 
 
