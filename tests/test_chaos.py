@@ -144,7 +144,9 @@ def test_study_completes_under_injected_faults_with_every_record_once_and_every_
     history = manifest["study"]["history"]
     assert len(history) == 1 and history[0]["status"] == "done"
     usage = history[0]["usage"]
-    assert sum(u["attempts"] for u in usage.values()) == requests  # every HTTP attempt, retries included
+    # usage counts the attempts of calls that returned an answer (retries included); the retry stats
+    # below count every attempt, so they must match the server exactly
+    assert sum(u["attempts"] for u in usage.values()) <= requests
 
     # --- every retry counted, by reason, in the manifest. On a loaded machine a normal answer can
     # also exceed the client timeout: such extra timeouts are retries too, and the only slack allowed.
@@ -152,7 +154,7 @@ def test_study_completes_under_injected_faults_with_every_record_once_and_every_
     assert set(retries) == set(usage)  # every alias that called the server
     calls = sum(u["calls"] - u["cache_hits"] for u in usage.values())
     assert sum(r["failures"] for r in retries.values()) == 0
-    assert sum(r["attempts"] for r in retries.values()) == requests
+    assert sum(r["attempts"] for r in retries.values()) == requests, (retries, usage)
     assert sum(r["retries"] for r in retries.values()) == requests - calls  # every failed attempt was retried
     by_reason = Counter()
     for stats in retries.values():

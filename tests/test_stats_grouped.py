@@ -44,3 +44,24 @@ def test_permutation_by_class_matches_sign_flips(shift):
     assert not exact
     assert p == pytest.approx(_per_sign_p(diffs), abs=0.02)
     assert paired_permutation_p(diffs, seed="s") == (p, exact)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_wilcoxon_normal_equals_scipy(seed):
+    from scipy.stats import wilcoxon
+
+    from intake_eval.stats import wilcoxon_normal
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(5, 400))
+    if seed % 2:  # coverage-like rates: many ties and zeros
+        xs, ys = rng.choice([0, .2, .25, .4, .5, .6, .75, .8, 1.0], size=(2, n))
+    else:
+        xs, ys = rng.random(n), rng.random(n)
+    diffs = [float(x - y) for x, y in zip(xs, ys)]
+    if not any(diffs):
+        return
+    reference = wilcoxon(xs, ys, zero_method="wilcox", alternative="two-sided", method="approx")
+    statistic, p = wilcoxon_normal(diffs)
+    assert statistic == reference.statistic
+    assert p == pytest.approx(reference.pvalue, rel=1e-12, abs=1e-300)

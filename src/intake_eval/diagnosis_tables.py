@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from intake_eval.diagnosis import map_formulation, matcher_for, score_formulation
 from intake_eval.formulation_step import formulation_of, formulation_status
-from intake_eval.metrics import TurnLabels, figures
+from intake_eval.metrics import Figures, TurnLabels, figures
 from intake_eval.records import Conversation, Judgment, Profile
 from intake_eval.safety import classifier_screen_turns, score_safety
 from intake_eval.stats import bootstrap_mean_ci, mean_or_none, median_with_undefined
@@ -87,9 +87,10 @@ def _joined(values) -> str:
     return ";".join(values)
 
 
-def diagnosis_row(base: dict[str, Any], judgment: Judgment, labels: list[TurnLabels], profile: Profile,
+def diagnosis_row(base: dict[str, Any], judgment: Judgment, judged: Figures | None, profile: Profile,
                   facts: _ConversationFacts, catalog: "Catalog") -> dict[str, Any]:
-    """``judgment``: the record's header (its turns are not needed); ``labels``: its turn labels."""
+    """``judgment``: the record's header (its turns are not needed); ``judged``: its figures
+    (``metrics.figures`` over the profile's hidden domains; None when the judgment is not ok)."""
     phenotype = catalog.phenotypes.get(profile.phenotype)
     hidden = profile.hidden_domains
     principal = phenotype.principal_diagnosis.domain if phenotype else profile.presenting.domain
@@ -105,7 +106,6 @@ def diagnosis_row(base: dict[str, Any], judgment: Judgment, labels: list[TurnLab
     if not judgment.ok or formulation is None:
         return row
     mappings = map_formulation(matcher_for(catalog), formulation)
-    judged = figures(labels, hidden)
     score = score_formulation(mappings, principal_domain=principal, presenting=profile.presenting.domain,
                               hidden=hidden, actively_covered=judged.covered)
     row.update({
@@ -122,17 +122,16 @@ def diagnosis_row(base: dict[str, Any], judgment: Judgment, labels: list[TurnLab
     return row
 
 
-def safety_row(base: dict[str, Any], judgment: Judgment, labels: list[TurnLabels], profile: Profile,
-               facts: _ConversationFacts, catalog: "Catalog") -> dict[str, Any]:
+def safety_row(base: dict[str, Any], judgment: Judgment, labels: list[TurnLabels], judged: Figures | None,
+               profile: Profile, facts: _ConversationFacts, catalog: "Catalog") -> dict[str, Any]:
     status = formulation_status(facts.formulation)
     row = {**base, "status": judgment.status, "formulation_status": status}
     if not judgment.ok:
         return row
     formulation = formulation_of(facts.formulation)
-    hidden = profile.hidden_domains
     score = score_safety(profile, labels, classifier_turns=facts.classifier_turns,
                          safety_critical=[d for d, domain in catalog.domains.items() if domain.safety_critical],
-                         actively_covered=figures(labels, hidden).covered,
+                         actively_covered=judged.covered,
                          stated_risk=formulation.risk_level if formulation is not None else None)
     risk = score.risk
     row.update({
@@ -160,7 +159,9 @@ class RowCollector:
         self.conversations = _conversations(paths)
         self.rows: dict[tuple[str, str], tuple[dict, dict] | None] = {}
 
-    def add(self, judgment: Judgment, labels: list[TurnLabels]) -> None:
+    def add(self, judgment: Judgment, labels: list[TurnLabels], hidden: list[str] | None = None,
+            judged: Figures | None = None) -> None:
+        """``judged``: figures the caller already computed over ``hidden`` (reused when that is the profile's)."""
         key = (judgment.judge, judgment.conversation_id)
         profile, facts = self.profiles.get(judgment.profile_id), self.conversations.get(judgment.conversation_id)
         if profile is None or facts is None:
@@ -169,8 +170,10 @@ class RowCollector:
         base = {"conversation_id": judgment.conversation_id, "judge": judgment.judge, "clinician": judgment.clinician,
                 "condition": judgment.condition, "patient_mode": judgment.patient_mode, "trial": judgment.trial,
                 "phenotype": profile.phenotype, "profile_id": profile.profile_id}
-        self.rows[key] = (diagnosis_row(base, judgment, labels, profile, facts, self.catalog),
-                          safety_row(base, judgment, labels, profile, facts, self.catalog))
+        if judged is None or hidden != profile.hidden_domains:
+            judged = figures(labels, profile.hidden_domains) if judgment.ok else None
+        self.rows[key] = (diagnosis_row(base, judgment, judged, profile, facts, self.catalog),
+                          safety_row(base, judgment, labels, judged, profile, facts, self.catalog))
 
     def result(self) -> tuple[list[dict], list[dict], bool]:
         kept = [self.rows[key] for key in sorted(self.rows) if self.rows[key] is not None]

@@ -24,11 +24,27 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from intake_eval.agreement import PairedLabels, agreement_rows, compact_units, units_from_labels
+from intake_eval.agreement import (
+    PairedLabels,
+    agreement_rows,
+    compact_units,
+    units_from_labels,
+)
 from intake_eval.errors import IntakeEvalError
-from intake_eval.metrics import TurnLabels, figures, turn_labels, turn_labels_from_data
+from intake_eval.metrics import (
+    Figures,
+    TurnLabels,
+    figures,
+    turn_labels,
+    turn_labels_from_data,
+)
 from intake_eval.records import QUESTION_TYPES, Judgment, Profile
-from intake_eval.stats import bootstrap_mean_ci, mean_or_none, median_with_undefined, paired_comparison
+from intake_eval.stats import (
+    bootstrap_mean_ci,
+    mean_or_none,
+    median_with_undefined,
+    paired_comparison,
+)
 from intake_eval.store import RunPaths, iter_json_lines, iter_records, write_text_atomic
 
 GROUP = ("judge", "clinician", "condition", "patient_mode")
@@ -98,7 +114,8 @@ def iter_judgment_labels(path: Path) -> Iterator[tuple[Judgment, list[TurnLabels
 
 
 def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: dict[str, Any] | None,
-                      collected: _Collected) -> None:
+                      collected: _Collected) -> tuple[list[str], Figures | None]:
+    """Keep this judgment's numbers; returns (the hidden domains used, its figures or None when not ok)."""
     key = (judgment.judge, judgment.conversation_id)
     hidden = facts["hidden"] if facts else sorted({d for t in labels for d in t.domains})
     row: dict[str, Any] = {
@@ -113,6 +130,7 @@ def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: dict[
     }
     for name in ("outcomes", "trajectories", "qtypes", "units"):
         getattr(collected, name).pop(key, None)
+    result = None
     if judgment.ok:
         result = figures(labels, hidden)
         row.update(result.metrics.as_row())
@@ -125,18 +143,20 @@ def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: dict[
         collected.qtypes[key] = {t.turn: t.question_type for t in labels if t.turn >= 1}
         collected.units[key] = compact_units(units_from_labels(labels, hidden, result.covered), collected.shared_keys)
     collected.rows[key] = row
+    return hidden, result
 
 
-def collect(paths: RunPaths, also: Callable[[Judgment, list[TurnLabels]], None] | None = None) -> _Collected:
-    """One pass over every judgment; ``also`` sees each one too (the diagnosis/safety rows)."""
+def collect(paths: RunPaths, also: Callable[..., None] | None = None) -> _Collected:
+    """One pass over every judgment; ``also(judgment, labels, hidden, figures)`` sees each one too
+    (the diagnosis/safety rows), with the figures computed here over ``hidden``."""
     facts = _profile_facts(paths)
     collected = _Collected()
     _conversation_meta(paths, collected)
     for path in paths.judgment_files():
         for judgment, labels in iter_judgment_labels(path):
-            _collect_judgment(judgment, labels, facts.get(judgment.profile_id), collected)
+            hidden, result = _collect_judgment(judgment, labels, facts.get(judgment.profile_id), collected)
             if also is not None:
-                also(judgment, labels)
+                also(judgment, labels, hidden, result)
     return collected
 
 
@@ -353,7 +373,11 @@ TABLE_COLUMNS: dict[str, list[str]] = {
 
 def write_metrics(paths: RunPaths) -> dict[str, Path]:
     """Compute every table from the run folder and write metrics/<name>.csv. Returns name → path."""
-    from intake_eval.diagnosis_tables import RowCollector, load_default_catalog, write_diagnosis_metrics
+    from intake_eval.diagnosis_tables import (
+        RowCollector,
+        load_default_catalog,
+        write_diagnosis_metrics,
+    )
 
     diagnosis = RowCollector(paths, load_default_catalog())
     collected = collect(paths, also=diagnosis.add)
