@@ -33,14 +33,18 @@ def _models_file(tmp_path, server, extra: str = "") -> str:
 
 def test_judge_with_a_provider_writes_judgments_metrics_and_manifest(tmp_path):
     paths = _run_folder(tmp_path)
-    with FakeOpenAIServer(lambda body, i: Reply(content=_valid_answer(body))) as server:
+    # The very first request fails with a 500: retried, and counted in the manifest.
+    respond = lambda body, i: Reply(status=500) if i == 0 else Reply(content=_valid_answer(body))  # noqa: E731
+    with FakeOpenAIServer(respond) as server:
         args = ["judge", "--judge", "fakejudge", "--models", _models_file(tmp_path, server), "--run-dir", str(paths.root)]
         first = CliRunner().invoke(app, args)
         calls = server.request_count
+        retries = json.loads(paths.manifest.read_text())["stages"]["judge:fakejudge"]["retries"]
         again = CliRunner().invoke(app, args)
         assert server.request_count == calls  # resume: nothing left to judge
     assert first.exit_code == 0, first.output
-    assert calls == 2 * 3  # two conversations × (opening + 2 turns)
+    assert calls == 2 * 3 + 1  # two conversations × (opening + 2 turns), plus the retried 500
+    assert retries["retries"] == 1 and retries["attempts"] == calls
     assert "2 judged ok" in first.output and "2 already done" in again.output
     records = list(iter_json_lines(paths.judgments("fakejudge", "offline/screener")))
     assert [r["status"] for r in records] == ["ok"]

@@ -114,7 +114,8 @@ def execute_judge(paths: Any, aliases: list[str], *, mode: str = "per-turn", con
             except KeyboardInterrupt:
                 interrupted = True
                 result = None
-        for label in labels:
+            retries = pool.retry_stats()  # every failed attempt, by alias and reason
+        for label, alias in zip(labels, aliases):
             counts = ({key: getattr(result, key)[label] for key in ("judged", "skipped", "judge_errors", "provider_errors")}
                       if result is not None else None)
             aborted = result.aborted.get(label) if result is not None else None
@@ -123,7 +124,7 @@ def execute_judge(paths: Any, aliases: list[str], *, mode: str = "per-turn", con
                       else "partial" if limit is not None else "done")  # --limit judged a subset only
             manifest.finish_stage(f"judge:{label}", status=status,
                                   counts=counts, usage={label: result.usage[label]} if result is not None else None,
-                                  extra={"aborted": aborted, "limit": limit})
+                                  extra={"aborted": aborted, "limit": limit, "retries": retries.get(alias, {})})
         tables = write_metrics(paths)
         trials_csv = write_trial_metrics(paths)  # metrics/trials.csv when the run repeats trials
         if trials_csv is not None:
