@@ -29,6 +29,15 @@ def _hidden(data: RunData, cid: str) -> list[str]:
     return [d["domain"] for d in profile.get("hidden", [])]
 
 
+def _signature_turns(judgment: dict[str, Any]) -> list[tuple[int | None, tuple[str | None, str]]]:
+    """A slim judgment's label signature (``load.slim_judgment``) as (turn, (question type, codes)) pairs."""
+    out = []
+    for part in judgment.get("sig", "").split("\x1e") if judgment.get("sig") else []:
+        number, qtype, codes = part.split("\x1f")
+        out.append((int(number) if number else None, (None if qtype == "\x00" else qtype, codes)))
+    return out
+
+
 def hotspots(data: RunData, judges: list[str], top: int = 10) -> dict[str, Any]:
     """Primary judge vs each other judge: disagreement rates by domain and the worst conversations."""
     if len(judges) < 2:
@@ -43,22 +52,20 @@ def hotspots(data: RunData, judges: list[str], top: int = 10) -> dict[str, Any]:
         if b is None or a.get("status", "ok") != "ok" or b.get("status", "ok") != "ok":
             continue
         hidden = _hidden(data, cid)
-        turns_b = {t.get("turn"): t for t in b.get("turns", [])}
+        turns_b = dict(_signature_turns(b))
         differing = cells = 0
-        for turn_a in a.get("turns", []):
-            turn_b = turns_b.get(turn_a.get("turn"))
-            if turn_b is None:
+        for number, (qtype_a, codes_a) in _signature_turns(a):
+            if number not in turns_b:
                 continue
-            if turn_a.get("turn", 0) >= 1:
+            qtype_b, codes_b = turns_b[number]
+            if number is not None and number >= 1:
                 qtype_total += 1
-                if turn_a.get("question_type") != turn_b.get("question_type"):
-                    qtype_pairs[(turn_a.get("question_type"), turn_b.get("question_type"))] += 1
-            for domain in hidden:
-                la, lb = turn_a.get("domains", {}).get(domain), turn_b.get("domains", {}).get(domain)
-                if la is None or lb is None:
+                if qtype_a != qtype_b:
+                    qtype_pairs[(qtype_a, qtype_b)] += 1
+            for domain, la, lb in zip(hidden, codes_a, codes_b):
+                if la == "-" or lb == "-":
                     continue
-                diff = int(bool(la.get("asked_about")) != bool(lb.get("asked_about"))
-                           or bool(la.get("disclosed")) != bool(lb.get("disclosed")))
+                diff = int(la != lb)  # the code is asked + 2 × disclosed
                 by_domain.setdefault(domain, []).append(diff)
                 differing += diff
                 cells += 1

@@ -55,7 +55,7 @@ def build_views(data: RunData, judges: list[str]) -> dict[str, Any]:
     arms = sorted({tables.arm_of(c) for c in data.conversations.values()})
     labels = tables.arm_labels(arms)
     lines, mixes, max_turn = tables.trajectories(data, arms, labels, primary)
-    max_turn = max([max_turn] + [len(c.get("turns", [])) for c in data.conversations.values()])
+    max_turn = max([max_turn] + [c.get("n_turns", 0) for c in data.conversations.values()])
     return {
         "primary": primary, "judges": judges, "arms": arms, "arm_labels": labels,
         "outcomes": tables.conversation_outcomes(data, primary),
@@ -175,6 +175,17 @@ def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[
     paths = RunPaths(Path(run_dir))
     step("reading records and metrics")
     data = load_run(paths)
+    try:
+        return _build(data, paths, judge, step, timings, shard_progress)
+    finally:
+        data.close()  # the record files held open for the viewer shards
+
+
+def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dict[str, float],
+           shard_progress: Callable[[int], None] | None) -> ReportResult:
+    from intake_eval.report import html, summary, viewer
+    from intake_eval.report import diagnosis_section, trust_section
+
     judges = order_judges(data.judgments, data.manifest, judge)
     data.primary_judge = judges[0] if judges else None
     step("computing views")
@@ -185,8 +196,8 @@ def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[
     step("writing transcript shards")
     fingerprint = viewer.sources_fingerprint([paths.profiles, *paths.conversation_files(), *paths.judgment_files(),
                                               paths.metrics("diagnosis")], judges)
-    shard_of = viewer.write_shards(paths.report_shards_dir, data.profiles, data.conversations,
-                                   {j: data.judgments[j] for j in judges}, progress=shard_progress,
+    shard_of = viewer.write_shards(paths.report_shards_dir, data.profiles, data.conversations, data.index, judges,
+                                   progress=shard_progress,
                                    fingerprint=fingerprint, diagnosis=viewer.diagnosis_facts(data.tables.get("diagnosis")))
     step("writing index.html and summary.md")
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -1,12 +1,17 @@
 """Read a run folder for the report: manifest, metrics CSVs (refreshed when stale) and the records.
 
-Records are streamed as plain JSON dicts (latest per key, like ``store.latest_by_key``) and kept
-in a compact form: 10,000 conversations × 2 judges fit in memory comfortably and load in seconds.
+Records are streamed once (latest per key, like ``store.latest_by_key``) and only compact summaries
+are kept: per profile what the page shows, per conversation its ids, arm, status and patient spend,
+per judgment its status, the drill-down outcome of each hidden domain and a short label signature
+(for the agreement hotspots), plus where the full record sits on disk (``RecordIndex``). The viewer
+shards read full records back one shard at a time, so memory stays flat as runs grow.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,16 +27,54 @@ OPTIONAL_TABLES = ("safety", "diagnosis", "trials", "patient_qc", "patient_qc_do
 class RunData:
     paths: RunPaths
     manifest: dict[str, Any]
-    profiles: dict[str, dict[str, Any]]  # profile_id -> profile dict
-    conversations: dict[str, dict[str, Any]]  # conversation_id -> conversation dict
-    judgments: dict[str, dict[str, dict[str, Any]]]  # judge -> conversation_id -> judgment dict
+    profiles: dict[str, dict[str, Any]]  # profile_id -> slim profile dict (``slim_profile``)
+    conversations: dict[str, dict[str, Any]]  # conversation_id -> slim conversation dict (``slim_conversation``)
+    judgments: dict[str, dict[str, dict[str, Any]]]  # judge -> conversation_id -> slim judgment (``slim_judgment``)
     tables: dict[str, Any] = field(default_factory=dict)  # name -> pandas DataFrame
     notes: list[str] = field(default_factory=list)  # what is missing / stale, said plainly
     primary_judge: str | None = None  # the judge the report's numbers follow (set by build_report: --judge)
+    index: "RecordIndex | None" = None  # where the full conversation / judgment records are (viewer shards)
 
     @property
     def judges(self) -> list[str]:
         return list(self.judgments)
+
+    def close(self) -> None:
+        if self.index is not None:
+            self.index.close()
+
+
+class RecordIndex:
+    """Where each latest full record sits: (file number, byte offset, length) in files opened at load time.
+
+    Records are read back with ``os.pread`` (no shared file position, so forked shard workers can
+    read concurrently), from the very files that were indexed even if a stage compacts them meanwhile."""
+
+    def __init__(self) -> None:
+        self.paths: list[Path] = []
+        self.fds: list[int] = []
+        self.conversations: dict[str, tuple[int, int, int]] = {}
+        self.judgments: dict[str, dict[str, tuple[int, int, int]]] = {}
+
+    def add_file(self, path: Path) -> int:
+        self.paths.append(path)
+        self.fds.append(os.open(path, os.O_RDONLY))
+        return len(self.fds) - 1
+
+    def read(self, at: tuple[int, int, int]) -> dict[str, Any]:
+        number, offset, length = at
+        return json.loads(os.pread(self.fds[number], length, offset))
+
+    def conversation(self, cid: str) -> dict[str, Any]:
+        return self.read(self.conversations[cid])
+
+    def close(self) -> None:
+        for fd in self.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fds = []
 
 
 def read_manifest(paths: RunPaths) -> dict[str, Any]:
@@ -64,17 +107,121 @@ def _latest(path: Path, key: str, damage: list[str] | None = None) -> dict[str, 
     return latest
 
 
-def load_records(paths: RunPaths, damage: list[str] | None = None) -> tuple[dict, dict, dict]:
-    """Latest record per key of every file; ``damage`` collects a sentence per file with skipped lines."""
-    profiles = _latest(paths.profiles, "profile_id", damage)
-    conversations: dict[str, dict[str, Any]] = {}
-    for path in paths.conversation_files():
-        conversations.update(_latest(path, "conversation_id", damage))
-    judgments: dict[str, dict[str, dict[str, Any]]] = {}
-    for path in paths.judgment_files():
-        for cid, data in _latest(path, "conversation_id", damage).items():
-            judgments.setdefault(str(data.get("judge") or path.parent.name), {})[cid] = data
-    return profiles, conversations, judgments
+def _scan(path: Path, key: str, index: RecordIndex, damage: list[str] | None):
+    """(key, record, (file, offset, length)) per good line, in file order; damage noted like ``_latest``."""
+    stats = ReadStats()
+    if not path.exists():
+        return
+    number_in_index = index.add_file(path)
+    offset = 0
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            start, offset = offset, offset + len(raw)
+            if not raw.strip():
+                continue
+            is_tail = not raw.endswith(b"\n")
+            try:
+                data = json.loads(raw)
+                if not isinstance(data, dict):
+                    raise ValueError("not an object")
+            except ValueError:
+                if is_tail:
+                    stats.truncated_tail = True
+                    warnings.warn(f"{path}: ignoring a half-written last line (a crash mid-write)", stacklevel=2)
+                else:
+                    stats.skipped_corrupt += 1
+                    warnings.warn(f"{path}:{number}: skipping a corrupt line", stacklevel=2)
+                continue
+            stats.lines += 1
+            if key in data:
+                yield str(data[key]), data, (number_in_index, start, len(raw))
+    if damage is not None and (stats.skipped_corrupt or stats.truncated_tail):
+        parts = [f"{stats.skipped_corrupt} corrupt line(s) skipped"] if stats.skipped_corrupt else []
+        parts += ["a half-written last line ignored"] if stats.truncated_tail else []
+        damage.append(f"{path}: {' and '.join(parts)}; rerun the stage that writes it to redo those records")
+
+
+def _pick(source: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: source[k] for k in keys if k in source} if isinstance(source, dict) else source
+
+
+def slim_profile(profile: dict[str, Any]) -> dict[str, Any]:
+    """What the page and the shards use of a profile (not its symptoms, phenomenology or life context)."""
+    out = _pick(profile, ("profile_id", "phenotype", "alignment"))
+    if "presenting" in profile:
+        out["presenting"] = _pick(profile["presenting"], ("domain", "label"))
+    if "hidden" in profile:
+        hidden = profile["hidden"]
+        out["hidden"] = [_pick(d, ("domain", "label")) for d in hidden] if isinstance(hidden, list) else hidden
+    if "demographics" in profile:
+        out["demographics"] = _pick(profile["demographics"], ("name", "age", "sex", "occupation"))
+    return out
+
+
+def slim_conversation(conv: dict[str, Any]) -> dict[str, Any]:
+    """Ids, arm, status, trial, patient spend and number of turns (not the transcript)."""
+    out = _pick(conv, ("conversation_id", "profile_id", "phenotype", "clinician", "condition", "patient_mode",
+                       "trial", "status"))
+    patient = (conv.get("usage") or {}).get("patient")
+    if patient:
+        out["usage"] = {"patient": _pick(patient, ("prompt_tokens", "completion_tokens", "cost_usd", "cost_known"))}
+    out["n_turns"] = len(conv.get("turns", []))
+    return out
+
+
+def _qtype_code(value: Any) -> str:
+    return "\x00" if value is None else str(value)
+
+
+def slim_judgment(judgment: dict[str, Any], hidden: list[str]) -> dict[str, Any]:
+    """Status, the drill-down outcome per hidden domain (``viewer.domain_outcomes``) and a label signature:
+    per turn "turn\x1fquestion type\x1fcodes", one code per hidden domain (asked + 2 × disclosed, '-' if
+    unlabelled), turns joined by \x1e (the agreement hotspots compare two judges' signatures)."""
+    from intake_eval.report.viewer import domain_outcomes
+
+    out: dict[str, Any] = {"status": judgment.get("status", "ok")}
+    if "status" not in judgment:
+        out.pop("status")
+    out["outcomes"] = domain_outcomes(judgment, hidden)
+    turns = []
+    for turn in judgment.get("turns", []):
+        labels = turn.get("domains", {})
+        codes = []
+        for domain in hidden:
+            label = labels.get(domain)
+            codes.append("-" if label is None else
+                         str(int(bool(label.get("asked_about"))) + 2 * int(bool(label.get("disclosed")))))
+        number = turn.get("turn")
+        turns.append(f"{'' if number is None else int(number)}\x1f{_qtype_code(turn.get('question_type'))}\x1f{''.join(codes)}")
+    out["sig"] = "\x1e".join(turns)
+    return out
+
+
+def load_records(paths: RunPaths, damage: list[str] | None = None) -> tuple[dict, dict, dict, RecordIndex]:
+    """Latest record per key of every file, as slim summaries plus a ``RecordIndex`` of the full records;
+    ``damage`` collects a sentence per file with skipped lines."""
+    index = RecordIndex()
+    try:
+        profiles: dict[str, dict[str, Any]] = {}
+        for pid, data, _ in _scan(paths.profiles, "profile_id", index, damage):
+            profiles[pid] = slim_profile(data)
+        conversations: dict[str, dict[str, Any]] = {}
+        for path in paths.conversation_files():
+            for cid, data, at in _scan(path, "conversation_id", index, damage):
+                conversations[cid] = slim_conversation(data)
+                index.conversations[cid] = at
+        judgments: dict[str, dict[str, dict[str, Any]]] = {}
+        for path in paths.judgment_files():
+            for cid, data, at in _scan(path, "conversation_id", index, damage):  # a later line supersedes
+                profile = profiles.get(conversations.get(cid, {}).get("profile_id", ""), {})
+                hidden = [d["domain"] for d in profile.get("hidden", [])]
+                judge = str(data.get("judge") or path.parent.name)
+                judgments.setdefault(judge, {})[cid] = slim_judgment(data, hidden)
+                index.judgments.setdefault(judge, {})[cid] = at
+    except BaseException:
+        index.close()
+        raise
+    return profiles, conversations, judgments, index
 
 
 def order_judges(judgments: dict[str, dict], manifest: dict[str, Any], prefer: str | None) -> list[str]:
@@ -141,8 +288,9 @@ def load_run(paths: RunPaths, *, refresh: bool = True) -> RunData:
         raise IntakeEvalError(f"{paths.root}: no such run folder; pass --run-dir or run `intake-eval generate` first")
     manifest = read_manifest(paths)
     damage: list[str] = []
-    profiles, conversations, judgments = load_records(paths, damage)
+    profiles, conversations, judgments, index = load_records(paths, damage)
     if not conversations:
+        index.close()
         raise IntakeEvalError(
             f"{paths.root}: no conversations yet (conversations/*.jsonl); run `intake-eval run --clinician ALIAS` first"
         )
@@ -150,7 +298,7 @@ def load_run(paths: RunPaths, *, refresh: bool = True) -> RunData:
     if refresh:
         refresh_metrics(paths)
     tables = read_tables(paths, notes)
-    data = RunData(paths, manifest, profiles, conversations, judgments, tables, notes)
+    data = RunData(paths, manifest, profiles, conversations, judgments, tables, notes, index=index)
     data.notes.extend(missing_notes(data))
     return data
 

@@ -14,7 +14,6 @@ from typing import Any
 
 from intake_eval.records import QUESTION_TYPES
 from intake_eval.report.load import RunData
-from intake_eval.report.viewer import domain_outcomes
 
 Arm = tuple[str, str, str]  # (clinician, condition, patient_mode)
 
@@ -189,8 +188,6 @@ def conversation_outcomes(data: RunData, judge: str | None) -> dict[str, dict[st
     done = data.judgments.get(judge, {}) if judge else {}
     facts = {}
     for cid, conv in data.conversations.items():
-        profile = data.profiles.get(conv.get("profile_id", ""), {})
-        hidden = [d["domain"] for d in profile.get("hidden", [])]
-        ok = conv.get("status", "ok") == "ok"
-        facts[cid] = domain_outcomes(done.get(cid) if ok else None, hidden)
+        judged = done.get(cid) if conv.get("status", "ok") == "ok" else None
+        facts[cid] = judged["outcomes"] if judged is not None else None  # load.slim_judgment: domain_outcomes
     return facts

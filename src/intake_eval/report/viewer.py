@@ -177,15 +177,19 @@ PARALLEL_MIN_CONVERSATIONS = 2000
 
 
 def _write_shard_batch(batch: list[tuple[str, list[tuple[str, list[str]]]]]) -> int:
-    staging, profiles, conversations, judgments, diagnosis = (
-        _SHARD_INPUT[k] for k in ("staging", "profiles", "conversations", "judgments", "diagnosis"))
+    staging, profiles, index, judges, diagnosis = (
+        _SHARD_INPUT[k] for k in ("staging", "profiles", "index", "judges", "diagnosis"))
     written = 0
-    for name, members in batch:
+    for name, members in batch:  # full records are read back from disk one shard at a time
         payload = {}
         for pid, cids in members:
             for cid in cids:
-                per_judge = {judge: done[cid] for judge, done in judgments.items() if cid in done}
-                payload[cid] = compact_conversation(conversations[cid], profiles.get(pid), per_judge, diagnosis.get(cid))
+                per_judge = {}
+                for judge in judges:
+                    at = index.judgments.get(judge, {}).get(cid)
+                    if at is not None:
+                        per_judge[judge] = index.read(at)
+                payload[cid] = compact_conversation(index.conversation(cid), profiles.get(pid), per_judge, diagnosis.get(cid))
         text = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
         (staging / f"{name}.js").write_text(f"IE_SHARD({json.dumps(name)},{text});\n", encoding="utf-8")
         written += len(payload)
@@ -206,14 +210,18 @@ def sources_fingerprint(sources: list[Path], judges: list[str]) -> str:
                         "version": __version__})
 
 
-def write_shards(target: Path, profiles: dict, conversations: dict, judgments: dict[str, dict],
+def write_shards(target: Path, profiles: dict, conversations: dict, index, judges: list[str],
                  progress=None, fingerprint: str | None = None,
                  diagnosis: dict[str, dict[str, Any]] | None = None) -> dict[str, str]:
     """Write conversations/<shard>.js files (in parallel on big runs); returns conversation_id -> shard name.
 
+    ``conversations`` only needs each conversation's ``profile_id``; the full conversation and judgment
+    records (``judges``' only, in that order) are read back through ``index`` (``load.RecordIndex``)
+    one shard at a time, so memory does not grow with the run.
     With a ``fingerprint`` equal to the one stored beside the shards, the shards on disk are
     already these inputs' and are kept (a rerun of the report on an unchanged run is quick).
-    ``diagnosis`` is ``diagnosis_facts`` of metrics/diagnosis.csv (formulation mapping per conversation)."""
+    ``diagnosis`` is ``diagnosis_facts`` of metrics/diagnosis.csv (formulation mapping per conversation).
+    Two reports writing at once each build their own folder and swap it in; the last one wins."""
     by_profile: dict[str, list[str]] = {}
     for cid, conv in conversations.items():
         by_profile.setdefault(conv.get("profile_id", ""), []).append(cid)
@@ -226,39 +234,72 @@ def write_shards(target: Path, profiles: dict, conversations: dict, judgments: d
         assignment.update({cid: name for _, cids in members for cid in cids})
         shards.append((name, members))
     stamp = target / FINGERPRINT_FILE
-    if fingerprint and stamp.exists() and stamp.read_text(encoding="utf-8") == fingerprint:
+    try:
+        unchanged = bool(fingerprint) and stamp.read_text(encoding="utf-8") == fingerprint
+    except OSError:  # no shards yet, or another report is swapping them right now
+        unchanged = False
+    if unchanged:
         if progress:
             progress(len(conversations))
         return assignment
-    staging = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    _SHARD_INPUT.update(staging=staging, profiles=profiles, conversations=conversations, judgments=judgments,
-                        diagnosis=diagnosis or {})
-    try:
-        batches = [shards[i:i + 8] for i in range(0, len(shards), 8)]
-        workers = min(os.cpu_count() or 1, 8)
-        if len(conversations) >= PARALLEL_MIN_CONVERSATIONS and workers > 1 and "fork" in _start_methods():
-            import multiprocessing
+    import tempfile
 
-            with multiprocessing.get_context("fork").Pool(workers) as pool:
-                for written in pool.imap_unordered(_write_shard_batch, batches):
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent))
+    try:
+        _SHARD_INPUT.update(staging=staging, profiles=profiles, index=index, judges=list(judges),
+                            diagnosis=diagnosis or {})
+        try:
+            batches = [shards[i:i + 8] for i in range(0, len(shards), 8)]
+            workers = min(os.cpu_count() or 1, 8)
+            if len(conversations) >= PARALLEL_MIN_CONVERSATIONS and workers > 1 and "fork" in _start_methods():
+                import multiprocessing
+
+                with multiprocessing.get_context("fork").Pool(workers) as pool:
+                    for written in pool.imap_unordered(_write_shard_batch, batches):
+                        if progress:
+                            progress(written)
+            else:
+                for batch in batches:
+                    written = _write_shard_batch(batch)
                     if progress:
                         progress(written)
-        else:
-            for batch in batches:
-                written = _write_shard_batch(batch)
-                if progress:
-                    progress(written)
+        finally:
+            _SHARD_INPUT.clear()
+        if fingerprint:
+            (staging / FINGERPRINT_FILE).write_text(fingerprint, encoding="utf-8")
+        _swap_in(staging, target)
     finally:
-        _SHARD_INPUT.clear()
-    if fingerprint:
-        (staging / FINGERPRINT_FILE).write_text(fingerprint, encoding="utf-8")
-    if target.exists():
-        shutil.rmtree(target)
-    os.replace(staging, target)
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
     return assignment
+
+
+def _swap_in(staging: Path, target: Path, attempts: int = 20) -> None:
+    """Rename ``staging`` to ``target``, moving an existing ``target`` aside first. Safe against another
+    report doing the same at once: whoever renames last wins, and a folder that vanished or reappeared
+    meanwhile is simply retried (never a half-written folder, never a traceback)."""
+    import tempfile
+
+    for _ in range(attempts):
+        try:
+            os.rename(staging, target)  # fails if target exists and is not empty
+            return
+        except FileNotFoundError:
+            if not staging.exists():
+                return  # nothing left to swap in (cannot happen unless someone removed it)
+            continue
+        except OSError:
+            pass
+        trash = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+        try:
+            os.replace(target, trash / "shards")  # move the current folder aside (atomic)
+        except FileNotFoundError:
+            pass  # the other report moved it aside first: retry the rename
+        except OSError:
+            pass
+        shutil.rmtree(trash, ignore_errors=True)
+    # Still losing the race after many tries: the other report's complete folder stays in place.
 
 
 def _start_methods() -> list[str]:
