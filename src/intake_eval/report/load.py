@@ -287,6 +287,8 @@ def load_run(paths: RunPaths, *, refresh: bool = True) -> RunData:
     if not paths.root.exists():
         raise IntakeEvalError(f"{paths.root}: no such run folder; pass --run-dir or run `intake-eval generate` first")
     manifest = read_manifest(paths)
+    if refresh and paths.conversation_files():
+        refresh_metrics(paths)  # before the records are held: the peak is the larger of the two, not their sum
     damage: list[str] = []
     profiles, conversations, judgments, index = load_records(paths, damage)
     if not conversations:
@@ -295,8 +297,6 @@ def load_run(paths: RunPaths, *, refresh: bool = True) -> RunData:
             f"{paths.root}: no conversations yet (conversations/*.jsonl); run `intake-eval run --clinician ALIAS` first"
         )
     notes: list[str] = list(damage)  # damaged files first: the counts below are short by those records
-    if refresh:
-        refresh_metrics(paths)
     tables = read_tables(paths, notes)
     data = RunData(paths, manifest, profiles, conversations, judgments, tables, notes, index=index)
     data.notes.extend(missing_notes(data))
