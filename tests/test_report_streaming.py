@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 
 from intake_eval.store import append_record, iter_json_lines
-from tests.test_report_support import make_conversation, make_judgment, make_profile, synth_run
+from tests.test_report_support import (
+    make_conversation,
+    make_judgment,
+    make_profile,
+    synth_run,
+)
 
 
 def _latest(path: Path, key: str) -> dict[str, dict]:

@@ -167,10 +167,6 @@ def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str],
 
 def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[[str], None] | None = None,
                  shard_progress: Callable[[int], None] | None = None) -> ReportResult:
-    from intake_eval.report import html, summary, viewer
-    from intake_eval.report import diagnosis_section  # issue 8: registers the safety/diagnosis sections
-    from intake_eval.report import trust_section  # issue 9: patient QC, human annotation, trials
-
     step, timings = _steps(progress)
     paths = RunPaths(Path(run_dir))
     step("reading records and metrics")
@@ -183,8 +179,9 @@ def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[
 
 def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dict[str, float],
            shard_progress: Callable[[int], None] | None) -> ReportResult:
+    from intake_eval.report import diagnosis_section  # issue 8: registers the safety/diagnosis sections
     from intake_eval.report import html, summary, viewer
-    from intake_eval.report import diagnosis_section, trust_section
+    from intake_eval.report import trust_section  # issue 9: patient QC, human annotation, trials
 
     judges = order_judges(data.judgments, data.manifest, judge)
     data.primary_judge = judges[0] if judges else None

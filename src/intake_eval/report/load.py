@@ -33,7 +33,7 @@ class RunData:
     tables: dict[str, Any] = field(default_factory=dict)  # name -> pandas DataFrame
     notes: list[str] = field(default_factory=list)  # what is missing / stale, said plainly
     primary_judge: str | None = None  # the judge the report's numbers follow (set by build_report: --judge)
-    index: "RecordIndex | None" = None  # where the full conversation / judgment records are (viewer shards)
+    index: RecordIndex | None = None  # where the full conversation / judgment records are (viewer shards)
 
     @property
     def judges(self) -> list[str]:
