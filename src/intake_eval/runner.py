@@ -23,9 +23,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from intake_eval.conversation import Participants, PlannedConversation, run_conversation
-from intake_eval.formulation_resume import allow_formulation_upgrade, request_missing_formulations
+from intake_eval.formulation_resume import (
+    allow_formulation_upgrade,
+    request_missing_formulations,
+)
 from intake_eval.models.base import ChatModel, ChatResult
 from intake_eval.records import Conversation, Profile, Usage
+from intake_eval.run_display import NoDisplay, RunDisplay
 from intake_eval.store import JsonlWriter, RunPaths, compact, done_keys
 
 PATIENT_PROMPTS = {
@@ -255,33 +259,6 @@ def stage_config(settings: RunSettings, specs: dict[str, Any], profiles_path: Pa
 
 # ---------------------------------------------------------------- the stage, as the CLI runs it
 
-class RunDisplay:
-    """Rich progress on stderr: done / failed / in flight, tokens, dollars so far, ETA."""
-
-    def __init__(self, console: Any, total: int):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-        self.progress = Progress(
-            BarColumn(bar_width=16), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(compact=True),
-            console=console, transient=False, refresh_per_second=4,
-        )
-        self.task = self.progress.add_task("run", total=total, status="")
-
-    def update(self, totals: RunTotals) -> None:
-        dollars = f"${totals.dollars:.2f}" + ("" if totals.cost_known else "+ (some prices unknown)")
-        status = (f"ok {totals.ok} failed {totals.failed} in flight {totals.in_flight} · "
-                  f"{totals.tokens / 1000:.0f}k tok {dollars}")
-        self.progress.update(self.task, completed=totals.ok + totals.failed, total=max(totals.to_run, 1), status=status)
-
-    def __enter__(self) -> "RunDisplay":
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
-
-
 def begin_run_stage(manifest: Any, paths: RunPaths, settings: RunSettings, role_specs: dict[str, Any],
                     clinician_specs: dict[str, Any], *, force: bool) -> None:
     """Register the run stage (refusing a changed config) and record models and prompts.
@@ -367,7 +344,7 @@ def execute_run(paths: RunPaths, settings: RunSettings, *, models_file: Path | N
         # The pool loads the catalog itself when an offline participant needs it.
         with ModelPool(specs, cache_path=paths.cache_db, use_cache=use_cache) as pool:
             try:
-                with display or _NoDisplay():
+                with display or NoDisplay():
                     asyncio.run(run_conversations(
                         plan, pool, paths=paths, patient=settings.patient, tracker=tracker,
                         concurrency=settings.concurrency, budget=settings.budget, totals=totals,
@@ -397,11 +374,3 @@ def execute_run(paths: RunPaths, settings: RunSettings, *, models_file: Path | N
             },
         )
     return RunResult(totals=totals, counts=counts, per_clinician=per_clinician, interrupted=interrupted)
-
-
-class _NoDisplay:
-    def __enter__(self) -> "_NoDisplay":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None

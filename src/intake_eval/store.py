@@ -202,11 +202,19 @@ class ReadStats:
 
 def iter_json_lines(path: Path, stats: ReadStats | None = None) -> Iterator[dict[str, Any]]:
     """Stream dicts from a JSONL file. A bad line is skipped with a warning and counted."""
+    for data, _offset, _length in iter_json_lines_at(path, stats):
+        yield data
+
+
+def iter_json_lines_at(path: Path, stats: ReadStats | None = None) -> Iterator[tuple[dict[str, Any], int, int]]:
+    """Like iter_json_lines, with each line's byte offset and length (to read it back later)."""
     stats = stats if stats is not None else ReadStats()
     if not path.exists():
         return
+    offset = 0
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
+            start, offset = offset, offset + len(raw)
             if not raw.strip():
                 continue
             is_tail = not raw.endswith(b"\n")
@@ -217,13 +225,13 @@ def iter_json_lines(path: Path, stats: ReadStats | None = None) -> Iterator[dict
             except ValueError:
                 if is_tail:
                     stats.truncated_tail = True
-                    warnings.warn(f"{path}: ignoring a half-written last line (a crash mid-write)", stacklevel=2)
+                    warnings.warn(f"{path}: ignoring a half-written last line (a crash mid-write)", stacklevel=3)
                 else:
                     stats.skipped_corrupt += 1
-                    warnings.warn(f"{path}:{number}: skipping a corrupt line", stacklevel=2)
+                    warnings.warn(f"{path}:{number}: skipping a corrupt line", stacklevel=3)
                 continue
             stats.lines += 1
-            yield data
+            yield data, start, len(raw)
 
 
 def iter_records(path: Path, model: type[T], stats: ReadStats | None = None) -> Iterator[T]:

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from intake_eval.errors import IntakeEvalError
-from intake_eval.store import ReadStats, RunPaths, iter_json_lines
+from intake_eval.store import ReadStats, RunPaths, iter_json_lines, iter_json_lines_at
 
 METRIC_TABLES = ("conversations", "cells", "domains", "trajectories", "agreement", "clinicians", "comparisons", "masking")
 OPTIONAL_TABLES = ("safety", "diagnosis", "trials", "patient_qc", "patient_qc_domains", "annotation_agreement")
@@ -113,28 +112,9 @@ def _scan(path: Path, key: str, index: RecordIndex, damage: list[str] | None):
     if not path.exists():
         return
     number_in_index = index.add_file(path)
-    offset = 0
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            start, offset = offset, offset + len(raw)
-            if not raw.strip():
-                continue
-            is_tail = not raw.endswith(b"\n")
-            try:
-                data = json.loads(raw)
-                if not isinstance(data, dict):
-                    raise ValueError("not an object")
-            except ValueError:
-                if is_tail:
-                    stats.truncated_tail = True
-                    warnings.warn(f"{path}: ignoring a half-written last line (a crash mid-write)", stacklevel=2)
-                else:
-                    stats.skipped_corrupt += 1
-                    warnings.warn(f"{path}:{number}: skipping a corrupt line", stacklevel=2)
-                continue
-            stats.lines += 1
-            if key in data:
-                yield str(data[key]), data, (number_in_index, start, len(raw))
+    for data, start, length in iter_json_lines_at(path, stats):
+        if key in data:
+            yield str(data[key]), data, (number_in_index, start, length)
     if damage is not None and (stats.skipped_corrupt or stats.truncated_tail):
         parts = [f"{stats.skipped_corrupt} corrupt line(s) skipped"] if stats.skipped_corrupt else []
         parts += ["a half-written last line ignored"] if stats.truncated_tail else []
