@@ -47,8 +47,9 @@ def count_tokens(messages: list[dict[str, str]]) -> int:
 
 @lru_cache(maxsize=65536)
 def _text_tokens(text: str) -> int:
-    import litellm
+    from intake_eval.models.litellm_backend import import_litellm
 
+    litellm = import_litellm()  # offline-safe import (local price map, no .env)
     return int(litellm.token_counter(model=TOKENIZER_MODEL, text=text)) if text else 0
 
 
