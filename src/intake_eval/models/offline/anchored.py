@@ -14,13 +14,18 @@ from typing import TYPE_CHECKING
 from intake_eval.classifier import classify
 from intake_eval.models.base import ChatRequest, ChatResult, ModelSpec
 from intake_eval.models.offline.formulation import formulation_text, presenting_domain
-from intake_eval.models.offline.phrasing import phrases, pick, result, seeded, transcript
+from intake_eval.models.offline.phrasing import (
+    TurnContext,
+    phrases,
+    result,
+    seeded,
+    transcript,
+)
 
 if TYPE_CHECKING:
     from intake_eval.catalog import Catalog
 
 PHRASES = "offline_clinician"
-DEFAULT_TURNS = 12
 WRAP_UP_TURNS = 2
 
 
@@ -62,12 +67,9 @@ def concern_phrase(catalog: "Catalog", domain: str | None) -> str:
 
 def anchored_turn(catalog: "Catalog", context: dict, presenting: str | None, pairs: list[tuple[str, str]]) -> str:
     bank = phrases(PHRASES)
-    turn = int(context.get("turn") or len(pairs) + 1)
-    max_turns = int(context.get("max_turns") or DEFAULT_TURNS)
-    conversation_id = str(context.get("conversation_id") or "")
-    trial = int(context.get("trial") or 0)
-    rng = seeded("offline-anchored", conversation_id, trial, turn)
-    variant = (lambda options: options[0]) if trial == 0 else (lambda options: pick(rng, options))
+    now = TurnContext("offline-anchored", context, pairs)
+    turn, max_turns, conversation_id, trial = now.turn, now.max_turns, now.conversation_id, now.trial
+    variant = now.variant
     wrap_up = bank["anchored_wrap_up"]
     if turn > max_turns - len(wrap_up):
         return wrap_up[len(wrap_up) - 1 - (max_turns - turn)]

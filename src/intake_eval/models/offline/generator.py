@@ -10,7 +10,13 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from intake_eval.models.base import CallUsage, ChatRequest, ChatResult, ModelCallError, ModelSpec
+from intake_eval.models.base import (
+    CallUsage,
+    ChatRequest,
+    ChatResult,
+    ModelCallError,
+    ModelSpec,
+)
 
 if TYPE_CHECKING:
     from intake_eval.catalog import Catalog

@@ -35,6 +35,27 @@ def pick(rng: random.Random, options: list[str]) -> str:
     return options[rng.randrange(len(options))]
 
 
+DEFAULT_TURNS = 12  # the study's turn budget, when the context does not say
+
+
+class TurnContext:
+    """What an offline clinician knows about the current turn, and its seeded wording chooser.
+
+    Trial 0 always takes the first wording; later trials vary it, seeded by (who, conversation,
+    trial, turn), so repeated trials differ only where they are meant to.
+    """
+
+    def __init__(self, who: str, context: dict, pairs: list[tuple[str, str]]):
+        self.turn = int(context.get("turn") or len(pairs) + 1)
+        self.max_turns = int(context.get("max_turns") or DEFAULT_TURNS)
+        self.conversation_id = str(context.get("conversation_id") or "")
+        self.trial = int(context.get("trial") or 0)
+        self.rng = seeded(who, self.conversation_id, self.trial, self.turn)
+
+    def variant(self, options: list[str]) -> str:
+        return options[0] if self.trial == 0 else pick(self.rng, options)
+
+
 def sentences(text: str) -> list[str]:
     return [part.strip() for part in _SENTENCE.split(text or "") if part.strip()]
 

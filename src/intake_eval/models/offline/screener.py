@@ -14,13 +14,19 @@ from typing import TYPE_CHECKING
 
 from intake_eval.models.base import ChatRequest, ChatResult, ModelSpec
 from intake_eval.models.offline.formulation import formulation_text
-from intake_eval.models.offline.phrasing import phrases, pick, result, seeded, transcript
+from intake_eval.models.offline.phrasing import (
+    TurnContext,
+    phrases,
+    pick,
+    result,
+    seeded,
+    transcript,
+)
 
 if TYPE_CHECKING:
     from intake_eval.catalog import Catalog
 
 PHRASES = "offline_clinician"
-DEFAULT_TURNS = 12
 _DENIAL_START = ("no", "not really", "nope", "never", "i don't", "i dont", "nothing")
 
 
@@ -83,12 +89,9 @@ def _disclosed_something(reply: str) -> bool:
 
 def screener_turn(catalog: "Catalog", context: dict, pairs: list[tuple[str, str]]) -> str:
     bank = phrases(PHRASES)
-    turn = int(context.get("turn") or len(pairs) + 1)
-    max_turns = int(context.get("max_turns") or DEFAULT_TURNS)
-    conversation_id = str(context.get("conversation_id") or "")
-    trial = int(context.get("trial") or 0)
-    rng = seeded("offline-screener", conversation_id, trial, turn)
-    variant = (lambda options: options[0]) if trial == 0 else (lambda options: pick(rng, options))
+    now = TurnContext("offline-screener", context, pairs)
+    turn, max_turns, conversation_id, trial, rng = now.turn, now.max_turns, now.conversation_id, now.trial, now.rng
+    variant = now.variant
     if turn >= max_turns:
         return variant(bank["screener_closing"])
     groups = group_plan(screening_plan(catalog, conversation_id, trial), max_turns - 1)
