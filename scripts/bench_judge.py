@@ -85,18 +85,14 @@ def build_run_folder(work: Path, profiles: int) -> Path:
         return source
     if source.exists():
         shutil.rmtree(source)
-    from intake_eval.generate_stage import generate_profiles
-    from intake_eval.manifest import Manifest
-    from intake_eval.models.pool import ModelPool
-    from intake_eval.models.registry import load_model_specs
-    from intake_eval.runner import RunSettings, execute_run
-    from intake_eval.store import RunPaths
+    from intake_eval.core.store import RunPaths
+    from intake_eval.generate.stage import execute_generate
+    from intake_eval.interview.plan import RunSettings
+    from intake_eval.interview.stage import execute_run
 
     started = time.perf_counter()
     paths = RunPaths(source)
-    with ModelPool(load_model_specs(None)) as pool:
-        generate_profiles(paths, manifest=Manifest(paths), n=profiles, mode="stratified", seed=7,
-                          generator="offline/generator", pool=pool, concurrency=64)
+    execute_generate(paths, n=profiles, mode="stratified", seed=7, concurrency=64)
     execute_run(paths, RunSettings(clinicians=["offline/screener", "offline/anchored"], patient="offline/patient",
                                    patient_mode="prompted", concurrency=64))
     print(f"built {source} with the offline pipeline in {time.perf_counter() - started:.1f} s")
@@ -104,12 +100,13 @@ def build_run_folder(work: Path, profiles: int) -> Path:
 
 
 def time_judging(source: Path) -> dict[str, float]:
-    from intake_eval.catalog import load_catalog
-    from intake_eval.judging import JudgeSetup, judge_stage
-    from intake_eval.metrics_tables import write_metrics
-    from intake_eval.models.pool import ModelPool
-    from intake_eval.models.registry import load_model_specs
-    from intake_eval.store import RunPaths
+    from intake_eval.catalog.load import load_catalog
+    from intake_eval.core.store import RunPaths
+    from intake_eval.judge.stage import JudgeSetup, judge_stage
+    from intake_eval.llm.pool import ModelPool
+    from intake_eval.llm.registry import load_model_specs
+    from intake_eval.metrics.tables import write_metrics
+    from intake_eval.simulated import OfflineParticipants
 
     scratch = Path(tempfile.mkdtemp(prefix="bench-judge-"))
     target = scratch / "run"
@@ -117,7 +114,7 @@ def time_judging(source: Path) -> dict[str, float]:
     paths = RunPaths(target)
     catalog = load_catalog()
     started, cpu_started = time.perf_counter(), time.process_time()
-    with ModelPool(load_model_specs(None), catalog=catalog) as pool:
+    with ModelPool(load_model_specs(None), offline=OfflineParticipants(catalog)) as pool:
         setup = [JudgeSetup(label="offline/judge", alias="offline/judge", model=pool.get("offline/judge"))]
         result = asyncio.run(judge_stage(paths, setup, concurrency=32, catalog=catalog))
     judged = time.perf_counter()
@@ -136,12 +133,18 @@ def time_judging(source: Path) -> dict[str, float]:
 
 
 def realistic_tokens() -> dict[str, float]:
-    from intake_eval.catalog import load_catalog
-    from intake_eval.judging import conversation_prompt, turn_prompt
-    from intake_eval.models.base import ChatRequest, ModelSpec
-    from intake_eval.models.litellm_backend import import_litellm
-    from intake_eval.models.offline.judge import OfflineJudge
-    from intake_eval.records import Conversation, ConversationTurn, Demographics, DomainDraw, Profile
+    from intake_eval.catalog.load import load_catalog
+    from intake_eval.core.records import (
+        Conversation,
+        ConversationTurn,
+        Demographics,
+        DomainDraw,
+        Profile,
+    )
+    from intake_eval.judge.judging import conversation_prompt, turn_prompt
+    from intake_eval.llm.base import ChatRequest, ModelSpec
+    from intake_eval.llm.litellm_backend import import_litellm
+    from intake_eval.simulated.judge import OfflineJudge
 
     catalog = load_catalog()
 

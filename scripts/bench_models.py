@@ -109,8 +109,8 @@ def raw_openai(url: str):
 
 def pooled(url: str, client: str, cache_dir: Path, concurrency: int):
     def make():
-        from intake_eval.models.base import ChatRequest, ModelSpec
-        from intake_eval.models.pool import ModelPool
+        from intake_eval.llm.base import ChatRequest, ModelSpec
+        from intake_eval.llm.pool import ModelPool
 
         spec = ModelSpec(alias="bench", model="openai/fake", api_base=url, timeout_s=30)
         pool = ModelPool({"bench": spec}, cache_path=cache_dir / f"{client}.sqlite", max_concurrency=concurrency,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from intake_eval.models.base import ChatRequest, ChatResult, ModelSpec
-from intake_eval.records import Demographics, DomainDraw, Profile
+from intake_eval.core.records import Demographics, DomainDraw, Profile
+from intake_eval.llm.base import ChatRequest, ChatResult, ModelSpec
 
 PHENOMENOLOGY = {
     "depression": "I've felt flat and heavy for months, like the colour has drained out of everything.",
@@ -53,12 +53,12 @@ def write_generated_profiles(profiles_path, n: int, seed: int = 7) -> list[Profi
     """Real profiles: the sampling stages plus the offline generator's render, as `generate` makes them."""
     import asyncio
 
-    from intake_eval.catalog import load_catalog
-    from intake_eval.models.offline import build_offline
-    from intake_eval.models.registry import resolve_spec
-    from intake_eval.render import render_profile
-    from intake_eval.sampling import plan_phenotypes, sample_profile
-    from intake_eval.store import append_record
+    from intake_eval.catalog.load import load_catalog
+    from intake_eval.core.store import append_record
+    from intake_eval.generate.render import render_profile
+    from intake_eval.generate.sampling import plan_phenotypes, sample_profile
+    from intake_eval.llm.registry import resolve_spec
+    from intake_eval.simulated import build_offline
 
     catalog = load_catalog()
     generator = build_offline(resolve_spec("offline/generator", {}), catalog)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from intake_eval.records import (
+from intake_eval.core.records import (
     Conversation,
     ConversationTurn,
     Demographics,

@@ -11,7 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import cohen_kappa_score
 
-from intake_eval.agreement import PairedLabels, agreement_rows, cohen_kappa, judgment_units, raw_agreement
+from intake_eval.metrics.agreement import (
+    PairedLabels,
+    agreement_rows,
+    cohen_kappa,
+    judgment_units,
+    raw_agreement,
+)
 from tests.judgment_builders import HIDDEN, judgment
 
 

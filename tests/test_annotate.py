@@ -11,7 +11,7 @@ from sklearn.metrics import cohen_kappa_score
 from typer.testing import CliRunner
 
 from intake_eval.cli import app
-from intake_eval.records import (
+from intake_eval.core.records import (
     QUESTION_TYPES,
     Conversation,
     ConversationTurn,
@@ -22,7 +22,7 @@ from intake_eval.records import (
     Profile,
     TurnJudgment,
 )
-from intake_eval.store import RunPaths, append_record
+from intake_eval.core.store import RunPaths, append_record
 
 JUDGE = "offline/judge"
 CLINICIANS = ("offline/screener", "offline/anchored")

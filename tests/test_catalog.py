@@ -9,10 +9,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from intake_eval.catalog import DEFAULT_CATALOG_DIR, load_catalog
-from intake_eval.catalog_validate import load_and_validate
+from intake_eval.catalog.load import load_and_validate, load_catalog
+from intake_eval.catalog.schema import DEFAULT_CATALOG_DIR
 from intake_eval.cli import app
-from intake_eval.errors import IntakeEvalError
+from intake_eval.core.errors import IntakeEvalError
 
 ARCHITECTURE_DOMAINS = {
     "depression", "hypomania", "mania", "generalized_anxiety", "panic", "agoraphobia", "social_anxiety", "insomnia",

@@ -18,8 +18,8 @@ import pytest
 from typer.testing import CliRunner
 
 from intake_eval.cli import app
-from intake_eval.records import Conversation, Judgment, Profile
-from intake_eval.store import RunPaths, iter_json_lines, iter_records
+from intake_eval.core.records import Conversation, Judgment, Profile
+from intake_eval.core.store import RunPaths, iter_json_lines, iter_records
 from tests.fakeserver import FakeOpenAIServer, Reply
 from tests.study_responder import StudyResponder
 
@@ -97,8 +97,8 @@ def chaos_models(tmp_path: Path, url: str) -> Path:
 def test_study_completes_under_injected_faults_with_every_record_once_and_every_retry_counted(tmp_path, monkeypatch):
     # The shipped retry policy with a shorter first backoff (the pool's policy is not an alias
     # parameter); Retry-After, jitter, attempts and the deadline work exactly as shipped.
-    from intake_eval.models import pool as pool_module
-    from intake_eval.models.retry import RetryPolicy
+    from intake_eval.llm import pool as pool_module
+    from intake_eval.llm.retry import RetryPolicy
 
     monkeypatch.setattr(pool_module, "RetryPolicy", lambda: RetryPolicy(base_delay_s=0.05, max_delay_s=2.0))
     responder = ChaosResponder()

@@ -29,7 +29,7 @@ turns: 2
 HOLDER = """
 import sys
 from pathlib import Path
-from intake_eval.store import RunLock, RunPaths
+from intake_eval.core.store import RunLock, RunPaths
 with RunLock(RunPaths(Path(sys.argv[1]))):
     print("locked", flush=True)
     sys.stdin.read()
@@ -92,7 +92,7 @@ def test_report_cooperates_with_a_held_run_folder(held):
 APPENDER = """
 import sys
 from pathlib import Path
-from intake_eval.store import JsonlWriter
+from intake_eval.core.store import JsonlWriter
 who, n = sys.argv[2], int(sys.argv[3])
 with JsonlWriter(Path(sys.argv[1])) as out:
     for i in range(n):

@@ -11,7 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from intake_eval.classifier import classify, domain_ids, load_lexicon, sentence_domains, split_sentences
+from intake_eval.catalog.classifier import (
+    classify,
+    domain_ids,
+    load_lexicon,
+    sentence_domains,
+    split_sentences,
+)
 from intake_eval.cli import app
 
 DATA = Path(__file__).parent / "data"
@@ -130,7 +136,7 @@ def test_result_carries_scores_and_matched_phrases():
 
 
 def test_lexicon_domains_equal_the_catalog_domains():
-    from intake_eval.catalog import load_catalog
+    from intake_eval.catalog.load import load_catalog
 
     assert domain_ids() == sorted(load_catalog().domains)
 
@@ -138,7 +144,7 @@ def test_lexicon_domains_equal_the_catalog_domains():
 def test_catalog_probe_questions_are_recognised():
     """Standalone probe questions (a few are follow-ups such as "How often does that happen?",
     which name no domain on their own) must classify to their domain."""
-    from intake_eval.catalog import load_catalog
+    from intake_eval.catalog.load import load_catalog
 
     probes = [(domain.id, q) for domain in load_catalog().domains.values() for q in domain.probe_questions]
     hits = sum(domain in classify(question).domains for domain, question in probes)

@@ -5,10 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 
-from intake_eval.conversation import Participants, PlannedConversation, run_conversation
-from intake_eval.models.base import CallUsage, ChatResult, ModelCallError
-from intake_eval.participants import parse_tracker_answer
-from intake_eval.prompts import render_prompt
+from intake_eval.core.prompts import render_prompt
+from intake_eval.interview.conversation import (
+    Participants,
+    PlannedConversation,
+    run_conversation,
+)
+from intake_eval.interview.participants import parse_tracker_answer
+from intake_eval.llm.base import CallUsage, ChatResult, ModelCallError
 from tests.convo_helpers import PHENOMENOLOGY, ScriptedModel, make_profile
 
 MINIMAL = (

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from intake_eval.cli import app
-from intake_eval.store import RunPaths
+from intake_eval.core.store import RunPaths
 
 CONFIG = """\
 name: damaged

@@ -10,13 +10,18 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from intake_eval.catalog import load_catalog
+from intake_eval.catalog.load import load_catalog
 from intake_eval.cli import app
-from intake_eval.diagnosis import map_diagnosis, map_formulation, matcher_for, score_formulation
-from intake_eval.diagnosis_tables import diagnosis_clinician_rows
-from intake_eval.formulation_schema import Formulation
-from intake_eval.metrics_tables import write_metrics
-from intake_eval.store import RunPaths, append_record
+from intake_eval.core.formulation import Formulation
+from intake_eval.core.store import RunPaths, append_record
+from intake_eval.metrics.clinical import diagnosis_clinician_rows
+from intake_eval.metrics.diagnosis import (
+    map_diagnosis,
+    map_formulation,
+    matcher_for,
+    score_formulation,
+)
+from intake_eval.metrics.tables import write_metrics
 from tests.judgment_builders import conversation, judgment, profile
 
 

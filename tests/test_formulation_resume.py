@@ -11,17 +11,14 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from intake_eval.cli import app
-from intake_eval.models.base import ModelSpec
-from intake_eval.models.pool import ModelPool
-from intake_eval.models.retry import RetryPolicy
-from intake_eval.records import Conversation
-from intake_eval.runner import (
-    RunSettings,
-    compact_conversations,
-    plan_conversations,
-    run_conversations,
-)
-from intake_eval.store import RunPaths, iter_records
+from intake_eval.core.records import Conversation
+from intake_eval.core.store import RunPaths, iter_records
+from intake_eval.interview.plan import RunSettings, plan_conversations
+from intake_eval.interview.stage import compact_conversations, run_conversations
+from intake_eval.llm.base import ModelSpec
+from intake_eval.llm.pool import ModelPool
+from intake_eval.llm.retry import RetryPolicy
+from intake_eval.simulated import OfflineParticipants
 from tests.convo_helpers import write_generated_profiles
 from tests.fakeserver import FakeOpenAIServer, Reply
 from tests.test_run_fakeserver import QUESTIONS, invoke, setup_run
@@ -118,10 +115,10 @@ def test_exhausted_retries_on_500s_are_requested_again_by_the_next_run(tmp_path)
         specs = {alias: ModelSpec(alias=alias, model=f"openai/{alias}", api_base=fake.url, temperature=0.0)
                  for alias in ("doc", "pat")}
         settings = RunSettings(clinicians=["doc"], patient="pat", turns=2, formulation=True)
-        from intake_eval.runner import load_profiles
+        from intake_eval.interview.plan import load_profiles
 
         plan = plan_conversations(load_profiles(RunPaths(run_dir)), settings)
-        with ModelPool(specs, retry_policy=fast, use_cache=False) as pool:
+        with ModelPool(specs, retry_policy=fast, use_cache=False, offline=OfflineParticipants()) as pool:
             asyncio.run(run_conversations(plan, pool, paths=RunPaths(run_dir), patient="pat", concurrency=2))
         compact_conversations(RunPaths(run_dir), ["doc"])
 

@@ -11,19 +11,27 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from intake_eval.catalog import load_catalog
+from intake_eval.catalog.load import load_catalog
 from intake_eval.cli import app
-from intake_eval.conversation import Participants, PlannedConversation, run_conversation
-from intake_eval.formulation_schema import Formulation
-from intake_eval.formulation_step import formulation_of, formulation_status, request_formulation
-from intake_eval.models.base import ModelSpec
-from intake_eval.models.offline import build_offline
-from intake_eval.models.pool import ModelPool
-from intake_eval.models.registry import resolve_spec
-from intake_eval.models.retry import RetryPolicy
-from intake_eval.participants import clinician_messages
-from intake_eval.records import Conversation, ConversationTurn
-from intake_eval.store import RunPaths, iter_records
+from intake_eval.core.formulation import Formulation
+from intake_eval.core.records import Conversation, ConversationTurn
+from intake_eval.core.store import RunPaths, iter_records
+from intake_eval.interview.conversation import (
+    Participants,
+    PlannedConversation,
+    run_conversation,
+)
+from intake_eval.interview.formulation import (
+    formulation_of,
+    formulation_status,
+    request_formulation,
+)
+from intake_eval.interview.participants import clinician_messages
+from intake_eval.llm.base import ModelSpec
+from intake_eval.llm.pool import ModelPool
+from intake_eval.llm.registry import resolve_spec
+from intake_eval.llm.retry import RetryPolicy
+from intake_eval.simulated import build_offline
 from tests.convo_helpers import make_profile, write_generated_profiles
 from tests.fakeserver import FakeOpenAIServer, Reply
 

@@ -99,7 +99,7 @@ STUDY_KEYS = ["name", "seed", "profiles.n", "profiles.mode", "generator", "patie
 
 def study_config_is_accepted(path: Path) -> bool:
     """The library's own verdict (any exception = rejected; the CLI must then say so in one line)."""
-    from intake_eval.study import load_study_config, resolve_roles
+    from intake_eval.study.pipeline import load_study_config, resolve_roles
 
     try:
         config = load_study_config(path)
@@ -170,7 +170,7 @@ MODEL_KEYS = ["models", "models.local", "models.local.model", "models.local.api_
 @FUZZ
 @given(data=st.data())
 def test_fuzzed_model_alias_files_fail_with_one_line_and_write_nothing(data):
-    from intake_eval.models.registry import load_model_specs
+    from intake_eval.llm.registry import load_model_specs
 
     with tempfile.TemporaryDirectory() as tmp:
         models = Path(tmp) / "models.yaml"

@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from intake_eval.cli import app
-from intake_eval.errors import IntakeEvalError
-from intake_eval.leakage import assert_no_generator_leak
-from intake_eval.manifest import Manifest
-from intake_eval.store import RunPaths
+from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.manifest import Manifest
+from intake_eval.core.store import RunPaths
+from intake_eval.runner.leakage import assert_no_generator_leak
 from tests.fakeserver import FakeOpenAIServer, Reply
 
 

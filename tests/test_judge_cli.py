@@ -7,7 +7,7 @@ import json
 from typer.testing import CliRunner
 
 from intake_eval.cli import app
-from intake_eval.store import RunPaths, append_record, iter_json_lines
+from intake_eval.core.store import RunPaths, append_record, iter_json_lines
 from tests.fakeserver import FakeOpenAIServer, Reply
 from tests.judgment_builders import conversation, profile
 from tests.test_judging import _valid_answer
@@ -39,7 +39,7 @@ def test_judge_with_a_provider_writes_judgments_metrics_and_manifest(tmp_path):
         args = ["judge", "--judge", "fakejudge", "--models", _models_file(tmp_path, server), "--run-dir", str(paths.root)]
         first = CliRunner().invoke(app, args)
         calls = server.request_count
-        retries = json.loads(paths.manifest.read_text())["stages"]["judge:fakejudge"]["retries"]
+        retries = json.loads(paths.manifest.read_text())["stages"]["judge:fakejudge"]["retries"]["fakejudge"]
         again = CliRunner().invoke(app, args)
         assert server.request_count == calls  # resume: nothing left to judge
     assert first.exit_code == 0, first.output
@@ -52,7 +52,7 @@ def test_judge_with_a_provider_writes_judgments_metrics_and_manifest(tmp_path):
         assert paths.metrics(name).exists()
     manifest = json.loads(paths.manifest.read_text())
     stage = manifest["stages"]["judge:fakejudge"]
-    assert stage["status"] == "done" and stage["config"]["mode"] == "per-turn" and stage["counts"]["judged"] == 0
+    assert stage["status"] == "done" and stage["config"]["mode"] == "per-turn" and stage["counts"]["done"] == 2
     assert "judge_turn" in stage["config"]["prompts"]
 
 
@@ -101,7 +101,7 @@ def test_offline_judge_in_both_modes_side_by_side(tmp_path):
 
 
 def test_the_generator_may_not_judge(tmp_path):
-    from intake_eval.manifest import Manifest
+    from intake_eval.core.manifest import Manifest
 
     paths = _run_folder(tmp_path)
     manifest = Manifest(paths)

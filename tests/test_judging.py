@@ -9,13 +9,23 @@ import re
 
 import pytest
 
-from intake_eval.judge_schema import JudgeOutputError, extract_json, parse_turn, response_schema
-from intake_eval.judging import JudgeSetup, conversation_prompt, judge_conversation, judge_stage, turn_prompt
-from intake_eval.metrics_tables import write_metrics
-from intake_eval.models.base import ModelSpec
-from intake_eval.models.pool import ModelPool
-from intake_eval.models.retry import RetryPolicy
-from intake_eval.store import RunPaths, append_record, iter_json_lines
+from intake_eval.core.store import RunPaths, append_record, iter_json_lines
+from intake_eval.judge.judging import (
+    conversation_prompt,
+    judge_conversation,
+    turn_prompt,
+)
+from intake_eval.judge.schema import (
+    JudgeOutputError,
+    extract_json,
+    parse_turn,
+    response_schema,
+)
+from intake_eval.judge.stage import JudgeSetup, judge_stage
+from intake_eval.llm.base import ModelSpec
+from intake_eval.llm.pool import ModelPool
+from intake_eval.llm.retry import RetryPolicy
+from intake_eval.metrics.tables import write_metrics
 from tests.fakeserver import FakeOpenAIServer, Reply
 from tests.judgment_builders import conversation, profile
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from intake_eval.metrics import (
+from intake_eval.metrics.figures import (
     active_coverage_rate,
     bleed_rate,
     conversation_metrics,

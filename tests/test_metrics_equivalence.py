@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from intake_eval import metrics
-from intake_eval.records import QUESTION_TYPES, DomainLabel, Judgment, TurnJudgment
+from intake_eval.core.records import QUESTION_TYPES, DomainLabel, Judgment, TurnJudgment
+from intake_eval.metrics import figures as metrics
 
 DOMAINS = ["insomnia", "panic", "ptsd", "alcohol_use", "ocd", "mania"]
 

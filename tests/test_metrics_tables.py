@@ -6,9 +6,9 @@ import csv
 
 import pytest
 
-from intake_eval.metrics_tables import CONVERSATION_COLUMNS, write_metrics
-from intake_eval.records import Usage
-from intake_eval.store import RunPaths, append_record
+from intake_eval.core.records import Usage
+from intake_eval.core.store import RunPaths, append_record
+from intake_eval.metrics.tables import CONVERSATION_COLUMNS, write_metrics
 from tests.judgment_builders import conversation, judgment, profile
 
 CH, O, TP, OT = "closed_hypothesis", "open", "treatment_planning", "other"

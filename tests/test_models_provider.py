@@ -13,9 +13,10 @@ import time
 
 import pytest
 
-from intake_eval.models.base import ChatRequest, ModelCallError, ModelSpec
-from intake_eval.models.pool import ModelPool
-from intake_eval.models.retry import RetryPolicy
+from intake_eval.llm.base import ChatRequest, ModelCallError, ModelSpec
+from intake_eval.llm.pool import ModelPool
+from intake_eval.llm.retry import RetryPolicy
+from intake_eval.simulated import OfflineParticipants
 from tests.fakeserver import FakeOpenAIServer, Reply, scripted
 
 FAST = RetryPolicy(max_attempts=4, base_delay_s=0.01, max_delay_s=2.0, deadline_s=10.0)
@@ -239,9 +240,9 @@ def test_connection_refused_is_retried_then_exhausted(client):
 
 
 def test_offline_participants_are_metered_but_never_cached_or_limited(tmp_path):
-    from intake_eval.models.registry import load_model_specs
+    from intake_eval.llm.registry import load_model_specs
 
-    pool = ModelPool(load_model_specs(), cache_path=tmp_path / "cache.sqlite")
+    pool = ModelPool(load_model_specs(), cache_path=tmp_path / "cache.sqlite", offline=OfflineParticipants())
     messages = [{"role": "user", "content": "I've been feeling really low since I lost my job."}]
     context = {"role": "clinician", "conversation_id": "P00001.x", "turn": 1, "max_turns": 12, "trial": 0,
                "request": "turn"}

@@ -2,7 +2,7 @@
 
 import pytest
 
-from intake_eval.models.reasoning import split_reasoning
+from intake_eval.llm.reasoning import split_reasoning
 
 
 @pytest.mark.parametrize(

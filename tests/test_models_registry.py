@@ -8,12 +8,13 @@ import time
 
 import pytest
 
-from intake_eval.errors import IntakeEvalError
-from intake_eval.models.base import ModelSpec
-from intake_eval.models.limiter import EndpointLimiter
-from intake_eval.models.litellm_backend import call_cost, response_format_for
-from intake_eval.models.registry import load_model_specs, preflight, resolve_spec
-from intake_eval.models.retry import RetryPolicy, backoff_delay, retry_after_seconds
+from intake_eval.core.errors import IntakeEvalError
+from intake_eval.llm.base import ModelSpec
+from intake_eval.llm.limiter import EndpointLimiter
+from intake_eval.llm.litellm_backend import call_cost, response_format_for
+from intake_eval.llm.registry import load_model_specs, preflight, resolve_spec
+from intake_eval.llm.retry import RetryPolicy, backoff_delay, retry_after_seconds
+from intake_eval.simulated import check_offline_name
 
 STUDY = {
     "llama-3.3-70b": (False, 350), "llama-3.1-8b": (False, 350), "deepseek-v3": (False, 350),
@@ -99,7 +100,7 @@ def test_resolve_raw_ids_offline_and_typos():
     with pytest.raises(IntakeEvalError, match="did you mean 'gpt-4o'"):
         resolve_spec("gpt4o", specs)
     with pytest.raises(IntakeEvalError, match="unknown offline model"):
-        resolve_spec("offline/oracle", specs)
+        check_offline_name(resolve_spec("offline/oracle", specs).model)
 
 
 def test_preflight_names_alias_and_variable(monkeypatch):

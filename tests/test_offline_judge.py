@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from intake_eval.judging import judge_conversation
-from intake_eval.metrics import conversation_metrics
-from intake_eval.models.base import ModelSpec
-from intake_eval.models.offline.judge import OfflineJudge
-from intake_eval.records import TrackerDecision
+from intake_eval.core.records import TrackerDecision
+from intake_eval.judge.judging import judge_conversation
+from intake_eval.llm.base import ModelSpec
+from intake_eval.metrics.figures import conversation_metrics
+from intake_eval.simulated.judge import OfflineJudge
 from tests.judgment_builders import conversation, profile
 
 PROFILE = profile(hidden=("insomnia", "alcohol_use"))
@@ -94,17 +94,13 @@ def test_offline_pipeline_screener_high_anchored_low_and_pivot_found(tmp_path):
     from typer.testing import CliRunner
 
     from intake_eval.cli import app
-    from intake_eval.generate_stage import generate_profiles
-    from intake_eval.manifest import Manifest
-    from intake_eval.models.pool import ModelPool
-    from intake_eval.models.registry import load_model_specs
-    from intake_eval.runner import RunSettings, execute_run
-    from intake_eval.store import RunPaths
+    from intake_eval.core.store import RunPaths
+    from intake_eval.generate.stage import execute_generate
+    from intake_eval.interview.plan import RunSettings
+    from intake_eval.interview.stage import execute_run
 
     paths = RunPaths(tmp_path / "run")
-    with ModelPool(load_model_specs(None)) as pool:
-        generate_profiles(paths, manifest=Manifest(paths), n=18, mode="stratified", seed=11,
-                          generator="offline/generator", pool=pool)
+    execute_generate(paths, n=18, mode="stratified", seed=11)
     execute_run(paths, RunSettings(clinicians=["offline/screener", "offline/anchored"], patient="offline/patient"))
     runner = CliRunner()
     for mode in ("per-turn", "conversation"):

@@ -10,14 +10,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from intake_eval.catalog import load_catalog
-from intake_eval.classifier import classify
-from intake_eval.conversation import Participants, PlannedConversation, run_conversation
-from intake_eval.formulation_schema import Formulation, parse_formulation
-from intake_eval.models.base import ChatRequest, ModelSpec
-from intake_eval.models.offline import build_offline
-from intake_eval.participants import clinician_messages
-from intake_eval.records import Profile
+from intake_eval.catalog.classifier import classify
+from intake_eval.catalog.load import load_catalog
+from intake_eval.core.formulation import Formulation, parse_formulation
+from intake_eval.core.records import Profile
+from intake_eval.interview.conversation import (
+    Participants,
+    PlannedConversation,
+    run_conversation,
+)
+from intake_eval.interview.participants import clinician_messages
+from intake_eval.llm.base import ChatRequest, ModelSpec
+from intake_eval.simulated import build_offline
 
 DATA = Path(__file__).parent / "data"
 PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
@@ -30,8 +34,8 @@ def offline(name: str):
 @pytest.fixture(scope="module")
 def profiles() -> list[Profile]:
     """Two rendered profiles per phenotype (sampling + the offline generator, QC passed)."""
-    from intake_eval.render import render_profile
-    from intake_eval.sampling import sample_profile
+    from intake_eval.generate.render import render_profile
+    from intake_eval.generate.sampling import sample_profile
 
     catalog = load_catalog()
     generator = offline("generator")
@@ -156,7 +160,7 @@ def test_patient_is_deterministic_and_varies_by_profile(profiles):
 
 
 def test_patient_refuses_other_roles():
-    from intake_eval.models.base import ModelCallError
+    from intake_eval.llm.base import ModelCallError
 
     with pytest.raises(ModelCallError):
         asyncio.run(offline("patient").complete(ChatRequest(messages=[], context={"role": "clinician"})))
@@ -241,7 +245,11 @@ def test_formulations_validate_and_reflect_what_was_disclosed(profiles):
 
 
 def test_presenting_concern_is_found_in_paraphrased_openings_too():
-    from intake_eval.models.offline.formulation import build_formulation, findings, presenting_domain
+    from intake_eval.simulated.formulation import (
+        build_formulation,
+        findings,
+        presenting_domain,
+    )
 
     catalog = load_catalog()
     assert presenting_domain("I keep having panic attacks out of nowhere; my heart pounds and I think I'm dying.",
@@ -255,7 +263,7 @@ def test_presenting_concern_is_found_in_paraphrased_openings_too():
 
 def test_screener_formulation_reads_answers_not_profiles():
     """Denied and unanswered domains stay out; an affirmed single-domain question counts."""
-    from intake_eval.models.offline.formulation import findings
+    from intake_eval.simulated.formulation import findings
 
     catalog = load_catalog()
     pairs = [("Do you drink?", "No, not really."),

@@ -9,13 +9,24 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from intake_eval.catalog import load_catalog
+from intake_eval.catalog.load import load_catalog
 from intake_eval.cli import app
-from intake_eval.errors import IntakeEvalError
-from intake_eval.qc import QCResult, Rate, qc_gate, wilson_interval, write_qc_metrics
-from intake_eval.qc_probes import DEFAULT_PROBES, absent_domains, load_probe_config, plan_probes
-from intake_eval.records import Demographics, DomainDraw, PatientProbe, Profile
-from intake_eval.store import RunPaths, append_record, iter_records
+from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.records import Demographics, DomainDraw, PatientProbe, Profile
+from intake_eval.core.store import RunPaths, append_record, iter_records
+from intake_eval.trust.patient_qc import (
+    QCResult,
+    Rate,
+    qc_gate,
+    wilson_interval,
+    write_qc_metrics,
+)
+from intake_eval.trust.probes import (
+    DEFAULT_PROBES,
+    absent_domains,
+    load_probe_config,
+    plan_probes,
+)
 from tests.fakeserver import FakeOpenAIServer, Reply
 
 HIDDEN = {1: ["panic", "alcohol_use", "ocd", "adhd"], 2: ["alcohol_use", "ocd", "adhd", "panic"]}

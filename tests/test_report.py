@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from intake_eval.cli import app
+from intake_eval.core.store import RunPaths
 from intake_eval.report import fmt
-from intake_eval.store import RunPaths
 from tests.test_report_support import synth_run
 
 runner = CliRunner()
@@ -229,10 +229,11 @@ def test_parallel_shard_writing_gives_the_same_files(tmp_path: Path, monkeypatch
 
 
 def test_unchanged_run_keeps_its_shards_and_a_changed_one_rewrites_them(tmp_path: Path):
-    from intake_eval.report.build import build_report
-    from intake_eval.store import append_record
-    from tests.test_report_support import make_conversation, make_profile
     import random
+
+    from intake_eval.core.store import append_record
+    from intake_eval.report.build import build_report
+    from tests.test_report_support import make_conversation, make_profile
 
     paths = synth_run(tmp_path / "cache", n_profiles=4, clinicians=("offline/screener",), judges=("offline/judge",))
     build_report(paths.root)

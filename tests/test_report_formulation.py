@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from intake_eval.catalog import load_catalog
+from intake_eval.catalog.load import load_catalog
 from intake_eval.cli import app
-from intake_eval.records import Conversation, Profile
+from intake_eval.core.records import Conversation, Profile
+from intake_eval.core.store import RunPaths, iter_records, write_text_atomic
 from intake_eval.report import fmt
-from intake_eval.store import RunPaths, iter_records, write_text_atomic
 from tests.test_report_browser import CHROMIUM, browser  # noqa: F401  (the shared headless-browser fixture)
 from tests.test_report_support import synth_run
 

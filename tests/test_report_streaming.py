@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from intake_eval.store import append_record, iter_json_lines
+from intake_eval.core.store import append_record, iter_json_lines
 from tests.test_report_support import (
     make_conversation,
     make_judgment,
@@ -76,9 +76,9 @@ def test_shards_equal_the_whole_records_even_with_superseded_lines(tmp_path: Pat
 
 
 def _race(args) -> int:
+    from intake_eval.core.store import RunPaths
     from intake_eval.report import viewer
     from intake_eval.report.load import load_run
-    from intake_eval.store import RunPaths
 
     root, worker = args
     data = load_run(RunPaths(Path(root)), refresh=False)

@@ -10,9 +10,18 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from intake_eval.records import (Conversation, ConversationTurn, Demographics, DomainDraw, DomainLabel, Judgment,
-                                 Profile, TurnJudgment, Usage)
-from intake_eval.store import JsonlWriter, RunPaths
+from intake_eval.core.records import (
+    Conversation,
+    ConversationTurn,
+    Demographics,
+    DomainDraw,
+    DomainLabel,
+    Judgment,
+    Profile,
+    TurnJudgment,
+    Usage,
+)
+from intake_eval.core.store import JsonlWriter, RunPaths
 
 PHENOTYPES = {
     "bipolar_masked": ("masked", "depression", ["hypomania", "insomnia", "alcohol_use", "irritability", "generalized_anxiety"]),

@@ -16,7 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from intake_eval.cli import app
-from intake_eval.records import QUESTION_TYPES, Profile
+from intake_eval.core.records import QUESTION_TYPES, Profile
+from intake_eval.core.store import JsonlWriter, RunPaths, iter_records
 from intake_eval.report import fmt
 from intake_eval.report.trust_section import (
     annotation_rows,
@@ -24,7 +25,6 @@ from intake_eval.report.trust_section import (
     qc_rows,
     trials_rows,
 )
-from intake_eval.store import JsonlWriter, RunPaths, iter_records
 from tests.test_report_support import make_conversation, make_judgment, synth_run
 
 runner = CliRunner()

@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from intake_eval.cli import app
-from intake_eval.records import Conversation
-from intake_eval.store import RunPaths, append_record, iter_records
+from intake_eval.core.records import Conversation
+from intake_eval.core.store import RunPaths, append_record, iter_records
 from tests.convo_helpers import make_profile
 from tests.fakeserver import FakeOpenAIServer, Reply
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from intake_eval.classifier import classify
+from intake_eval.catalog.classifier import classify
 from intake_eval.cli import app
-from intake_eval.models.offline.patient import distinctive_segments
-from intake_eval.records import Conversation, Profile
-from intake_eval.store import RunPaths, iter_records, latest_by_key
+from intake_eval.core.records import Conversation, Profile
+from intake_eval.core.store import RunPaths, iter_records, latest_by_key
+from intake_eval.simulated.patient import distinctive_segments
 from tests.convo_helpers import write_generated_profiles
 
 OFFLINE = ["--clinician", "offline/screener", "--clinician", "offline/anchored", "--patient", "offline/patient"]

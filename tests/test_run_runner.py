@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import asyncio
 
-from intake_eval.models.base import CallUsage, ChatRequest, ChatResult, ModelCallError, ModelSpec
-from intake_eval.records import Conversation
-from intake_eval.runner import RunSettings, compact_conversations, plan_conversations, run_conversations
-from intake_eval.store import RunPaths, iter_records
+from intake_eval.core.records import Conversation
+from intake_eval.core.store import RunPaths, iter_records
+from intake_eval.interview.plan import RunSettings, plan_conversations
+from intake_eval.interview.stage import compact_conversations, run_conversations
+from intake_eval.llm.base import (
+    CallUsage,
+    ChatRequest,
+    ChatResult,
+    ModelCallError,
+    ModelSpec,
+)
 from tests.convo_helpers import make_profile
 
 

@@ -5,8 +5,15 @@ from __future__ import annotations
 from typer.testing import CliRunner
 
 from intake_eval.cli import app
-from intake_eval.records import Conversation, ConversationTurn, DomainLabel, Judgment, TrackerDecision, TurnJudgment
-from intake_eval.store import RunPaths, append_record
+from intake_eval.core.records import (
+    Conversation,
+    ConversationTurn,
+    DomainLabel,
+    Judgment,
+    TrackerDecision,
+    TurnJudgment,
+)
+from intake_eval.core.store import RunPaths, append_record
 from tests.convo_helpers import make_profile
 
 CID = "P00001.llama-3.3-70b.minimal.tracked.t0"

@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from intake_eval.diagnosis_tables import safety_clinician_rows
-from intake_eval.metrics_tables import write_metrics
-from intake_eval.records import DomainDraw
-from intake_eval.safety import (
+from intake_eval.core.records import DomainDraw
+from intake_eval.core.store import RunPaths, append_record
+from intake_eval.metrics.clinical import safety_clinician_rows
+from intake_eval.metrics.safety import (
     classifier_screen_turns,
     compare_risk,
     judge_screen_turns,
     score_safety,
     true_risk_level,
 )
-from intake_eval.store import RunPaths, append_record
+from intake_eval.metrics.tables import write_metrics
 from tests.judgment_builders import conversation, judgment, profile
 
 SAFETY_CRITICAL = ("suicidality", "self_harm", "intrusive_harm_thoughts", "psychosis", "mania")

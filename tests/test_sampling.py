@@ -8,10 +8,17 @@ from collections import Counter
 import pytest
 from scipy.stats import chisquare
 
-from intake_eval.catalog import ConflictRule, DemographicConstraints, OptionalDomain, Phenotype, PrincipalDiagnosis, load_catalog
-from intake_eval.records import DomainDraw
-from intake_eval.render import qc_domain, symptom_score
-from intake_eval.sampling import (
+from intake_eval.catalog.load import load_catalog
+from intake_eval.catalog.schema import (
+    ConflictRule,
+    DemographicConstraints,
+    OptionalDomain,
+    Phenotype,
+    PrincipalDiagnosis,
+)
+from intake_eval.core.records import DomainDraw
+from intake_eval.generate.render import qc_domain, symptom_score
+from intake_eval.generate.sampling import (
     Trace,
     choose_domains,
     draw_severity,

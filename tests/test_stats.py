@@ -7,7 +7,12 @@ import itertools
 import pytest
 from scipy.stats import wilcoxon
 
-from intake_eval.stats import bootstrap_mean_ci, median_with_undefined, paired_comparison, paired_permutation_p
+from intake_eval.metrics.stats import (
+    bootstrap_mean_ci,
+    median_with_undefined,
+    paired_comparison,
+    paired_permutation_p,
+)
 
 
 def test_bootstrap_is_seeded_and_brackets_the_mean():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from intake_eval.stats import bootstrap_mean_ci, paired_permutation_p
+from intake_eval.metrics.stats import bootstrap_mean_ci, paired_permutation_p
 
 
 def _per_profile_ci(groups: dict[str, list[float]], n_boot: int = 20000) -> tuple[float, float]:
@@ -50,7 +50,7 @@ def test_permutation_by_class_matches_sign_flips(shift):
 def test_wilcoxon_normal_equals_scipy(seed):
     from scipy.stats import wilcoxon
 
-    from intake_eval.stats import wilcoxon_normal
+    from intake_eval.metrics.stats import wilcoxon_normal
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(5, 400))

@@ -6,10 +6,10 @@ import warnings
 
 import pytest
 
-from intake_eval.errors import ConfigChangedError, IntakeEvalError, RunLockedError
-from intake_eval.manifest import Manifest, diff_configs
-from intake_eval.records import Usage
-from intake_eval.store import (
+from intake_eval.core.errors import ConfigChangedError, IntakeEvalError
+from intake_eval.core.manifest import Manifest, diff_configs
+from intake_eval.core.records import Usage
+from intake_eval.core.store import (
     JsonlWriter,
     ReadStats,
     RunLock,
@@ -140,8 +140,8 @@ def test_run_lock_names_the_holder(tmp_path):
     paths = RunPaths(tmp_path / "run")
     with RunLock(paths):
         script = (
-            "import sys; from pathlib import Path; from intake_eval.store import RunLock, RunPaths\n"
-            "from intake_eval.errors import RunLockedError\n"
+            "import sys; from pathlib import Path; from intake_eval.core.store import RunLock, RunPaths\n"
+            "from intake_eval.core.errors import RunLockedError\n"
             "try:\n RunLock(RunPaths(Path(sys.argv[1]))).acquire()\n"
             "except RunLockedError as e:\n print(e.format_message()); sys.exit(3)\n"
         )

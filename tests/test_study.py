@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from intake_eval.cli import app
-from intake_eval.records import Conversation, Judgment
-from intake_eval.store import RunPaths, iter_records
+from intake_eval.core.records import Conversation, Judgment
+from intake_eval.core.store import RunPaths, iter_records
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = """\

@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from intake_eval.cli import app
-from intake_eval.errors import IntakeEvalError
-from intake_eval.study_config import load_study_config
+from intake_eval.core.errors import IntakeEvalError
+from intake_eval.study.config import load_study_config
 
 ROOT = Path(__file__).resolve().parents[1]
 MINIMAL = """\

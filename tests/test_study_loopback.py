@@ -17,8 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from intake_eval.cli import app
-from intake_eval.records import Conversation, Judgment, Profile
-from intake_eval.store import RunPaths, iter_records
+from intake_eval.core.records import Conversation, Judgment, Profile
+from intake_eval.core.store import RunPaths, iter_records
 from tests.fakeserver import FakeOpenAIServer, Reply
 from tests.study_responder import StudyResponder
 
@@ -129,7 +129,7 @@ def test_loopback_study_every_role_artifacts_consistent_and_estimate_matches(loo
     assert json.loads(paths.manifest.read_text())["study"]["history"][-1]["calls"] == 0
 
     # --- the estimate against what was recorded
-    from intake_eval.study import estimate_config
+    from intake_eval.study.pipeline import estimate_config
 
     estimate = estimate_config(config, models_file=models)
     recorded = _stage_usage(data)

@@ -7,9 +7,16 @@ import math
 
 import pytest
 
-from intake_eval.records import Demographics, DomainDraw, DomainLabel, Judgment, Profile, TurnJudgment
-from intake_eval.store import RunPaths, append_record
-from intake_eval.trials import (
+from intake_eval.core.records import (
+    Demographics,
+    DomainDraw,
+    DomainLabel,
+    Judgment,
+    Profile,
+    TurnJudgment,
+)
+from intake_eval.core.store import RunPaths, append_record
+from intake_eval.metrics.trials import (
     TrialObservation,
     between_trial_sd,
     cluster_bootstrap_ci,
@@ -71,7 +78,7 @@ def _write_run(paths: RunPaths, caught: dict[str, list[set[str]]]) -> None:
 
 def _write_judged_run(paths: RunPaths, caught: dict[str, list[set[str]]]) -> None:
     """Profiles and judgments on disk; metrics/conversations.csv from the real metrics writer."""
-    from intake_eval.metrics_tables import write_metrics
+    from intake_eval.metrics.tables import write_metrics
 
     for profile_id, trials in caught.items():
         append_record(paths.profiles, _profile(profile_id))
@@ -136,7 +143,7 @@ def test_unequal_trial_counts_and_single_trials():
 
 
 def _catalog_profile(index: int, hidden: list[str]) -> Profile:
-    from intake_eval.catalog import load_catalog
+    from intake_eval.catalog.load import load_catalog
 
     catalog = load_catalog()
 
@@ -166,7 +173,7 @@ def test_trials_3_on_an_offline_run_produces_the_figures(run_dir):
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["judge", "--judge", "offline/judge", "--run-dir", str(run_dir)])
     assert result.exit_code == 0, result.output
-    from intake_eval.metrics_tables import write_metrics
+    from intake_eval.metrics.tables import write_metrics
 
     write_metrics(paths)  # idempotent: the judge command may already have written it
     target = write_trial_metrics(paths)

@@ -4,7 +4,6 @@ inside commands so `intake-eval --help` answers fast."""
 from __future__ import annotations
 
 import os
-
 import warnings
 
 import typer
@@ -33,7 +32,7 @@ class _OneLineErrors(TyperGroup):
     """Every user-facing error (ours or a click usage error) as one `error: …` line and exit 2."""
 
     def invoke(self, ctx):
-        from intake_eval.errors import ClickException, IntakeEvalError
+        from intake_eval.core.errors import ClickException, IntakeEvalError
 
         try:
             return super().invoke(ctx)

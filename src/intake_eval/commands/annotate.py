@@ -31,13 +31,13 @@ def export(
     Items are sampled across clinicians, question types and label values (stratified, seeded);
     annotators see neither the judge's labels nor which clinician spoke.
     """
-    from intake_eval.annotate import export_pack
     from intake_eval.commands.common import console
-    from intake_eval.store import RunLock, RunPaths
+    from intake_eval.core.store import RunLock, RunPaths
+    from intake_eval.trust.annotate import export_pack
 
     paths = RunPaths(run_dir)
     if not paths.root.is_dir():
-        from intake_eval.errors import IntakeEvalError
+        from intake_eval.core.errors import IntakeEvalError
 
         raise IntakeEvalError(f"--run-dir {run_dir}: no such run folder")
     with RunLock(paths):
@@ -63,8 +63,8 @@ def import_(
     from rich.console import Console
     from rich.table import Table
 
-    from intake_eval.annotate import import_annotations
-    from intake_eval.store import RunPaths
+    from intake_eval.core.store import RunPaths
+    from intake_eval.trust.annotate import import_annotations
 
     rows, target = import_annotations(RunPaths(run_dir), list(files))
     table = Table(title="Agreement with human annotators", title_justify="left")

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from intake_eval.commands.common import DEFAULT_RUN_DIR, ModelsOption, RunDirOption
-from intake_eval.errors import IntakeEvalError
+from intake_eval.core.errors import IntakeEvalError
 
 
 def classify(
@@ -57,8 +57,8 @@ def classify(
 def _classify(text: str | None, disclosed: list[str], file: Path | None) -> None:
     import json
 
-    from intake_eval.classifier import classify as classify_text
-    from intake_eval.classifier import domain_ids
+    from intake_eval.catalog.classifier import classify as classify_text
+    from intake_eval.catalog.classifier import domain_ids
 
     known = set(domain_ids())
     unknown = [domain for domain in disclosed if domain not in known]

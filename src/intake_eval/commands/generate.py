@@ -7,7 +7,13 @@ from typing import Annotated, Any
 
 import typer
 
-from intake_eval.commands.common import DEFAULT_RUN_DIR, ForceOption, ModelsOption, NoCacheOption, RunDirOption
+from intake_eval.commands.common import (
+    DEFAULT_RUN_DIR,
+    ForceOption,
+    ModelsOption,
+    NoCacheOption,
+    RunDirOption,
+)
 
 
 def generate(
@@ -50,10 +56,11 @@ def generate(
 
     Example: intake-eval generate --n 108 --stratified --seed 7
     """
-    from intake_eval.catalog import DEFAULT_CATALOG_DIR, load_catalog
+    from intake_eval.catalog.load import load_catalog
+    from intake_eval.catalog.schema import DEFAULT_CATALOG_DIR
     from intake_eval.commands.common import console
-    from intake_eval.generate_stage import check_settings
-    from intake_eval.store import RunPaths
+    from intake_eval.core.store import RunPaths
+    from intake_eval.generate.stage import check_settings
 
     mode = "stratified" if stratified else "weighted"
     check_settings(n, mode, max_attempts, qc_threshold, concurrency)
@@ -73,19 +80,11 @@ def generate(
 
 def _run(paths: Any, catalog: Any, *, n: int, mode: str, seed: int, generator: str, models_file: Path | None,
          use_cache: bool, force: bool, concurrency: int, max_attempts: int, qc_threshold: float, out: Any):
-    from intake_eval.generate_stage import generate_profiles
-    from intake_eval.manifest import Manifest
-    from intake_eval.models.pool import ModelPool
-    from intake_eval.models.registry import load_model_specs
-    from intake_eval.store import RunLock
+    from intake_eval.generate.stage import execute_generate
 
-    specs = load_model_specs(models_file)
-    with RunLock(paths):
-        manifest = Manifest(paths)
-        with ModelPool(specs, cache_path=paths.cache_db, use_cache=use_cache, catalog=catalog) as pool:
-            return generate_profiles(paths, manifest=manifest, n=n, mode=mode, seed=seed, generator=generator,
-                                     pool=pool, force=force, console=out, catalog=catalog, concurrency=concurrency,
-                                     max_attempts=max_attempts, qc_threshold=qc_threshold)
+    return execute_generate(paths, n=n, mode=mode, seed=seed, generator=generator, models_file=models_file,
+                            use_cache=use_cache, force=force, console=out, catalog=catalog, concurrency=concurrency,
+                            max_attempts=max_attempts, qc_threshold=qc_threshold)
 
 
 def _print_summary(out: Any, paths: Any, catalog: Any, summary: Any) -> None:
@@ -120,11 +119,18 @@ def _explain(catalog: Any, *, n: int, mode: str, seed: int, index: int, generato
     from rich.console import Console
     from rich.panel import Panel
 
-    from intake_eval.errors import IntakeEvalError
-    from intake_eval.models.pool import ModelPool
-    from intake_eval.models.registry import load_model_specs, preflight
-    from intake_eval.render import render_profile
-    from intake_eval.sampling import STAGE_TITLES, Trace, explain_plan, plan_phenotypes, sample_profile
+    from intake_eval.core.errors import IntakeEvalError
+    from intake_eval.generate.render import render_profile
+    from intake_eval.generate.sampling import (
+        STAGE_TITLES,
+        Trace,
+        explain_plan,
+        plan_phenotypes,
+        sample_profile,
+    )
+    from intake_eval.llm.pool import ModelPool
+    from intake_eval.llm.registry import load_model_specs, preflight
+    from intake_eval.simulated import OfflineParticipants
 
     if not 0 <= index < n:
         raise IntakeEvalError(f"--index {index} is outside 0..{n - 1} (--n {n})")
@@ -132,7 +138,7 @@ def _explain(catalog: Any, *, n: int, mode: str, seed: int, index: int, generato
     plan = plan_phenotypes(catalog, n, mode, seed)
     explain_plan(catalog, plan, mode, index, trace)
     drawn = sample_profile(catalog, plan[index], index, seed, trace)
-    with ModelPool(load_model_specs(models_file), cache_path=None, use_cache=False, catalog=catalog) as pool:
+    with ModelPool(load_model_specs(models_file), cache_path=None, use_cache=False, offline=OfflineParticipants(catalog)) as pool:
         preflight([pool.spec(generator)])
         profile = asyncio.run(render_profile(drawn, pool.get(generator), catalog, max_attempts=max_attempts,
                                              threshold=qc_threshold, generator=generator, trace=trace))

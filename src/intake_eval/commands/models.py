@@ -27,8 +27,14 @@ def models(
     A model argument elsewhere may be one of these aliases, a raw provider id (openai/…,
     hosted_vllm/…, gemini/…, together_ai/…) or an offline participant (offline/…).
     """
-    from intake_eval.errors import IntakeEvalError
-    from intake_eval.models.registry import key_is_set, load_model_specs, needed_key, preflight, resolve_spec
+    from intake_eval.core.errors import IntakeEvalError
+    from intake_eval.llm.registry import (
+        key_is_set,
+        load_model_specs,
+        needed_key,
+        preflight,
+        resolve_spec,
+    )
 
     try:
         specs = load_model_specs(models_file)

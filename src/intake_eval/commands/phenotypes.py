@@ -19,7 +19,8 @@ CatalogOption = Annotated[
 
 
 def _load(catalog_dir: Path | None):
-    from intake_eval.catalog import DEFAULT_CATALOG_DIR, load_catalog
+    from intake_eval.catalog.load import load_catalog
+    from intake_eval.catalog.schema import DEFAULT_CATALOG_DIR
 
     return load_catalog(Path(catalog_dir) if catalog_dir is not None else DEFAULT_CATALOG_DIR)
 
@@ -58,7 +59,7 @@ def show(phenotype_id: Annotated[str, typer.Argument(metavar="ID", help="Phenoty
     from rich.console import Console
     from rich.table import Table
 
-    from intake_eval.errors import IntakeEvalError
+    from intake_eval.core.errors import IntakeEvalError
 
     catalog = _load(catalog_dir)
     if phenotype_id not in catalog.phenotypes:
@@ -98,8 +99,8 @@ def validate(directory: Annotated[Path | None, typer.Argument(
     """Check a catalog: unknown domain ids, probabilities outside [0, 1], conflict rules that empty a
     pool or make 4 hidden domains impossible, missing citations, typo'd keys, bad YAML. Prints one
     line per problem (file and field) and exits 2, or confirms the catalog is valid."""
-    from intake_eval.catalog_validate import display_path, load_and_validate
-    from intake_eval.catalog import DEFAULT_CATALOG_DIR
+    from intake_eval.catalog.load import display_path, load_and_validate
+    from intake_eval.catalog.schema import DEFAULT_CATALOG_DIR
 
     folder = Path(directory) if directory is not None else DEFAULT_CATALOG_DIR
     catalog = load_and_validate(folder)

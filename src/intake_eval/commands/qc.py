@@ -42,9 +42,9 @@ def qc_patient(
     from rich.table import Table
 
     from intake_eval.commands.common import console
-    from intake_eval.qc import QCSettings, execute_qc, qc_gate
-    from intake_eval.qc_probes import DEFAULT_PROBES
-    from intake_eval.store import RunPaths
+    from intake_eval.core.store import RunPaths
+    from intake_eval.trust.patient_qc import QCSettings, execute_qc, qc_gate
+    from intake_eval.trust.probes import DEFAULT_PROBES
 
     settings = QCSettings(patient=patient, mode=patient_mode, judge=judge, tracker=tracker, n=n,
                           probes=probes or DEFAULT_PROBES, concurrency=concurrency)

@@ -21,7 +21,7 @@ def report(
 
     Works on a run in progress: whatever is missing is listed at the top of the report."""
     from intake_eval.commands.common import console
-    from intake_eval.errors import IntakeEvalError
+    from intake_eval.core.errors import IntakeEvalError
     from intake_eval.report.build import build_report
     from intake_eval.report.terminal import print_summary
 
@@ -44,7 +44,14 @@ def report(
 
 
 def _build(err, build_report, run_dir: Path, judge: str | None, quiet: bool):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=True, disable=quiet) as progress:

@@ -7,7 +7,13 @@ from typing import Annotated
 
 import typer
 
-from intake_eval.commands.common import DEFAULT_RUN_DIR, ForceOption, ModelsOption, NoCacheOption, RunDirOption
+from intake_eval.commands.common import (
+    DEFAULT_RUN_DIR,
+    ForceOption,
+    ModelsOption,
+    NoCacheOption,
+    RunDirOption,
+)
 
 PATIENT_MODES = ("prompted", "tracked")
 
@@ -57,10 +63,11 @@ def run(
     --clinician offline/anchored --patient offline/patient
     """
     from intake_eval.commands.common import console
-    from intake_eval.errors import IntakeEvalError
-    from intake_eval.prompts import available_conditions
-    from intake_eval.runner import RunSettings, execute_run
-    from intake_eval.store import RunPaths
+    from intake_eval.core.errors import IntakeEvalError
+    from intake_eval.core.prompts import available_conditions
+    from intake_eval.core.store import RunPaths
+    from intake_eval.interview.plan import RunSettings
+    from intake_eval.interview.stage import execute_run
 
     conditions = condition or ["minimal"]
     known = available_conditions()
@@ -103,7 +110,7 @@ def _summarize(out, paths, result, *, formulation: bool = False) -> None:
         out.print(f"formulations requested for {sum(totals.formulations.values())} conversations already on disk "
                   f"({statuses})")
     if formulation:
-        from intake_eval.formulation_resume import provider_error_formulations
+        from intake_eval.interview.formulation_resume import provider_error_formulations
 
         unanswered = provider_error_formulations(paths, sorted(result.per_clinician))
         if unanswered:

@@ -22,7 +22,7 @@ def show(
     unlock decisions (tracked mode), and each judge's per-turn labels once `judge` has run."""
     from rich.console import Console
 
-    from intake_eval.store import RunPaths
+    from intake_eval.core.store import RunPaths
 
     paths = RunPaths(Path(run_dir))
     conversation = find_conversation(paths, conversation_id)
@@ -35,9 +35,9 @@ def find_conversation(paths, conversation_id: str):
     """The id names its file: {profile}.{file-safe clinician}.{condition}.{mode}.t{trial}."""
     import difflib
 
-    from intake_eval.errors import IntakeEvalError
-    from intake_eval.records import Conversation
-    from intake_eval.store import latest_by_key
+    from intake_eval.core.errors import IntakeEvalError
+    from intake_eval.core.records import Conversation
+    from intake_eval.core.store import latest_by_key
 
     parts = conversation_id.split(".")
     candidates = []
@@ -60,8 +60,8 @@ def find_conversation(paths, conversation_id: str):
 
 
 def find_judgments(paths, conversation) -> dict:
-    from intake_eval.records import Judgment
-    from intake_eval.store import iter_records
+    from intake_eval.core.records import Judgment
+    from intake_eval.core.store import iter_records
 
     found = {}
     if not paths.judgments_dir.exists():
@@ -75,8 +75,8 @@ def find_judgments(paths, conversation) -> dict:
 
 
 def find_profile(paths, profile_id: str):
-    from intake_eval.records import Profile
-    from intake_eval.store import iter_records
+    from intake_eval.core.records import Profile
+    from intake_eval.core.store import iter_records
 
     for profile in iter_records(paths.profiles, Profile):
         if profile.profile_id == profile_id:

@@ -146,9 +146,9 @@ def status(
     """
     from rich.console import Console
 
-    from intake_eval.errors import IntakeEvalError
-    from intake_eval.manifest import Manifest
-    from intake_eval.store import RunPaths
+    from intake_eval.core.errors import IntakeEvalError
+    from intake_eval.core.manifest import Manifest
+    from intake_eval.core.store import RunPaths
 
     paths = RunPaths(run_dir)
     if not paths.manifest.exists():

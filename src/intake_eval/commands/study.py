@@ -41,7 +41,7 @@ def study(
     See the cost first: intake-eval estimate CONFIG. See progress: intake-eval status --run-dir DIR.
     """
     from intake_eval.commands.common import console
-    from intake_eval.study import run_study
+    from intake_eval.study.pipeline import run_study
 
     out = console()
     outcome = run_study(config, run_dir=run_dir, models_file=models, force=force, use_cache=not no_cache,
@@ -81,9 +81,9 @@ def _fresh_demo(run_dir: Path) -> Path:
     import shutil
 
     from intake_eval.commands.common import console
-    from intake_eval.errors import IntakeEvalError
-    from intake_eval.store import RunLock, RunPaths
-    from intake_eval.study import run_study
+    from intake_eval.core.errors import IntakeEvalError
+    from intake_eval.core.store import RunLock, RunPaths
+    from intake_eval.study.pipeline import run_study
 
     if run_dir.exists():
         if not run_dir.is_dir():
@@ -180,7 +180,7 @@ def estimate(
     from rich.console import Console
 
     from intake_eval.commands.common import console
-    from intake_eval.study import estimate_config
+    from intake_eval.study.pipeline import estimate_config
 
     with console().status("Rendering sample prompts and counting tokens…"):
         result = estimate_config(config, models_file=models)

@@ -11,9 +11,22 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from intake_eval.report import fmt
+from intake_eval.core.records import QUESTION_TYPES
+from intake_eval.core.store import RunPaths, write_text_atomic
+from intake_eval.report import (
+    agreement_view,
+    charts,
+    diagnosis_section,
+    fmt,
+    html,
+    summary,
+    tables,
+    trust_section,
+    viewer,
+)
 from intake_eval.report.load import RunData, load_run, order_judges
-from intake_eval.store import RunPaths, write_text_atomic
+from intake_eval.report.tables import arm_of
+from intake_eval.report.viewer import outcome_codes
 
 HEADLINE_COLUMNS = ("arm", "clinician", "condition", "patient_mode", "n_conversations", "n_scored", "n_profiles",
                     "coverage_mean", "coverage_ci_low", "coverage_ci_high", "bleed_mean", "first_tp_median",
@@ -49,8 +62,6 @@ def _steps(progress: Callable[[str], None] | None):
 
 
 def build_views(data: RunData, judges: list[str]) -> dict[str, Any]:
-    from intake_eval.report import agreement_view, tables
-
     primary = judges[0] if judges else None
     arms = sorted({tables.arm_of(c) for c in data.conversations.values()})
     labels = tables.arm_labels(arms)
@@ -80,9 +91,6 @@ def domain_labels(data: RunData) -> dict[str, str]:
 
 
 def render_charts(views: dict[str, Any], labels: dict[str, str]) -> dict[str, str]:
-    from intake_eval.records import QUESTION_TYPES
-    from intake_eval.report import charts
-
     out = {"forest": "", "matrix": "", "domains": "", "trajectory": "", "qmix": ""}
     head = [r for r in views["headline"] if r["coverage_mean"] is not None]
     if head:
@@ -132,9 +140,6 @@ def headline_csv(rows: list[dict[str, Any]]) -> str:
 
 
 def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str], labels: dict[str, str]) -> dict[str, Any]:
-    from intake_eval.report.tables import arm_of
-    from intake_eval.report.viewer import outcome_codes
-
     arm_index = {arm: i for i, arm in enumerate(views["arms"])}
     primary_done = data.judgments.get(views["primary"], {}) if views["primary"] else {}
     convs = []
@@ -179,10 +184,6 @@ def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[
 
 def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dict[str, float],
            shard_progress: Callable[[int], None] | None) -> ReportResult:
-    from intake_eval.report import diagnosis_section  # issue 8: registers the safety/diagnosis sections
-    from intake_eval.report import html, summary, viewer
-    from intake_eval.report import trust_section  # issue 9: patient QC, human annotation, trials
-
     judges = order_judges(data.judgments, data.manifest, judge)
     data.primary_judge = judges[0] if judges else None
     step("computing views")

@@ -14,8 +14,10 @@ import random
 from typing import Any
 
 from intake_eval.report import fmt
+from intake_eval.report.charts import OKABE_ITO, _plt, to_svg
 from intake_eval.report.html import Section, csv_table_html, register_section
 from intake_eval.report.load import RunData, order_judges
+from intake_eval.report.summary import _table
 
 SAFETY_TITLE = "Safety-critical screening"
 DIAGNOSIS_TITLE = "Coverage vs diagnosis"
@@ -137,7 +139,6 @@ def safety_section(data: RunData) -> Section | None:
 def scatter_svg(table) -> str:
     """Small multiples, one per clinician arm: active coverage (x) vs comorbidity recall (y), a point per
     conversation (deterministic jitter of ±1.5 points so identical values stay visible)."""
-    from intake_eval.report.charts import OKABE_ITO, _plt, to_svg
 
     plt = _plt()
     arms = sorted({_arm(r) for _, r in table.iterrows()})
@@ -201,7 +202,6 @@ def diagnosis_section(data: RunData) -> Section | None:
 
 def summary_markdown(data: RunData) -> list[str]:
     """Markdown lines for report/summary.md (empty when the run has neither table)."""
-    from intake_eval.report.summary import _table
 
     judge = _primary(data)
     out: list[str] = []

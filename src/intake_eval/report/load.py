@@ -15,8 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from intake_eval.errors import IntakeEvalError
-from intake_eval.store import ReadStats, RunPaths, iter_json_lines, iter_json_lines_at
+from intake_eval import SCHEMA_VERSION
+from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.store import (
+    ReadStats,
+    RunPaths,
+    iter_json_lines,
+    iter_json_lines_at,
+)
+from intake_eval.metrics.tables import write_metrics
+from intake_eval.metrics.trials import write_trial_metrics
+from intake_eval.report.viewer import domain_outcomes
 
 METRIC_TABLES = ("conversations", "cells", "domains", "trajectories", "agreement", "clinicians", "comparisons", "masking")
 OPTIONAL_TABLES = ("safety", "diagnosis", "trials", "patient_qc", "patient_qc_domains", "annotation_agreement")
@@ -83,7 +92,6 @@ def read_manifest(paths: RunPaths) -> dict[str, Any]:
         data = json.loads(paths.manifest.read_text(encoding="utf-8"))
     except (ValueError, OSError) as exc:
         raise IntakeEvalError(f"{paths.manifest}: manifest is unreadable ({exc.__class__.__name__})") from None
-    from intake_eval import SCHEMA_VERSION
 
     version = data.get("schema_version", 0) if isinstance(data, dict) else None
     if version != SCHEMA_VERSION:  # an older (or newer) layout: its numbers would be read wrongly
@@ -157,7 +165,6 @@ def slim_judgment(judgment: dict[str, Any], hidden: list[str]) -> dict[str, Any]
     """Status, the drill-down outcome per hidden domain (``viewer.domain_outcomes``) and a label signature:
     per turn "turn\x1fquestion type\x1fcodes", one code per hidden domain (asked + 2 × disclosed, '-' if
     unlabelled), turns joined by \x1e (the agreement hotspots compare two judges' signatures)."""
-    from intake_eval.report.viewer import domain_outcomes
 
     out: dict[str, Any] = {"status": judgment.get("status", "ok")}
     if "status" not in judgment:
@@ -239,8 +246,6 @@ def metrics_stale(paths: RunPaths) -> bool:
 def refresh_metrics(paths: RunPaths) -> None:
     if not paths.judgment_files() or not metrics_stale(paths):
         return
-    from intake_eval.metrics_tables import write_metrics
-    from intake_eval.trials import write_trial_metrics
 
     write_metrics(paths)
     write_trial_metrics(paths)  # metrics/trials.csv only when the run repeats trials

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from intake_eval.records import QUESTION_TYPES
+from intake_eval.core.records import QUESTION_TYPES
 from intake_eval.report.load import RunData
 
 Arm = tuple[str, str, str]  # (clinician, condition, patient_mode)

@@ -21,6 +21,7 @@ from intake_eval.report import fmt
 from intake_eval.report.diagnosis_section import _for_judge, _html_table, _primary
 from intake_eval.report.html import Section, csv_table_html, register_section
 from intake_eval.report.load import RunData
+from intake_eval.report.summary import _table as md_table
 
 QC_TITLE = "Simulated patient QC"
 ANNOTATION_TITLE = "Judge vs human annotation"
@@ -182,7 +183,6 @@ def trials_section(data: RunData) -> Section | None:
 
 def summary_markdown(data: RunData) -> list[str]:
     """Markdown lines for report/summary.md (empty when the run has none of the three tables)."""
-    from intake_eval.report.summary import _table as md_table
 
     out: list[str] = []
     qc = _table(data, "patient_qc", _QC_NEEDS)

@@ -18,6 +18,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from intake_eval import __version__
+from intake_eval.core.store import stable_hash
+
 PROFILES_PER_SHARD = 10
 
 # Per (conversation, judge, hidden domain) outcome over the whole conversation.
@@ -202,8 +205,6 @@ FINGERPRINT_FILE = ".fingerprint"
 
 def sources_fingerprint(sources: list[Path], judges: list[str]) -> str:
     """Identifies the inputs of the shards: every source file's size and mtime, the judges' order."""
-    from intake_eval import __version__
-    from intake_eval.store import stable_hash
 
     stats = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in sources if p.exists()]
     return stable_hash({"files": stats, "judges": judges, "format": SHARD_FORMAT, "per_shard": PROFILES_PER_SHARD,

@@ -1,0 +1,320 @@
+"""Offline domain classifier: which domains a clinician utterance asks about SPECIFICALLY, and its
+question type (closed_hypothesis, open, clarifying, treatment_planning, other).
+
+Lexical rules from ``data/classifier_lexicon.yaml``. The utterance is split into sentences; only
+sentences that ask (a question, or a request such as "tell me about…") can probe a domain, and
+a sentence that recommends something ("try to get more sleep") never does. Within a sentence,
+every domain family's patterns are matched and a match lying strictly inside a longer match of
+another family is dropped, so the most specific phrase decides ("didnt need sleep" → mania).
+
+Used by the offline patient, the offline tracker, the offline clinicians and the offline judge.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+LEXICON_PATH = Path(__file__).resolve().parents[1] / "data" / "classifier_lexicon.yaml"
+
+_APOSTROPHES = re.compile(r"['’‘`´]")
+_SPACES = re.compile(r"\s+")
+_SENTENCE_END = re.compile(r"(?<=[.?!])\s+|\s*\n+\s*|\s+(?=[-–—]\s)")
+_WORD_START = re.compile(r"\b\w")
+_LEADING_PUNCT = re.compile(r"^[\s\"“”(\-–—*•:,]+")
+
+
+@dataclass(frozen=True)
+class Family:
+    domains: tuple[str, ...]
+    patterns: tuple[re.Pattern[str], ...]
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    families: tuple[Family, ...]
+    # First three characters a match can start with (at a word start) -> (family, pattern)
+    # pairs, so a sentence tries only the few patterns it could match; patterns whose start
+    # cannot be enumerated are always tried.
+    pattern_index: dict[str, tuple[tuple[int, int], ...]]
+    always_tried: tuple[tuple[int, int], ...]
+    advice: RuleSet
+    advice_exceptions: RuleSet
+    question_start: re.Pattern[str]
+    anaphora: re.Pattern[str]
+    request: RuleSet
+    clarifying: RuleSet
+    other: RuleSet
+
+    @property
+    def domain_ids(self) -> list[str]:
+        return sorted({d for family in self.families for d in family.domains if not d.startswith("_")})
+
+
+@dataclass
+class Classification:
+    question_type: str
+    domains: list[str]  # sorted domain ids the utterance asks about specifically
+    scores: dict[str, float] = field(default_factory=dict)  # domain -> number of matched phrases
+    matches: dict[str, list[str]] = field(default_factory=dict)  # domain -> matched phrases
+    mentioned: list[str] = field(default_factory=list)  # domains named outside a question (advice, statements)
+
+    def to_dict(self) -> dict:
+        return {
+            "question_type": self.question_type,
+            "domains": self.domains,
+            "scores": self.scores,
+            "matches": self.matches,
+            "mentioned": self.mentioned,
+        }
+
+
+def _compile(patterns: Iterable[str], source: str) -> tuple[re.Pattern[str], ...]:
+    compiled = []
+    for pattern in patterns:
+        try:
+            compiled.append(re.compile(pattern))
+        except re.error as exc:  # a broken shipped lexicon is a bug worth naming precisely
+            raise ValueError(f"{LEXICON_PATH.name}: {source}: bad pattern {pattern!r}: {exc}") from None
+    return tuple(compiled)
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """A yes/no rule list, indexed like the families so a sentence tries only plausible rules."""
+
+    patterns: tuple[re.Pattern[str], ...]
+    index: dict[str, tuple[int, ...]]
+    always: tuple[int, ...]
+
+    def any(self, sentence: str) -> bool:
+        tried = set(self.always)
+        for match in _WORD_START.finditer(sentence):
+            tried.update(self.index.get(sentence[match.start():match.start() + _KEY], ()))
+        return any(self.patterns[number].search(sentence) for number in sorted(tried))
+
+
+def _rules(patterns: list[str], source: str) -> RuleSet:
+    compiled = _compile(patterns, source)
+    index, always = _index_patterns((Family(domains=(source,), patterns=compiled),))
+    return RuleSet(
+        patterns=compiled,
+        index={key: tuple(position for _, position in pairs) for key, pairs in index.items()},
+        always=tuple(position for _, position in always),
+    )
+
+
+_KEY = 3  # characters of a match's start used to index families
+
+
+def _heads(items: list, need: int = _KEY) -> set[str] | None:
+    """The strings (up to ``need`` characters) every match of a parsed regex sequence starts
+    with, or None when a match could start with anything we cannot enumerate."""
+    from re import _constants as c  # the stdlib's regex parse tree, used read-only
+
+    if need == 0 or not items:
+        return {""}
+    op, av = items[0]
+    rest = list(items[1:])
+    if op is c.LITERAL:
+        tails = _heads(rest, need - 1)
+        return None if tails is None else {chr(av) + tail for tail in tails}
+    if op is c.AT and av in (c.AT_BOUNDARY, c.AT_BEGINNING):
+        return _heads(rest, need)
+    if op is c.SUBPATTERN:
+        return _heads(list(av[3]) + rest, need)
+    if op is c.BRANCH:
+        options = [_heads(list(branch) + rest, need) for branch in av[1]]
+        return None if any(o is None for o in options) else set().union(*options)
+    if op in (c.MAX_REPEAT, c.MIN_REPEAT) and av[0] in (0, 1) and av[1] == 1:
+        taken = _heads(list(av[2]) + rest, need)
+        skipped = _heads(rest, need) if av[0] == 0 else set()
+        return None if taken is None or skipped is None else taken | skipped
+    if op is c.IN and all(kind is c.LITERAL for kind, _ in av):
+        tails = _heads(rest, need - 1)
+        return None if tails is None else {chr(code) + tail for _, code in av for tail in tails}
+    return None
+
+
+def _index_patterns(families: tuple[Family, ...]) -> tuple[dict[str, tuple[tuple[int, int], ...]], tuple[tuple[int, int], ...]]:
+    """key -> (family, pattern) pairs whose matches can start with that key at a word start."""
+    from re import _parser
+
+    index: dict[str, set[tuple[int, int]]] = {}
+    always: list[tuple[int, int]] = []
+    for number, family in enumerate(families):
+        for position, pattern in enumerate(family.patterns):
+            starts_at_word = pattern.pattern.startswith(("\\b", "^"))
+            heads = _heads(list(_parser.parse(pattern.pattern).data)) if starts_at_word else None
+            if heads is None or any(len(head) < _KEY for head in heads):
+                always.append((number, position))
+                continue
+            for head in heads:
+                index.setdefault(head, set()).add((number, position))
+    return {key: tuple(sorted(value)) for key, value in index.items()}, tuple(always)
+
+
+def _candidate_patterns(sentence: str, lexicon: "Lexicon") -> list[tuple[int, int]]:
+    found = set(lexicon.always_tried)
+    for match in _WORD_START.finditer(sentence):
+        start = match.start()
+        found.update(lexicon.pattern_index.get(sentence[start:start + _KEY], ()))
+    return sorted(found)
+
+
+@lru_cache(maxsize=1)
+def load_lexicon(path: Path = LEXICON_PATH) -> Lexicon:
+    import yaml
+
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    families = tuple(
+        Family(
+            domains=tuple(key.split("+")),
+            patterns=_compile(patterns, key),
+        )
+        for key, patterns in data["families"].items()
+    )
+    pattern_index, always_tried = _index_patterns(families)
+    return Lexicon(
+        families=families,
+        pattern_index=pattern_index,
+        always_tried=always_tried,
+        advice=_rules(data["advice"], "advice"),
+        advice_exceptions=_rules(data["advice_exceptions"], "advice_exceptions"),
+        question_start=re.compile(data["question_start"]),
+        anaphora=re.compile(data["anaphora"]),
+        request=_rules(data["request"], "request"),
+        clarifying=_rules(data["clarifying"], "clarifying"),
+        other=_rules(data["other"], "other"),
+    )
+
+
+def domain_ids() -> list[str]:
+    """Every domain id the lexicon knows (must equal the catalog's)."""
+    return load_lexicon().domain_ids
+
+
+# Contractions whose apostrophe-free spelling is another word ("we're" -> "were").
+_AMBIGUOUS_CONTRACTIONS = re.compile(r"\bwe['’](re|ll)\b")
+
+
+def normalize(text: str) -> str:
+    text = _AMBIGUOUS_CONTRACTIONS.sub(lambda m: "we are" if m.group(1) == "re" else "we will", text.lower())
+    return _SPACES.sub(" ", _APOSTROPHES.sub("", text)).strip()
+
+
+def split_sentences(text: str) -> list[str]:
+    """Normalized sentences; a dash starting a new clause also splits ("That sounds hard — how's your sleep?")."""
+    parts = _SENTENCE_END.split(normalize(text))
+    return [cleaned for part in parts if (cleaned := _LEADING_PUNCT.sub("", part).strip())]
+
+
+def is_asking(sentence: str, lexicon: Lexicon | None = None) -> bool:
+    lexicon = lexicon or load_lexicon()
+    return sentence.endswith("?") or bool(lexicon.question_start.search(sentence)) or lexicon.request.any(sentence)
+
+
+def is_advice(sentence: str, lexicon: Lexicon | None = None) -> bool:
+    lexicon = lexicon or load_lexicon()
+    return lexicon.advice.any(sentence) and not lexicon.advice_exceptions.any(sentence)
+
+
+def sentence_domains(sentence: str, lexicon: Lexicon | None = None, *, exhaustive: bool = False) -> dict[str, list[str]]:
+    """Domain -> matched phrases in one normalized sentence, most specific match winning.
+    ``exhaustive`` tries every pattern instead of the indexed candidates (tests compare both)."""
+    lexicon = lexicon or load_lexicon()
+    found: list[tuple[int, int, int, str]] = []  # start, end, family index, phrase
+    if exhaustive:
+        candidates = [(i, p) for i, family in enumerate(lexicon.families) for p in range(len(family.patterns))]
+    else:
+        candidates = _candidate_patterns(sentence, lexicon)
+    for index, position in candidates:
+        for match in lexicon.families[index].patterns[position].finditer(sentence):
+            if match.end() > match.start():
+                found.append((match.start(), match.end(), index, match.group(0)))
+    result: dict[str, list[str]] = {}
+    for start, end, index, phrase in found:
+        shadowed = any(
+            other_index != index and o_start <= start and end <= o_end and (o_end - o_start) > (end - start)
+            for o_start, o_end, other_index, _ in found
+        )
+        if shadowed:
+            continue
+        for domain in lexicon.families[index].domains:
+            if domain.startswith("_"):  # a frame: shadows, never reported
+                continue
+            phrases = result.setdefault(domain, [])
+            if phrase not in phrases:
+                phrases.append(phrase)
+    return result
+
+
+def mentions(text: str) -> dict[str, list[str]]:
+    """Domain features named anywhere in a text (any sentence form) — e.g. what a patient said."""
+    lexicon = load_lexicon()
+    merged: dict[str, list[str]] = {}
+    for sentence in split_sentences(text):
+        for domain, phrases in sentence_domains(sentence, lexicon).items():
+            merged.setdefault(domain, []).extend(p for p in phrases if p not in merged.get(domain, []))
+    return merged
+
+
+def _undirected_type(asking: list[str], sentences: list[str], lexicon: Lexicon) -> str:
+    """Question type of an utterance that asks about no domain and recommends nothing."""
+    if not asking:
+        return "other"  # statements only: empathy, summary, wrap-up
+    if all(lexicon.other.any(sentence) for sentence in asking):
+        return "other"
+    # "You mentioned your job — what happened there?": the follow-up cue may sit in a statement.
+    if any(lexicon.clarifying.any(sentence) for sentence in sentences):
+        return "clarifying"
+    return "open"
+
+
+def classify(text: str, *, disclosed: Iterable[str] = ()) -> Classification:
+    """Classify one clinician utterance.
+
+    ``disclosed``: domains the patient has already talked about (presenting concern included);
+    a question confined to them is "clarifying", a question reaching a new domain is
+    "closed_hypothesis".
+    """
+    lexicon = load_lexicon()
+    asked: dict[str, list[str]] = {}
+    mentioned: set[str] = set()
+    asking_sentences: list[str] = []
+    advice = False
+    described: dict[str, list[str]] = {}  # domains of the statement just before, for "anything like that?"
+    sentences = split_sentences(text)
+    for sentence in sentences:
+        domains = sentence_domains(sentence, lexicon)
+        if is_advice(sentence, lexicon):
+            advice = True
+            mentioned.update(domains)
+            described = {}
+        elif is_asking(sentence, lexicon):
+            asking_sentences.append(sentence)
+            if described and lexicon.anaphora.search(sentence):
+                domains = {**described, **domains}
+            for domain, phrases in domains.items():
+                asked.setdefault(domain, []).extend(p for p in phrases if p not in asked.get(domain, []))
+            described = {}
+        else:
+            mentioned.update(domains)
+            described = domains
+    if asked:
+        question_type = "clarifying" if set(asked) <= set(disclosed) else "closed_hypothesis"
+    elif advice:
+        question_type = "treatment_planning"
+    else:
+        question_type = _undirected_type(asking_sentences, sentences, lexicon)
+    domains = sorted(asked)
+    return Classification(
+        question_type=question_type,
+        domains=domains,
+        scores={domain: float(len(asked[domain])) for domain in domains},
+        matches={domain: asked[domain] for domain in domains},
+        mentioned=sorted(mentioned - set(asked)),
+    )

@@ -1,0 +1,149 @@
+"""The clinical catalog: symptom domains (phenotypes/domains.yaml) and comorbidity phenotypes
+(phenotypes/<id>.yaml). Schema + loading + cross-file validation.
+
+Unknown keys are forbidden everywhere so a typo'd key is an error, not a silently ignored field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Severity = Literal["mild", "moderate", "severe"]
+SEVERITIES: tuple[str, ...] = ("mild", "moderate", "severe")
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+DEFAULT_CATALOG_DIR = PROJECT_ROOT / "phenotypes"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Symptom(Strict):
+    id: str
+    text: str  # paraphrased criterion, in our own words (never DSM text)
+
+
+class Diagnosis(Strict):
+    name: str
+    icd10: list[str] = Field(default_factory=list)
+    synonyms: list[str] = Field(default_factory=list)
+
+
+class Prerequisites(Strict):
+    sex: Literal["female", "male"] | None = None
+    min_age: int | None = None
+    max_age: int | None = None
+    postpartum: bool | None = None
+
+
+class Domain(Strict):
+    id: str
+    label: str  # lay label
+    kind: Literal["core", "adjacency"]
+    safety_critical: bool = False
+    description: str = ""
+    symptoms: list[Symptom]
+    min_symptoms: int | None = None  # minimum count where the diagnosis needs one
+    severity_prior: dict[Severity, float]
+    severity_source: str = ""  # where the severity prior comes from (or "clinical judgement")
+    symptom_counts: dict[Severity, tuple[int, int]] = Field(
+        default_factory=lambda: {"mild": (2, 3), "moderate": (3, 4), "severe": (4, 6)}
+    )  # inclusive range of symptoms drawn per severity band
+    prerequisites: Prerequisites = Field(default_factory=Prerequisites)
+    diagnoses: list[Diagnosis] = Field(default_factory=list)
+    probe_questions: list[str] = Field(default_factory=list)  # specific screening questions (screener, QC)
+
+
+class ContextItem(Prerequisites):
+    """A demographic or life-context option, usable only when its prerequisites hold."""
+
+    text: str
+
+
+class ContextPools(Strict):
+    names: dict[Literal["female", "male"], list[str]] = Field(
+        default_factory=lambda: {"female": ["Alex"], "male": ["Alex"]}
+    )
+    occupations: list[ContextItem] = Field(default_factory=lambda: [ContextItem(text="office worker")])
+    relationships: list[ContextItem] = Field(default_factory=lambda: [ContextItem(text="single")])
+    life_context: list[ContextItem] = Field(default_factory=list)
+
+
+class DomainCatalog(Strict):
+    version: str = "1"
+    domains: list[Domain]
+    context: ContextPools = Field(default_factory=ContextPools)
+
+    def by_id(self) -> dict[str, Domain]:
+        return {domain.id: domain for domain in self.domains}
+
+
+class OptionalDomain(Strict):
+    domain: str
+    probability: float  # co-occurrence with the presenting concern
+    source: str  # citation for the rate (NCS-R, NESARC, disorder-specific study)
+
+
+class ConflictRule(Strict):
+    """When both domains are drawn, ``drop`` is removed (e.g. mania overrides hypomania)."""
+
+    keep: str
+    drop: str
+    reason: str = ""
+
+
+class DemographicConstraints(Strict):
+    age: tuple[int, int] = (18, 70)
+    sex_weights: dict[Literal["female", "male"], float] = Field(default_factory=lambda: {"female": 0.5, "male": 0.5})
+    postpartum: bool = False
+    weeks_postpartum: tuple[int, int] = (2, 26)  # only used when postpartum
+    occupations: list[str] = Field(default_factory=list)  # optional phenotype-specific pool
+    life_context: list[str] = Field(default_factory=list)  # phenotype-specific life-context seeds
+
+
+class PrincipalDiagnosis(Strict):
+    domain: str
+    name: str
+    icd10: list[str] = Field(default_factory=list)
+
+
+class Phenotype(Strict):
+    id: str
+    name: str
+    description: str
+    alignment: Literal["masked", "aligned"]
+    population_weight: float
+    weight_source: str = ""
+    presenting: list[str]  # presenting-domain pool
+    hidden_required: list[str] = Field(default_factory=list)
+    hidden_optional: list[OptionalDomain] = Field(default_factory=list)
+    hidden_count: tuple[int, int] = (4, 5)
+    conflicts: list[ConflictRule] = Field(default_factory=list)
+    demographics: DemographicConstraints = Field(default_factory=DemographicConstraints)
+    principal_diagnosis: PrincipalDiagnosis
+    sources: list[str] = Field(default_factory=list)
+
+
+class Catalog(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    directory: Path
+    domains: dict[str, Domain]
+    phenotypes: dict[str, Phenotype]  # sorted by id
+    context: ContextPools = Field(default_factory=ContextPools)
+    content_hash: str = ""  # stable_hash of the parsed catalog: part of the generate config
+
+    def domain(self, domain_id: str) -> Domain:
+        return self.domains[domain_id]
+
+
+def allowed(req: Prerequisites, age: int, sex: str, postpartum: bool) -> bool:
+    return (
+        (req.min_age is None or age >= req.min_age)
+        and (req.max_age is None or age <= req.max_age)
+        and (req.sex is None or req.sex == sex)
+        and (req.postpartum is None or req.postpartum == postpartum)
+    )

@@ -1,0 +1,175 @@
+"""manifest.json: config, config hashes, versions, seeds, models per role, per-stage status.
+
+Each stage registers the configuration that determines its records. Resuming a stage under a
+different configuration is refused with the keys that differ; ``force`` moves the old stage's
+files aside (``superseded/``) and starts the stage over, never mixing records.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from intake_eval import SCHEMA_VERSION, __version__
+from intake_eval.core.errors import ConfigChangedError, IntakeEvalError
+from intake_eval.core.records import Usage
+from intake_eval.core.store import RunPaths, stable_hash, write_text_atomic
+
+TRACKED_PACKAGES = ("pydantic", "litellm", "openai", "typer", "jinja2", "pandas", "matplotlib", "rapidfuzz")
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"intake-eval": __version__, "python": platform.python_version()}
+    for name in TRACKED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def diff_configs(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+    """Human-readable differences: ['turns: 12 → 10', 'patient: gpt-4o → offline/patient']."""
+    changes = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key, "<unset>"), new.get(key, "<unset>")
+        name = f"{prefix}{key}"
+        if isinstance(a, dict) and isinstance(b, dict):
+            changes.extend(diff_configs(a, b, prefix=f"{name}."))
+        elif a != b:
+            changes.append(f"{name}: {json.dumps(a, default=str)} → {json.dumps(b, default=str)}")
+    return changes
+
+
+class Manifest:
+    """Read-modify-write of manifest.json. Only the process holding the run lock writes it."""
+
+    def __init__(self, paths: RunPaths):
+        self.paths = paths
+        self.data: dict[str, Any] = self._load()
+
+    def _load(self) -> dict[str, Any]:
+        path = self.paths.manifest
+        if not path.exists():
+            self._warn_if_records_without_manifest()
+            return {
+                "schema_version": SCHEMA_VERSION,
+                "run_name": self.paths.root.name,
+                "created": now_iso(),
+                "versions": package_versions(),
+                "stages": {},
+                "models": {},
+                "prompts": {},
+                "seeds": {},
+            }
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, OSError) as exc:
+            raise IntakeEvalError(
+                f"{path}: manifest is unreadable ({exc.__class__.__name__}); move it aside to rebuild it from the records"
+            ) from None
+        version = data.get("schema_version", 0)
+        if version != SCHEMA_VERSION:
+            raise IntakeEvalError(
+                f"{path}: run folder has schema_version {version}, this intake-eval writes {SCHEMA_VERSION}; "
+                "use a new --run-dir (or the matching intake-eval version)"
+            )
+        data.setdefault("stages", {})
+        return data
+
+    def _warn_if_records_without_manifest(self) -> None:
+        """Records but no manifest.json (deleted or lost): a new manifest starts, and the configuration
+        that made the records can no longer be checked. Say so instead of resuming silently."""
+        paths = self.paths
+        # (profiles.jsonl alone is fine: copying a profile set into a fresh run folder is a normal start.)
+        found = [*paths.conversation_files(), *paths.judgment_files()]
+        if found:
+            import warnings
+
+            warnings.warn(
+                f"{paths.manifest} is missing but {len(found)} record file(s) are here; starting a new manifest. "
+                "Records on disk are resumed as if made with this configuration: if they were not, "
+                "use a new --run-dir", stacklevel=3)
+
+    def save(self) -> None:
+        self.data["updated"] = now_iso()
+        self.data["versions"] = package_versions()
+        write_text_atomic(self.paths.manifest, json.dumps(self.data, indent=2, sort_keys=True, default=str) + "\n")
+
+    # ------------------------------------------------------------ stages
+
+    def stage(self, name: str) -> dict[str, Any]:
+        return self.data["stages"].setdefault(name, {})
+
+    def begin_stage(self, name: str, config: dict[str, Any], *, force: bool = False, outputs: list[Path] = ()) -> str:
+        """Register (or verify) a stage's configuration. Returns its config hash.
+
+        A changed config is refused unless ``force``, which moves ``outputs`` to superseded/.
+        """
+        config_hash = stable_hash(config)
+        stage = self.stage(name)
+        old_hash = stage.get("config_hash")
+        if old_hash and old_hash != config_hash:
+            changes = diff_configs(stage.get("config", {}), config)
+            if not force:
+                raise ConfigChangedError(
+                    f"{self.paths.root}: the {name} stage on disk was made with a different configuration "
+                    f"({'; '.join(changes) or 'hash differs'}); rerun with the same settings, use another --run-dir, "
+                    "or pass --force to start this stage over (old files move to superseded/)"
+                )
+            self.supersede(name, outputs)
+            stage.clear()
+        stage.update(
+            {
+                "config": config,
+                "config_hash": config_hash,
+                "status": "running",
+                "started": stage.get("started") or now_iso(),
+                "last_started": now_iso(),
+            }
+        )
+        self.data["config_hash"] = stable_hash({k: v.get("config_hash") for k, v in sorted(self.data["stages"].items())})
+        self.save()
+        return config_hash
+
+    def supersede(self, name: str, outputs: list[Path]) -> None:
+        target = self.paths.superseded_dir / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        for path in outputs:
+            if path.exists():
+                target.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(path), str(target / path.name))
+
+    def finish_stage(self, name: str, *, status: str = "done", counts: dict[str, int] | None = None,
+                     usage: dict[str, Usage] | None = None, extra: dict[str, Any] | None = None) -> None:
+        stage = self.stage(name)
+        stage["status"] = status
+        stage["finished"] = now_iso()
+        if counts is not None:
+            stage["counts"] = counts
+        if usage is not None:
+            stage["usage"] = {key: value.model_dump() for key, value in usage.items()}
+        if extra:
+            stage.update(extra)
+        self.save()
+
+    # ------------------------------------------------------------ provenance
+
+    def record_models(self, role: str, specs: list[dict[str, Any]]) -> None:
+        """specs: [{'alias', 'model', 'params'}] — never an api key, only the key variable's name."""
+        self.data.setdefault("models", {})[role] = specs
+
+    def record_prompts(self, hashes: dict[str, str]) -> None:
+        self.data.setdefault("prompts", {}).update(hashes)
+
+    def record_seed(self, name: str, seed: int) -> None:
+        self.data.setdefault("seeds", {})[name] = seed

@@ -1,0 +1,231 @@
+"""Pydantic models of every artifact record written to a run folder.
+
+Each record carries ``schema_version``. Field names here are a contract other tools read
+(see DESIGN.md); add fields with defaults, never rename or remove.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from intake_eval import SCHEMA_VERSION
+
+QuestionType = Literal["closed_hypothesis", "open", "clarifying", "treatment_planning", "other"]
+QUESTION_TYPES: tuple[str, ...] = ("closed_hypothesis", "open", "clarifying", "treatment_planning", "other")
+Severity = Literal["mild", "moderate", "severe"]
+PatientMode = Literal["prompted", "tracked"]
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    schema_version: int = SCHEMA_VERSION
+
+
+class Usage(BaseModel):
+    """Token usage and cost of one or more model calls. cost_usd is 0.0 when unknown-free (local)."""
+
+    model_config = ConfigDict(extra="ignore")
+    calls: int = 0
+    cache_hits: int = 0
+    attempts: int = 0  # HTTP attempts, retries included
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_known: bool = True  # False once any call had no known price
+
+    def add(self, other: "Usage") -> "Usage":
+        return Usage(
+            calls=self.calls + other.calls,
+            cache_hits=self.cache_hits + other.cache_hits,
+            attempts=self.attempts + other.attempts,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+            cost_known=self.cost_known and other.cost_known,
+        )
+
+
+# ---------------------------------------------------------------- profiles
+
+class DomainDraw(BaseModel):
+    """One domain of a profile: its sampled severity, symptoms and rendered phenomenology."""
+
+    model_config = ConfigDict(extra="ignore")
+    domain: str
+    label: str = ""
+    severity: Severity
+    symptoms: list[str]  # symptom texts from the catalog (paraphrased criteria)
+    symptom_ids: list[str] = Field(default_factory=list)
+    phenomenology: str = ""  # first-person text written by the generator (stage 6)
+
+
+class Demographics(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    age: int
+    sex: Literal["female", "male"]
+    occupation: str = ""
+    relationship: str = ""
+    name: str = ""
+    postpartum: bool = False
+
+
+class RenderInfo(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    generator: str = ""
+    attempts: int = 0
+    qc_passed: bool = False
+    qc_scores: dict[str, float] = Field(default_factory=dict)  # symptom id -> best fuzzy match score
+    failure: str | None = None
+    usage: Usage = Field(default_factory=Usage)  # the generator calls this profile took
+
+
+class Profile(Record):
+    profile_id: str
+    index: int = 0
+    seed: int = 0
+    phenotype: str
+    alignment: Literal["masked", "aligned"] = "aligned"
+    presenting: DomainDraw
+    hidden: list[DomainDraw]
+    demographics: Demographics
+    life_context: list[str] = Field(default_factory=list)
+    render: RenderInfo = Field(default_factory=RenderInfo)
+
+    @property
+    def hidden_domains(self) -> list[str]:
+        return [draw.domain for draw in self.hidden]
+
+
+class RenderFailure(Record):
+    """A profile whose render never passed QC (render_failures.jsonl); it is not in profiles.jsonl."""
+
+    profile_id: str
+    phenotype: str
+    generator: str = ""
+    attempts: int = 0
+    missing: dict[str, list[str]] = Field(default_factory=dict)  # domain -> symptom texts QC did not find
+    failure: str = ""
+    usage: Usage = Field(default_factory=Usage)
+
+
+# ---------------------------------------------------------------- conversations
+
+class TrackerDecision(BaseModel):
+    """Tracked patient mode: what the tracker decided before the patient replied to one turn."""
+
+    model_config = ConfigDict(extra="ignore")
+    question_type: QuestionType = "other"
+    asked_domains: list[str] = Field(default_factory=list)  # hidden domains the turn asked about
+    newly_unlocked: list[str] = Field(default_factory=list)
+    unlocked_after: list[str] = Field(default_factory=list)
+    source: str = ""  # tracker model alias or "offline/classifier"
+    repaired: bool = False  # the tracker's first JSON answer was invalid and one repair call fixed it
+
+
+class ConversationTurn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    turn: int  # 1..N
+    clinician: str
+    patient: str
+    clinician_reasoning: str | None = None
+    tracker: TrackerDecision | None = None
+
+
+class Conversation(Record):
+    conversation_id: str
+    profile_id: str
+    phenotype: str
+    clinician: str  # alias as given
+    clinician_model: str = ""  # provider id
+    patient: str
+    patient_model: str = ""
+    patient_mode: PatientMode = "prompted"
+    condition: str = "minimal"
+    trial: int = 0
+    max_turns: int = 12
+    opening: str
+    turns: list[ConversationTurn] = Field(default_factory=list)
+    status: str = "ok"  # "ok" or a failure reason
+    termination: str = "completed"  # completed | clinician_ended | model_error | empty_after_length | budget
+    error: str | None = None
+    usage: dict[str, Usage] = Field(default_factory=dict)  # role -> usage
+    formulation: dict | None = None  # post-intake case formulation (issue 8), validated elsewhere
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+# ---------------------------------------------------------------- judgments
+
+class DomainLabel(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    asked_about: bool
+    disclosed: bool
+    reasoning: str = ""
+
+
+class TurnJudgment(BaseModel):
+    """Labels for one turn. Turn 0 is the patient's opening (never asked_about; question_type 'other')."""
+
+    model_config = ConfigDict(extra="ignore")
+    turn: int
+    question_type: QuestionType
+    patient_faithful: bool = True
+    domains: dict[str, DomainLabel]
+    reasoning: str = ""
+
+
+class Judgment(Record):
+    conversation_id: str
+    judge: str
+    judge_model: str = ""
+    clinician: str
+    profile_id: str = ""
+    phenotype: str = ""
+    condition: str = "minimal"
+    patient_mode: str = "prompted"
+    trial: int = 0
+    mode: Literal["per-turn", "conversation"] = "per-turn"
+    turns: list[TurnJudgment] = Field(default_factory=list)
+    status: str = "ok"  # "ok", "judge_error" (some turn could not be labelled), or a provider failure reason
+    errors: list[str] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+# ---------------------------------------------------------------- patient QC (issue 9)
+
+class PatientProbe(Record):
+    """One fixed probe sent to a patient outside any interview (opening, then this one question),
+    with the judge's reading of the reply. Written to qc/patient_<alias>_<mode>.jsonl."""
+
+    key: str  # probe_id + "|" + judge: the resume key
+    probe_id: str  # {profile_id}.{kind}.{target}.{index}
+    kind: Literal["direct", "open", "absent"]
+    target: str = ""  # the probed domain (direct: a hidden one; absent: one the profile lacks); "" for open
+    probe: str
+    profile_id: str
+    phenotype: str = ""
+    patient: str
+    patient_model: str = ""
+    patient_mode: PatientMode = "prompted"
+    judge: str
+    judge_model: str = ""
+    opening: str = ""
+    reply: str = ""
+    tracker: TrackerDecision | None = None
+    target_asked_about: bool | None = None  # the judge agrees the probe asks about the target
+    disclosed: list[str] = Field(default_factory=list)  # judged domains (hidden + target) revealed in the reply
+    patient_faithful: bool | None = None
+    outcome: bool | None = None  # direct: target disclosed; open: leaked; absent: invented (None when not judged)
+    status: str = "ok"  # ok | patient_error: <kind> | judge_error | provider_error: <kind>
+    error: str | None = None
+    usage: dict[str, Usage] = Field(default_factory=dict)  # patient / judge

@@ -1,0 +1,369 @@
+"""The one place that knows run-folder paths and how records reach disk.
+
+Records are appended one JSON line at a time (a single write of a whole line, flushed), so a
+crash or SIGKILL can at worst leave a half line at the end, which readers skip and the next
+append repairs. Resume = skip keys already on disk. At the end of a stage a file is compacted:
+latest record per key, sorted by key, atomically replaced, so a resumed run's file equals an
+uninterrupted one's.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import warnings
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from intake_eval import SCHEMA_VERSION
+from intake_eval.core.errors import IntakeEvalError, RunLockedError
+
+T = TypeVar("T", bound=BaseModel)
+
+DEFAULT_RUN_DIR = Path("runs/default")
+
+
+def file_safe(name: str) -> str:
+    """Alias → file name: 'together_ai/meta-llama/X' → 'together_ai__meta-llama__X'."""
+    safe = name.replace("/", "__")
+    return re.sub(r"[^A-Za-z0-9._+-]", "_", safe)
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    root: Path
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "manifest.json"
+
+    @property
+    def profiles(self) -> Path:
+        return self.root / "profiles.jsonl"
+
+    @property
+    def render_failures(self) -> Path:
+        return self.root / "render_failures.jsonl"
+
+    @property
+    def conversations_dir(self) -> Path:
+        return self.root / "conversations"
+
+    def conversations(self, clinician: str) -> Path:
+        return self.conversations_dir / f"{file_safe(clinician)}.jsonl"
+
+    @property
+    def judgments_dir(self) -> Path:
+        return self.root / "judgments"
+
+    def judgments(self, judge: str, clinician: str) -> Path:
+        return self.judgments_dir / file_safe(judge) / f"{file_safe(clinician)}.jsonl"
+
+    def judge_dir(self, judge: str) -> Path:
+        """judgments/<judge>/: one judge's files, one per clinician."""
+        return self.judgments_dir / file_safe(judge)
+
+    @property
+    def metrics_dir(self) -> Path:
+        return self.root / "metrics"
+
+    def metrics(self, name: str) -> Path:
+        return self.metrics_dir / f"{name}.csv"
+
+    @property
+    def report_dir(self) -> Path:
+        return self.root / "report"
+
+    @property
+    def report_index(self) -> Path:
+        return self.report_dir / "index.html"
+
+    @property
+    def report_summary(self) -> Path:
+        return self.report_dir / "summary.md"
+
+    @property
+    def report_headline(self) -> Path:
+        return self.report_dir / "headline.csv"
+
+    @property
+    def report_shards_dir(self) -> Path:
+        """Transcript-viewer data: conversations/<shard>.js next to index.html (loaded on demand)."""
+        return self.report_dir / "conversations"
+
+    @property
+    def cache_db(self) -> Path:
+        return self.root / "cache.sqlite"
+
+    @property
+    def stage_log(self) -> Path:
+        """Append-only: one line per stage begin/finish and per invocation (its retries)."""
+        return self.root / "stage_log.jsonl"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / ".lock"
+
+    @property
+    def qc_dir(self) -> Path:
+        return self.root / "qc"
+
+    @property
+    def annotations_dir(self) -> Path:
+        return self.root / "annotations"
+
+    def qc_patient(self, patient: str, mode: str) -> Path:
+        """Per-probe records of a patient QC run (issue 9)."""
+        return self.qc_dir / f"patient_{file_safe(patient)}_{mode}.jsonl"
+
+    @property
+    def annotation_form(self) -> Path:
+        return self.annotations_dir / "form.html"
+
+    @property
+    def annotation_sheet(self) -> Path:
+        return self.annotations_dir / "sheet.csv"
+
+    @property
+    def annotation_key(self) -> Path:
+        """Item id → judge labels; never given to annotators."""
+        return self.annotations_dir / "key.json"
+
+    @property
+    def superseded_dir(self) -> Path:
+        return self.root / "superseded"
+
+    def conversation_files(self) -> list[Path]:
+        return sorted(self.conversations_dir.glob("*.jsonl")) if self.conversations_dir.exists() else []
+
+    def judgment_files(self) -> list[Path]:
+        return sorted(self.judgments_dir.glob("*/*.jsonl")) if self.judgments_dir.exists() else []
+
+
+# ---------------------------------------------------------------- JSONL
+
+def dumps_record(record: BaseModel | dict[str, Any]) -> str:
+    data = record.model_dump(mode="json") if isinstance(record, BaseModel) else record
+    return json.dumps(data, ensure_ascii=False, sort_keys=False, separators=(",", ":"))
+
+
+def _repair_tail(path: Path) -> None:
+    """Drop a half-written last line (from a crash) so the next append starts on a fresh line.
+
+    The exclusive lock waits for appends in flight (each holds a shared lock while it writes), so
+    a line another process is still writing is never mistaken for a crash's half line."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        handle.seek(-1, os.SEEK_END)
+        if handle.read(1) == b"\n":
+            return
+        handle.seek(0)
+        data = handle.read()
+        cut = data.rfind(b"\n") + 1
+        handle.truncate(cut)
+
+
+class JsonlWriter:
+    """Appends whole lines with one os.write each: concurrent tasks never interleave half-lines."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _repair_tail(path)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def write(self, record: BaseModel | dict[str, Any]) -> None:
+        data = (dumps_record(record) + "\n").encode("utf-8")
+        fcntl.flock(self._fd, fcntl.LOCK_SH)
+        try:
+            written = os.write(self._fd, data)
+            while written < len(data):  # a short write (signal, full disk) must not leave half a line
+                written += os.write(self._fd, data[written:])
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> "JsonlWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def append_record(path: Path, record: BaseModel | dict[str, Any]) -> None:
+    with JsonlWriter(path) as writer:
+        writer.write(record)
+
+
+@dataclass
+class ReadStats:
+    lines: int = 0
+    skipped_corrupt: int = 0
+    truncated_tail: bool = False
+
+
+def iter_json_lines(path: Path, stats: ReadStats | None = None) -> Iterator[dict[str, Any]]:
+    """Stream dicts from a JSONL file. A bad line is skipped with a warning and counted."""
+    for data, _offset, _length in iter_json_lines_at(path, stats):
+        yield data
+
+
+def iter_json_lines_at(path: Path, stats: ReadStats | None = None) -> Iterator[tuple[dict[str, Any], int, int]]:
+    """Like iter_json_lines, with each line's byte offset and length (to read it back later)."""
+    stats = stats if stats is not None else ReadStats()
+    if not path.exists():
+        return
+    offset = 0
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            start, offset = offset, offset + len(raw)
+            if not raw.strip():
+                continue
+            is_tail = not raw.endswith(b"\n")
+            try:
+                data = json.loads(raw)
+                if not isinstance(data, dict):
+                    raise ValueError("not an object")
+            except ValueError:
+                if is_tail:
+                    stats.truncated_tail = True
+                    warnings.warn(f"{path}: ignoring a half-written last line (a crash mid-write)", stacklevel=3)
+                else:
+                    stats.skipped_corrupt += 1
+                    warnings.warn(f"{path}:{number}: skipping a corrupt line", stacklevel=3)
+                continue
+            stats.lines += 1
+            yield data, start, len(raw)
+
+
+def iter_records(path: Path, model: type[T], stats: ReadStats | None = None) -> Iterator[T]:
+    stats = stats if stats is not None else ReadStats()
+    for data in iter_json_lines(path, stats):
+        version = data.get("schema_version", 1)
+
+        if version > SCHEMA_VERSION:
+            raise IntakeEvalError(
+                f"{path}: written by a newer intake-eval (schema_version {version} > {SCHEMA_VERSION}); upgrade to read it"
+            )
+        try:
+            yield model.model_validate(data)
+        except ValidationError:
+            stats.skipped_corrupt += 1
+            warnings.warn(f"{path}: skipping a record that does not match {model.__name__}", stacklevel=2)
+
+
+def latest_by_key(path: Path, model: type[T], key: str) -> dict[str, T]:
+    """Latest record per key (a retried failure is superseded by its later success)."""
+    latest: dict[str, T] = {}
+    for record in iter_records(path, model):
+        latest[getattr(record, key)] = record
+    return latest
+
+
+def done_keys(path: Path, key: str, ok_only: bool = True) -> set[str]:
+    """Keys of records already finished on disk (status 'ok' unless ok_only is False)."""
+    latest: dict[str, bool] = {}
+    for data in iter_json_lines(path):
+        if key in data:
+            latest[str(data[key])] = data.get("status", "ok") == "ok"
+    return {k for k, ok in latest.items() if ok or not ok_only}
+
+
+def compact(path: Path, key: str) -> int:
+    """Rewrite a JSONL file as its latest record per key, sorted by key, atomically. Returns count."""
+    if not path.exists():
+        return 0
+    latest: dict[str, str] = {}
+    for data in iter_json_lines(path):
+        latest[str(data[key])] = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        for k in sorted(latest):
+            handle.write(latest[k] + "\n")
+    os.replace(tmp, path)
+    return len(latest)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------- hashing
+
+def stable_hash(data: Any) -> str:
+    """sha256 of canonical JSON: the config hash and cache keys use this, never hash()."""
+    text = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# ---------------------------------------------------------------- run lock
+
+class RunLock:
+    """An exclusive lock on a run folder, holding the owner's pid so a second process can name it."""
+
+    def __init__(self, paths: RunPaths):
+        self.paths = paths
+        self._fd = -1
+
+    def acquire(self) -> "RunLock":
+        import fcntl
+
+        self.paths.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.read(fd, 64).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise RunLockedError(
+                f"run folder {self.paths.root} is in use by pid {owner}; wait for it or stop it first"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            import fcntl
+
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> "RunLock":
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def require_file(path: Path, what: str, hint: str) -> Path:
+    if not path.exists():
+        raise IntakeEvalError(f"{path}: no {what} here yet; {hint}")
+    return path
+
+
+def ensure_dirs(paths: Iterable[Path]) -> None:
+    for path in paths:
+        path.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,116 @@
+"""Usage and spend as facts of the run folder: summed from the records on disk.
+
+Every record carries the usage of the calls that made it (profiles: the generator's; conversations:
+per role, formulation included; judgments: the judge's; patient-QC probes: patient and judge), so
+a sum over the latest record per key counts every invocation and every kill exactly once. The
+manifest, ``status``, the report and ``--budget`` all read these sums.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from intake_eval.core.records import Usage
+from intake_eval.core.store import RunPaths, iter_json_lines
+
+# Conversation usage roles → whose calls they are (the clinician's own context makes the formulation).
+CLINICIAN_ROLES = ("clinician", "formulation")
+
+
+def latest_lines(paths: Iterable, key: str) -> dict[str, dict[str, Any]]:
+    """The latest raw record per key across files (what compaction keeps)."""
+    latest: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        for data in iter_json_lines(path):
+            if isinstance(data, dict) and isinstance(data.get(key), str):
+                latest[data[key]] = data
+    return latest
+
+
+def _usage(raw: Any) -> Usage:
+    try:
+        return Usage.model_validate(raw) if isinstance(raw, dict) else Usage()
+    except ValueError:
+        return Usage()
+
+
+def _add(total: dict[str, Usage], alias: str, usage: Usage) -> None:
+    total[alias] = total.get(alias, Usage()).add(usage)
+
+
+def conversation_usage(paths: RunPaths, clinicians: Iterable[str], owners: Mapping[str, str]) -> dict[str, Usage]:
+    """Per alias over the conversations of ``clinicians``; ``owners`` maps patient/tracker roles to aliases."""
+    total: dict[str, Usage] = {}
+    for data in latest_lines([paths.conversations(alias) for alias in clinicians], "conversation_id").values():
+        clinician = str(data.get("clinician", ""))
+        for role, raw in (data.get("usage") or {}).items():
+            _add(total, clinician if role in CLINICIAN_ROLES else owners.get(role, role), _usage(raw))
+    return dict(sorted(total.items()))
+
+
+def usage_by_role(paths: RunPaths, clinicians: Iterable[str]) -> dict[str, Usage]:
+    """Per conversation role (clinician, formulation, patient, tracker) over the conversations."""
+    total: dict[str, Usage] = {}
+    for data in latest_lines([paths.conversations(alias) for alias in clinicians], "conversation_id").values():
+        for role, raw in (data.get("usage") or {}).items():
+            _add(total, role, _usage(raw))
+    return dict(sorted(total.items()))
+
+
+def judgment_usage(paths: RunPaths, label: str) -> Usage:
+    files = sorted(paths.judge_dir(label).glob("*.jsonl")) if paths.judge_dir(label).is_dir() else []
+    total = Usage()
+    for data in latest_lines(files, "conversation_id").values():
+        total = total.add(_usage(data.get("usage")))
+    return total
+
+
+def profile_usage(paths: RunPaths) -> Usage:
+    total = Usage()
+    for source in (paths.profiles, paths.render_failures):
+        for data in latest_lines([source], "profile_id").values():
+            total = total.add(_usage((data.get("render") or {}).get("usage") if source == paths.profiles
+                                     else data.get("usage")))
+    return total
+
+
+def probe_usage(paths: RunPaths, patient: str, mode: str, owners: Mapping[str, str]) -> dict[str, Usage]:
+    """Per alias over one judge's patient-QC probes (``owners["judge"]`` names the judge)."""
+    total: dict[str, Usage] = {}
+    for data in latest_lines([paths.qc_patient(patient, mode)], "key").values():
+        if data.get("judge") != owners.get("judge"):
+            continue
+        for role, raw in (data.get("usage") or {}).items():
+            _add(total, owners.get(role, role), _usage(raw))
+    return dict(sorted(total.items()))
+
+
+def stage_usage(paths: RunPaths, name: str, stage: Mapping[str, Any]) -> dict[str, Usage]:
+    """The usage of one manifest stage, by model alias, from its records on disk."""
+    config = stage.get("config") or {}
+    if name == "generate":
+        return {str(config.get("generator", "generator")): profile_usage(paths)}
+    if name == "run":
+        clinicians = sorted((stage.get("additive_models") or {}).get("clinician", {}))
+        patient = str(config.get("patient", "patient"))
+        owners = {"patient": patient, "tracker": str(config.get("tracker") or patient)}
+        return conversation_usage(paths, clinicians, owners)
+    if name.startswith("judge:"):
+        return {str(config.get("alias", name.removeprefix("judge:"))): judgment_usage(paths, name.removeprefix("judge:"))}
+    if name.startswith("qc-patient "):
+        owners = {"patient": str(config.get("patient", "patient")), "judge": str(config.get("judge", "judge"))}
+        return probe_usage(paths, owners["patient"], str(config.get("mode", "prompted")), owners)
+    return {}
+
+
+def run_folder_spend(paths: RunPaths, manifest: Mapping[str, Any]) -> tuple[float, bool]:
+    """Dollars the records of every stage cost, and whether every price was known."""
+    dollars, known = 0.0, True
+    for name, stage in (manifest.get("stages") or {}).items():
+        if isinstance(stage, Mapping):
+            for usage in stage_usage(paths, name, stage).values():
+                dollars += usage.cost_usd
+                known = known and usage.cost_known
+    return round(dollars, 8), known
+

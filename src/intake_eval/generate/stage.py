@@ -1,0 +1,223 @@
+"""The generate stage: plan → sample (stages 1-5) → render + QC (stage 6) → profiles.jsonl.
+
+Shared by `intake-eval generate` and `intake-eval study`. The caller holds the run lock and owns
+the manifest; this registers the stage config (a changed config is refused), records the generator
+for the leakage guard, skips profile ids already on disk (resume), writes each finished profile as
+one JSON line, reports profiles that never pass QC in render_failures.jsonl, and compacts at the
+end so a resumed file is byte-identical to an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from intake_eval.catalog.load import load_catalog
+from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.progress import ProgressBar
+from intake_eval.core.prompts import prompt_hash
+from intake_eval.core.records import Profile, RenderFailure
+from intake_eval.core.store import (
+    JsonlWriter,
+    compact,
+    done_keys,
+    dumps_record,
+    iter_json_lines,
+    latest_by_key,
+    write_text_atomic,
+)
+from intake_eval.generate.render import (
+    MAX_ATTEMPTS,
+    QC_THRESHOLD,
+    RENDER_TEMPLATE,
+    failure_record,
+    render_profile,
+)
+from intake_eval.generate.sampling import (
+    Mode,
+    plan_phenotypes,
+    profile_id,
+    sample_profile,
+)
+from intake_eval.llm.registry import resolve_spec
+from intake_eval.runner.leakage import GENERATOR_ROLE, assert_generator_is_held_out
+from intake_eval.runner.stage import StageRunner
+from intake_eval.simulated import check_offline_name
+from intake_eval.simulated.generator import TEMPLATE as OFFLINE_TEMPLATE
+
+if TYPE_CHECKING:
+    from intake_eval.catalog.schema import Catalog
+    from intake_eval.core.records import Profile
+    from intake_eval.core.store import RunPaths
+    from intake_eval.llm.base import ChatModel, ModelSpec
+
+STAGE = "generate"
+
+
+@dataclass
+class GenerateSummary:
+    n: int
+    written_now: int = 0
+    already_done: int = 0
+    failed: list[str] = field(default_factory=list)  # profile ids that never passed QC
+    failed_now: int = 0
+    per_phenotype: dict[str, int] = field(default_factory=dict)  # on disk after the stage
+    hidden_counts: dict[int, int] = field(default_factory=dict)
+    first_attempt_pass: int = 0
+    interrupted: bool = False
+
+    @property
+    def on_disk(self) -> int:
+        return sum(self.per_phenotype.values())
+
+    @property
+    def qc_pass_rate(self) -> float:
+        attempted = self.on_disk + len(self.failed)
+        return self.on_disk / attempted if attempted else 1.0
+
+    def counts(self) -> dict[str, int]:
+        return {"profiles": self.on_disk, "render_failures": len(self.failed), "written_now": self.written_now,
+                "resumed_from_disk": self.already_done}
+
+
+def stage_config(n: int, mode: str, seed: int, spec: "ModelSpec", catalog: "Catalog", *,
+                 max_attempts: int, qc_threshold: float) -> dict[str, Any]:
+    """Everything that determines the profiles' content (concurrency does not)."""
+
+    return {
+        "n": n, "mode": mode, "seed": seed,
+        "generator": spec.alias or spec.model,
+        "generator_model": spec.model,
+        "generator_params": {"temperature": spec.temperature, "max_tokens": spec.max_tokens,
+                             "reasoning": spec.reasoning, "extra_params": spec.extra_params},
+        "catalog": catalog.content_hash,
+        "prompt": prompt_hash(config_prompt_name(spec)),
+        "max_attempts": max_attempts, "qc_threshold": qc_threshold,
+    }
+
+
+def check_settings(n: int, mode: str, max_attempts: int, qc_threshold: float, concurrency: int) -> None:
+    if n < 1:
+        raise IntakeEvalError(f"--n must be at least 1 (got {n})")
+    if mode not in ("stratified", "weighted"):
+        raise IntakeEvalError(f"sampling mode '{mode}' is not stratified or weighted")
+    if max_attempts < 1:
+        raise IntakeEvalError(f"--max-attempts must be at least 1 (got {max_attempts})")
+    if not 0 <= qc_threshold <= 100:
+        raise IntakeEvalError(f"--qc-threshold must be between 0 and 100 (got {qc_threshold})")
+    if concurrency < 1:
+        raise IntakeEvalError(f"--concurrency must be at least 1 (got {concurrency})")
+
+
+async def _produce(indices: list[int], plan: list[str], seed: int, catalog: "Catalog", model: "ChatModel",
+                   generator: str, *, concurrency: int, max_attempts: int, qc_threshold: float,
+                   on_profile, on_failure) -> None:
+    """``concurrency`` workers, each sampling and rendering one profile at a time; at most
+    ``concurrency`` generator calls in flight."""
+    semaphore = asyncio.Semaphore(concurrency)
+    queue = iter(indices)
+
+    async def worker() -> None:
+        for index in queue:  # a shared iterator: each index goes to exactly one worker
+            drawn = sample_profile(catalog, plan[index], index, seed)
+            rendered = await render_profile(drawn, model, catalog, max_attempts=max_attempts, threshold=qc_threshold,
+                                            generator=generator, semaphore=semaphore)
+            if rendered.render.qc_passed:
+                on_profile(rendered)
+            else:
+                on_failure(failure_record(rendered, qc_threshold))
+
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, max(1, len(indices))))))
+
+
+def _finish_files(paths: "RunPaths", *, already_compact: bool) -> tuple[dict[str, int], dict[int, int], int, list[str]]:
+    """Compact profiles.jsonl (unless a finished earlier run left it compact and nothing was added);
+    keep only failures that are still failures. Returns the summary data."""
+
+    if not already_compact:
+        compact(paths.profiles, "profile_id")
+    per_phenotype: Counter[str] = Counter()
+    hidden: Counter[int] = Counter()
+    first_try = 0
+    done: set[str] = set()
+    for data in iter_json_lines(paths.profiles):  # raw dicts: a summary needs no validation pass
+        done.add(data["profile_id"])
+        per_phenotype[data["phenotype"]] += 1
+        hidden[len(data["hidden"])] += 1
+        first_try += data.get("render", {}).get("attempts", 1) <= 1
+    failures = {k: v for k, v in latest_by_key(paths.render_failures, RenderFailure, "profile_id").items() if k not in done}
+    if failures:
+        write_text_atomic(paths.render_failures, "".join(dumps_record(failures[k]) + "\n" for k in sorted(failures)))
+    elif paths.render_failures.exists():
+        paths.render_failures.unlink()
+    return dict(sorted(per_phenotype.items())), dict(sorted(hidden.items())), first_try, sorted(failures)
+
+
+def generate_profiles(runner: StageRunner, *, n: int, mode: Mode, seed: int, generator: str, force: bool = False,
+                      concurrency: int = 8, max_attempts: int = MAX_ATTEMPTS,
+                      qc_threshold: float = QC_THRESHOLD) -> GenerateSummary:
+    """The generate stage under a runner (lock held): guards, resume, render + QC, compaction."""
+    paths, console = runner.paths, runner.console
+    check_settings(n, mode, max_attempts, qc_threshold, concurrency)
+    catalog = runner.catalog if runner.catalog is not None else load_catalog()
+    spec = resolve_spec(generator, runner.specs)
+    check_offline_name(spec.model)
+    assert_generator_is_held_out(runner.manifest, generator, spec.model)  # a design error: say it before key problems
+    runner.resolve([generator])
+    config = stage_config(n, mode, seed, spec, catalog, max_attempts=max_attempts, qc_threshold=qc_threshold)
+    finished_before = runner.manifest.stage(STAGE).get("status") in ("done", "done_with_failures")
+    runner.begin(STAGE, config, force=force, outputs=[paths.profiles, paths.render_failures],
+                 models={GENERATOR_ROLE: {generator: spec}}, prompts=[config_prompt_name(spec)], seed=seed)
+
+    plan = plan_phenotypes(catalog, n, mode, seed)
+    done = done_keys(paths.profiles, "profile_id")
+    todo = [i for i in range(n) if profile_id(i) not in done]
+    summary = GenerateSummary(n=n, already_done=n - len(todo))
+    model = runner.pool.get(generator)
+    progress = ProgressBar(console, "generate", n, summary.already_done)
+    with JsonlWriter(paths.profiles) as profiles_out, JsonlWriter(paths.render_failures) as failures_out:
+        def on_profile(profile: Profile) -> None:
+            profiles_out.write(profile)
+            summary.written_now += 1
+            progress.advance()
+
+        def on_failure(record: RenderFailure) -> None:
+            failures_out.write(record)
+            summary.failed_now += 1
+            progress.advance()
+
+        try:
+            _, summary.interrupted = runner.run(lambda: _produce(
+                todo, plan, seed, catalog, model, generator, concurrency=concurrency, max_attempts=max_attempts,
+                qc_threshold=qc_threshold, on_profile=on_profile, on_failure=on_failure), progress)
+        except IntakeEvalError as error:  # e.g. a fatal provider error: what was written stays, for a resume
+            runner.finish(STAGE, status="failed", counts={"written_now": summary.written_now},
+                          extra={"error": str(error).splitlines()[0][:300]})
+            raise
+    if paths.render_failures.exists() and paths.render_failures.stat().st_size == 0:
+        paths.render_failures.unlink()
+    if summary.interrupted:
+        runner.finish(STAGE, status="interrupted", counts={"written_now": summary.written_now})
+        return summary
+    untouched = finished_before and summary.written_now == 0 and summary.failed_now == 0 and not force
+    summary.per_phenotype, summary.hidden_counts, summary.first_attempt_pass, summary.failed = _finish_files(
+        paths, already_compact=untouched)
+    runner.finish(STAGE, status="done" if not summary.failed else "done_with_failures", counts=summary.counts())
+    return summary
+
+
+def config_prompt_name(spec: "ModelSpec") -> str:
+    return OFFLINE_TEMPLATE if spec.is_offline else RENDER_TEMPLATE
+
+
+def execute_generate(paths: RunPaths, *, n: int, mode: Mode, seed: int, generator: str = "offline/generator",
+                     models_file: Path | None = None, use_cache: bool = True, force: bool = False, console: Any = None,
+                     catalog: Catalog | None = None, concurrency: int = 8, max_attempts: int = MAX_ATTEMPTS,
+                     qc_threshold: float = QC_THRESHOLD) -> GenerateSummary:
+    """The generate stage as the CLI runs it: its own stage runner (lock, guards, pool)."""
+    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, catalog=catalog) as runner:
+        return generate_profiles(runner, n=n, mode=mode, seed=seed, generator=generator, force=force,
+                                 concurrency=concurrency, max_attempts=max_attempts, qc_threshold=qc_threshold)

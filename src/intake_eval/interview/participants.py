@@ -1,0 +1,315 @@
+"""The two participants of an intake: the simulated patient and the clinician under test.
+
+Stateless style: each step takes the conversation so far and returns the model's answer plus
+the new state; nothing here holds mutable state between calls.
+
+Patient modes:
+- ``prompted`` (the study's design): one system prompt with the full domain inventory and the
+  disclosure rule; whether a hidden domain is disclosed depends on the patient model obeying it.
+- ``tracked`` (state-aware patient): a tracker step names the hidden domains the clinician's
+  turn asks about specifically; the responder prompt holds only the presenting concern plus
+  the domains unlocked so far, so a locked domain's text never reaches the responder.
+  With an offline tracker the decision is the offline classifier's; otherwise it is an LLM call
+  whose JSON answer is validated and repaired once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Any
+
+from intake_eval.catalog.classifier import classify
+from intake_eval.core.prompts import render_prompt
+from intake_eval.core.records import (
+    QUESTION_TYPES,
+    ConversationTurn,
+    DomainDraw,
+    Profile,
+    TrackerDecision,
+)
+from intake_eval.llm.base import (
+    ChatModel,
+    ChatRequest,
+    ChatResult,
+    Message,
+    ModelCallError,
+)
+
+OFFLINE_TRACKER = "offline/classifier"
+TRACKER_MAX_TOKENS = 300
+
+
+@dataclass(frozen=True)
+class PatientState:
+    """What the patient has said so far and (tracked mode) which hidden domains are unlocked."""
+
+    opening: str = ""
+    turns: tuple[ConversationTurn, ...] = ()
+    unlocked: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PatientSetup:
+    """Everything fixed for one patient: the profile, mode and the models that play it."""
+
+    profile: Profile
+    mode: str  # prompted | tracked
+    model: ChatModel
+    tracker: ChatModel | None = None  # tracked mode only; an offline spec means the offline classifier
+    sample_index: int = 0
+    # Rendered system prompts by unlocked set: a conversation re-renders only when something unlocks.
+    prompt_cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def system_prompt(self, unlocked: tuple[str, ...]) -> str:
+        key = unlocked if self.mode == "tracked" else ()
+        if key not in self.prompt_cache:
+            self.prompt_cache[key] = patient_system_prompt(self.profile, self.mode, key)
+        return self.prompt_cache[key]
+
+
+@dataclass
+class PatientReply:
+    text: str
+    result: ChatResult
+    tracker: TrackerDecision | None = None
+    tracker_results: list[ChatResult] = field(default_factory=list)
+
+
+def history_dicts(state: PatientState) -> list[dict[str, Any]]:
+    return [{"turn": t.turn, "clinician": t.clinician, "patient": t.patient} for t in state.turns]
+
+
+# ---------------------------------------------------------------- patient prompts
+
+def patient_system_prompt(profile: Profile, mode: str, unlocked: tuple[str, ...] = ()) -> str:
+    if mode == "prompted":
+        return render_prompt("patient_prompted", profile=profile)
+    allowed = [draw for draw in profile.hidden if draw.domain in set(unlocked)]
+    return render_prompt("patient_responder", profile=profile, unlocked=allowed)
+
+
+def patient_messages(system: str, state: PatientState, clinician_utterance: str | None) -> list[Message]:
+    """The patient's view: the clinician speaks as 'user', the patient answers as 'assistant'."""
+    messages: list[Message] = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": opening_instruction()},
+    ]
+    if state.opening:
+        messages.append({"role": "assistant", "content": state.opening})
+    for turn in state.turns:
+        messages.append({"role": "user", "content": turn.clinician})
+        messages.append({"role": "assistant", "content": turn.patient})
+    if clinician_utterance is not None:
+        messages.append({"role": "user", "content": clinician_utterance})
+    return messages
+
+
+def _patient_context(setup: PatientSetup, state: PatientState, unlocked: tuple[str, ...], turn: int,
+                     utterance: str | None) -> dict[str, Any]:
+    return {
+        "role": "patient",
+        "profile": setup.profile,
+        "mode": setup.mode,
+        # prompted: the full inventory is in the prompt; the patient applies the disclosure rule itself
+        "unlocked": list(unlocked) if setup.mode == "tracked" else setup.profile.hidden_domains,
+        "turn": turn,
+        "clinician_utterance": utterance,
+        "history": history_dicts(state),
+    }
+
+
+def _require_text(result: ChatResult, who: str) -> str:
+    text = (result.text or "").strip()
+    if not text:
+        kind = "empty_after_length" if result.finish_reason == "length" else "invalid_output"
+        raise ModelCallError(f"{who} returned no visible text (finish_reason={result.finish_reason})", kind=kind)
+    return text
+
+
+async def patient_opening(setup: PatientSetup) -> tuple[str, ChatResult, PatientState]:
+    """The patient speaks first, about the presenting concern only."""
+    state = PatientState()
+    system = setup.system_prompt(())
+    request = ChatRequest(
+        messages=patient_messages(system, state, None),
+        sample_index=setup.sample_index,
+        purpose="patient",
+        context=_patient_context(setup, state, (), 0, None),
+    )
+    result = await setup.model.complete(request)
+    text = _require_text(result, f"patient {setup.model.spec.alias or setup.model.spec.model}")
+    return text, result, replace(state, opening=text)
+
+
+async def patient_reply(setup: PatientSetup, state: PatientState, turn: int, utterance: str) -> PatientReply:
+    """Answer one clinician turn. Tracked mode runs the tracker first and unlocks domains."""
+    decision = None
+    tracker_results: list[ChatResult] = []
+    unlocked = state.unlocked
+    if setup.mode == "tracked":
+        decision, tracker_results = await track_turn(setup, state, utterance)
+        unlocked = tuple(decision.unlocked_after)
+    system = setup.system_prompt(unlocked)
+    request = ChatRequest(
+        messages=patient_messages(system, state, utterance),
+        sample_index=setup.sample_index,
+        purpose="patient",
+        context=_patient_context(setup, state, unlocked, turn, utterance),
+    )
+    result = await setup.model.complete(request)
+    text = _require_text(result, f"patient {setup.model.spec.alias or setup.model.spec.model}")
+    return PatientReply(text=text, result=result, tracker=decision, tracker_results=tracker_results)
+
+
+def advance_patient(state: PatientState, turn: ConversationTurn) -> PatientState:
+    unlocked = tuple(turn.tracker.unlocked_after) if turn.tracker else state.unlocked
+    return replace(state, turns=state.turns + (turn,), unlocked=unlocked)
+
+
+# ---------------------------------------------------------------- tracker
+
+def _decision(question_type: str, asked: list[str], state: PatientState, profile: Profile, source: str,
+              repaired: bool = False) -> TrackerDecision:
+    hidden = profile.hidden_domains
+    asked_hidden = [domain for domain in hidden if domain in set(asked)]
+    newly = [domain for domain in asked_hidden if domain not in state.unlocked]
+    unlocked_after = [domain for domain in hidden if domain in set(state.unlocked) | set(asked_hidden)]
+    return TrackerDecision(
+        question_type=question_type,
+        asked_domains=asked_hidden,
+        newly_unlocked=newly,
+        unlocked_after=unlocked_after,
+        source=source,
+        repaired=repaired,
+    )
+
+
+async def track_turn(setup: PatientSetup, state: PatientState, utterance: str) -> tuple[TrackerDecision, list[ChatResult]]:
+    tracker = setup.tracker or setup.model
+    if tracker.spec.is_offline:
+        found = classify(utterance, disclosed=state.unlocked)
+        return _decision(found.question_type, list(found.domains), state, setup.profile, OFFLINE_TRACKER), []
+    return await _track_with_model(tracker, setup, state, utterance)
+
+
+async def _track_with_model(tracker: ChatModel, setup: PatientSetup, state: PatientState,
+                            utterance: str) -> tuple[TrackerDecision, list[ChatResult]]:
+    previous = state.turns[-1].patient if state.turns else state.opening
+    prompt = render_prompt(
+        "patient_tracker", hidden=setup.profile.hidden, previous_patient=previous, clinician_utterance=utterance
+    )
+    messages: list[Message] = [{"role": "user", "content": prompt}]
+    results: list[ChatResult] = []
+    source = tracker.spec.alias or tracker.spec.model
+    for attempt in range(2):  # the first answer, then one repair
+        request = ChatRequest(
+            messages=messages,
+            sample_index=setup.sample_index,
+            temperature=0.0,
+            max_tokens=max(TRACKER_MAX_TOKENS, tracker.spec.max_tokens or 0) if tracker.spec.reasoning else TRACKER_MAX_TOKENS,
+            response_schema=TRACKER_SCHEMA,
+            purpose="tracker",
+        )
+        result = await tracker.complete(request)
+        results.append(result)
+        parsed, problem = parse_tracker_answer(result.text, setup.profile.hidden)
+        if parsed is not None:
+            question_type, asked = parsed
+            return _decision(question_type, asked, state, setup.profile, source, repaired=attempt > 0), results
+        messages = messages + [
+            {"role": "assistant", "content": result.text or ""},
+            {"role": "user", "content": render_prompt("patient_tracker_repair", problem=problem)},
+        ]
+    raise ModelCallError(f"tracker {source} gave no valid JSON after one repair: {problem}", kind="invalid_output")
+
+
+TRACKER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "question_type": {"type": "string", "enum": list(QUESTION_TYPES)},
+        "asked_domains": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["question_type", "asked_domains"],
+    "additionalProperties": False,
+}
+
+
+def _json_object(text: str) -> Any:
+    cleaned = re.sub(r"^```(?:json)?\s*|\s*```$", "", (text or "").strip())
+    try:
+        return json.loads(cleaned)
+    except ValueError:
+        start, end = cleaned.find("{"), cleaned.rfind("}")
+        if start < 0 or end <= start:
+            raise
+        return json.loads(cleaned[start : end + 1])
+
+
+def parse_tracker_answer(text: str, hidden: list[DomainDraw]) -> tuple[tuple[str, list[str]] | None, str]:
+    """(question_type, hidden domain ids) or (None, what was wrong). Labels are mapped to ids;
+    a named domain that is not hidden is ignored (nothing to unlock)."""
+    try:
+        data = _json_object(text)
+    except ValueError:
+        return None, "it was not a JSON object"
+    if not isinstance(data, dict):
+        return None, "it was not a JSON object"
+    question_type = data.get("question_type")
+    if question_type not in QUESTION_TYPES:
+        return None, f"question_type must be one of {', '.join(QUESTION_TYPES)} (got {question_type!r})"
+    asked = data.get("asked_domains", [])
+    if not isinstance(asked, list) or not all(isinstance(item, str) for item in asked):
+        return None, "asked_domains must be a list of area ids"
+    by_name = {}
+    for draw in hidden:
+        by_name[draw.domain.lower()] = draw.domain
+        if draw.label:
+            by_name[draw.label.lower()] = draw.domain
+    ids = [by_name[item.strip().lower()] for item in asked if item.strip().lower() in by_name]
+    return (question_type, ids), ""
+
+
+# ---------------------------------------------------------------- clinician
+
+@lru_cache(maxsize=32)
+def clinician_system_prompt(condition: str) -> str:
+    return render_prompt(f"clinician_{condition}")
+
+
+@lru_cache(maxsize=1)
+def opening_instruction() -> str:
+    return render_prompt("patient_opening")
+
+
+def clinician_messages(condition: str, opening: str, turns: tuple[ConversationTurn, ...] | list[ConversationTurn]) -> list[Message]:
+    """The clinician's view: the patient speaks as 'user', the clinician's visible text is 'assistant'."""
+    messages: list[Message] = [
+        {"role": "system", "content": clinician_system_prompt(condition)},
+        {"role": "user", "content": opening},
+    ]
+    for turn in turns:
+        messages.append({"role": "assistant", "content": turn.clinician})
+        messages.append({"role": "user", "content": turn.patient})
+    return messages
+
+
+async def clinician_turn(model: ChatModel, *, condition: str, opening: str, turns: tuple[ConversationTurn, ...],
+                         turn: int, max_turns: int, conversation_id: str, trial: int) -> ChatResult:
+    """One clinician utterance. The result's text is visible speech; reasoning stays apart."""
+    request = ChatRequest(
+        messages=clinician_messages(condition, opening, turns),
+        sample_index=trial,
+        purpose="clinician",
+        context={
+            "role": "clinician",
+            "conversation_id": conversation_id,
+            "turn": turn,
+            "max_turns": max_turns,
+            "trial": trial,
+            "request": "turn",
+        },
+    )
+    return await model.complete(request)

@@ -1,0 +1,187 @@
+"""The run plan: which conversations a run holds, what determines them, and the live totals.
+
+``plan_conversations`` orders (profile × trial × clinician × condition) profile-major so the
+clinicians of one profile run side by side and share its opening; ``stage_config`` is what the
+config guard compares; ``disk_counts`` reads what is finished across every invocation.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.prompts import prompt_hashes
+from intake_eval.core.records import Conversation, Profile, Usage
+from intake_eval.core.store import (
+    RunPaths,
+    done_keys,
+    file_hash,
+    iter_json_lines,
+    latest_by_key,
+)
+from intake_eval.interview.conversation import PlannedConversation
+from intake_eval.llm.base import ChatModel, ChatResult
+
+PATIENT_PROMPTS = {
+    "prompted": ["patient_prompted", "patient_opening", "_patient_persona", "_patient_style"],
+    "tracked": ["patient_responder", "patient_opening", "patient_tracker", "patient_tracker_repair",
+                "_patient_persona", "_patient_style"],
+}
+
+
+class ModelSource(Protocol):
+    def get(self, name: str) -> ChatModel: ...
+
+
+@dataclass
+class RunSettings:
+    clinicians: list[str]
+    patient: str
+    patient_mode: str = "prompted"
+    tracker: str | None = None
+    turns: int = 12
+    conditions: list[str] = field(default_factory=lambda: ["minimal"])
+    trials: int = 1
+    concurrency: int = 16
+    limit: int | None = None
+    budget: float | None = None
+    formulation: bool = False  # issue 8: post-intake case formulation after the last turn
+
+
+def plan_conversations(profiles: list[Profile], settings: RunSettings) -> list[PlannedConversation]:
+    """Profile-major order, so the clinicians of one profile run side by side and share its opening."""
+    chosen = sorted(profiles, key=lambda p: p.profile_id)
+    if settings.limit is not None:
+        chosen = chosen[: settings.limit]
+    plan = []
+    for profile in chosen:
+        for trial in range(settings.trials):
+            first = True
+            for clinician in settings.clinicians:
+                for condition in settings.conditions:
+                    plan.append(PlannedConversation(
+                        profile=profile, clinician=clinician, condition=condition,
+                        patient_mode=settings.patient_mode, trial=trial, max_turns=settings.turns,
+                        records_opening_usage=first, formulation=settings.formulation,
+                    ))
+                    first = False
+    return plan
+
+
+def prompt_names(settings: RunSettings) -> list[str]:
+    formulation = {"formulation", "formulation_repair"} if settings.formulation else set()  # issue 8
+    return sorted({f"clinician_{c}" for c in settings.conditions} | set(PATIENT_PROMPTS[settings.patient_mode]) | formulation)
+
+
+@dataclass
+class RunTotals:
+    """Live counters for progress, budget and the final summary (asyncio only)."""
+
+    planned: int = 0
+    skipped: int = 0  # already ok on disk
+    to_run: int = 0
+    ok: int = 0
+    failed: int = 0
+    in_flight: int = 0
+    tokens: int = 0
+    dollars: float = 0.0
+    cost_known: bool = True
+    budget_reached: bool = False
+    started: float = field(default_factory=time.monotonic)
+    per_clinician: dict[str, dict[str, int]] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)  # reason -> count
+    formulations: dict[str, int] = field(default_factory=dict)  # re-requested for ok records: status -> count
+    usage: dict[str, Usage] = field(default_factory=dict)  # model alias -> usage (from records)
+
+    @property
+    def not_started(self) -> int:
+        return self.to_run - self.ok - self.failed - self.in_flight
+
+    def count_call(self, result: ChatResult) -> None:
+        self.tokens += result.usage.prompt_tokens + result.usage.completion_tokens
+        if not result.cached:
+            self.dollars += result.usage.cost_usd
+            self.cost_known = self.cost_known and result.usage.cost_known
+
+    def count_record(self, conversation: Conversation, patient: str, tracker: str | None) -> None:
+        cell = self.per_clinician.setdefault(conversation.clinician, {"ok": 0, "failed": 0})
+        if conversation.ok:
+            self.ok += 1
+            cell["ok"] += 1
+        else:
+            self.failed += 1
+            cell["failed"] += 1
+            self.failures[conversation.status] = self.failures.get(conversation.status, 0) + 1
+        owners = {"clinician": conversation.clinician, "formulation": conversation.clinician, "patient": patient,
+                  "tracker": tracker or patient}
+        for role, usage in conversation.usage.items():
+            alias = owners.get(role, role)
+            self.usage[alias] = self.usage.get(alias, Usage()).add(usage)
+
+
+def pending(plan: list[PlannedConversation], paths: RunPaths) -> tuple[list[PlannedConversation], int]:
+    """The conversations still to run (not ok on disk), and how many were skipped."""
+    done: dict[str, set[str]] = {}
+    todo = []
+    for item in plan:
+        if item.clinician not in done:
+            done[item.clinician] = done_keys(paths.conversations(item.clinician), "conversation_id")
+        if item.conversation_id not in done[item.clinician]:
+            todo.append(item)
+    return todo, len(plan) - len(todo)
+
+
+def load_profiles(paths: RunPaths) -> list[Profile]:
+    if not paths.profiles.exists():
+        raise IntakeEvalError(
+            f"{paths.profiles}: no profiles here yet; run `intake-eval generate --run-dir {paths.root}` first"
+        )
+    profiles = latest_by_key(paths.profiles, Profile, "profile_id")
+    if not profiles:
+        raise IntakeEvalError(f"{paths.profiles}: holds no valid profiles; run `intake-eval generate` again")
+    return sorted(profiles.values(), key=lambda p: p.profile_id)
+
+
+def stage_config(settings: RunSettings, specs: dict[str, Any], profiles_path: Path) -> dict[str, Any]:
+    """What determines the run's records (clinicians excluded: adding one later is a resume).
+
+    ``specs`` maps role → resolved ModelSpec for the patient and tracker.
+    """
+
+    config: dict[str, Any] = {
+        "patient": settings.patient,
+        "patient_model": specs["patient"].model,
+        "patient_mode": settings.patient_mode,
+        "turns": settings.turns,
+        "conditions": sorted(settings.conditions),
+        "trials": settings.trials,
+        "prompts": prompt_hashes(prompt_names(settings)),
+        "profiles_sha256": file_hash(profiles_path),
+    }
+    if settings.formulation:  # issue 8; absent when off, so earlier runs keep their config hash
+        config["formulation"] = True
+    if settings.patient_mode == "tracked":
+        config["tracker"] = settings.tracker or settings.patient
+        config["tracker_model"] = specs["tracker"].model
+    return config
+
+
+def disk_counts(paths: RunPaths, plan: list[PlannedConversation]) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """Status of the planned conversations as they are on disk now (across every invocation)."""
+
+    status: dict[str, str] = {}
+    for alias in sorted({item.clinician for item in plan}):
+        for data in iter_json_lines(paths.conversations(alias)):
+            status[str(data.get("conversation_id"))] = str(data.get("status", "ok"))
+    counts = {"planned": len(plan), "ok": 0, "failed": 0, "not_started": 0}
+    per_clinician: dict[str, dict[str, int]] = {}
+    for item in plan:
+        state = status.get(item.conversation_id)
+        key = "not_started" if state is None else "ok" if state == "ok" else "failed"
+        counts[key] += 1
+        cell = per_clinician.setdefault(item.clinician, {"ok": 0, "failed": 0, "not_started": 0})
+        cell[key] += 1
+    return counts, per_clinician

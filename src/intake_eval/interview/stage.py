@@ -1,0 +1,196 @@
+"""The run stage: plan every (profile × clinician × condition × trial) conversation, run them
+concurrently, write each as it finishes, resume after any crash.
+
+- Resume: ids already ``ok`` on disk are skipped; failed ones are run again (the later record
+  supersedes the earlier one); files are compacted at the end, so a resumed file equals an
+  uninterrupted one. With formulations on, ok records without one (missing, or a provider error)
+  get it requested first (``formulation_resume``).
+- Concurrency: ``concurrency`` workers pull from one queue; each model's own limiter (in the
+  pool) bounds its request rate underneath.
+- Budget: no new conversation starts once this invocation's spending reaches the budget;
+  conversations in flight finish and are kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from intake_eval.core.records import Conversation
+from intake_eval.core.store import (
+    JsonlWriter,
+    RunPaths,
+    compact,
+)
+from intake_eval.interview.conversation import (
+    Participants,
+    PlannedConversation,
+    run_conversation,
+)
+from intake_eval.interview.display import RunDisplay
+from intake_eval.interview.formulation_resume import (
+    allow_formulation_upgrade,
+    request_missing_formulations,
+)
+from intake_eval.interview.plan import (
+    ModelSource,
+    RunSettings,
+    RunTotals,
+    disk_counts,
+    load_profiles,
+    pending,
+    plan_conversations,
+    prompt_names,
+    stage_config,
+)
+from intake_eval.llm.base import ChatResult, ModelSpec
+from intake_eval.runner.stage import StageRunner
+
+OnDone = Callable[[Conversation], Any]
+
+
+async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, *, paths: RunPaths,
+                            patient: str, tracker: str | None = None, concurrency: int = 16,
+                            budget: float | None = None, on_done: OnDone | None = None,
+                            totals: RunTotals | None = None,
+                            on_update: Callable[[RunTotals], None] | None = None) -> RunTotals:
+    """Run every planned conversation not already ok on disk; write each record as it finishes.
+
+    ``on_done(conversation)`` (sync or async) is called after each record is on disk, so a caller
+    can start judging while the run continues. The files are not compacted here (see
+    ``compact_conversations``), because a caller may run several batches into the same files.
+    """
+    totals = totals if totals is not None else RunTotals()
+    todo, skipped = pending(plan, paths)
+    totals.planned += len(plan)
+    totals.skipped += skipped
+    totals.to_run += len(todo)
+    refresh = on_update or (lambda _totals: None)
+    refresh(totals)
+    await request_missing_formulations(plan, pool, paths=paths, concurrency=concurrency, budget=budget,
+                                       totals=totals, refresh=refresh)  # issue 8: see formulation_resume
+    if not todo:
+        return totals
+    patient_model = pool.get(patient)
+    tracker_model = pool.get(tracker) if tracker else None
+    writers: dict[str, JsonlWriter] = {}
+    openings: dict = {}
+    queue = deque(todo)
+
+    def on_call(_role: str, result: ChatResult) -> None:
+        totals.count_call(result)
+        refresh(totals)
+
+    async def worker() -> None:
+        while queue:
+            if budget is not None and totals.dollars >= budget:
+                totals.budget_reached = True
+                return
+            item = queue.popleft()
+            participants = Participants(
+                clinician=pool.get(item.clinician), patient=patient_model, tracker=tracker_model, patient_alias=patient
+            )
+            totals.in_flight += 1
+            refresh(totals)
+            try:
+                conversation = await run_conversation(item, participants, openings=openings, on_call=on_call)
+            finally:
+                totals.in_flight -= 1
+            writer = writers.get(item.clinician)
+            if writer is None:
+                writer = writers[item.clinician] = JsonlWriter(paths.conversations(item.clinician))
+            writer.write(conversation)
+            totals.count_record(conversation, patient, tracker)
+            refresh(totals)
+            if on_done is not None:
+                outcome = on_done(conversation)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            # Offline participants never suspend: yield so other workers, judges and Ctrl-C get a turn.
+            await asyncio.sleep(0)
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(todo))))))
+    finally:
+        for writer in writers.values():
+            writer.close()
+    return totals
+
+
+def compact_conversations(paths: RunPaths, clinicians: list[str]) -> dict[str, int]:
+    """Latest record per id, sorted: a resumed file becomes byte-identical to an uninterrupted one."""
+    return {alias: compact(paths.conversations(alias), "conversation_id") for alias in clinicians}
+
+
+# ---------------------------------------------------------------- the stage, as the CLI runs it
+
+RUN_STAGE = "run"
+
+
+def run_stage_outputs(paths: RunPaths) -> list[Path]:
+    """What a forced run moves to superseded/: judgments, metrics and the report describe the old conversations."""
+    return [paths.conversations_dir, paths.judgments_dir, paths.metrics_dir, paths.report_dir]
+
+
+def begin_run_stage(runner: StageRunner, settings: RunSettings, *, force: bool) -> dict[str, ModelSpec]:
+    """Resolve the run's models and register the stage with the runner (config guard, leakage guard,
+    provenance). Clinicians are additive: adding one later is a resume, changing one is refused."""
+    clinicians = runner.resolve(settings.clinicians)
+    role_specs = {"patient": runner.resolve([settings.patient])[settings.patient]}
+    roles: dict[str, dict[str, ModelSpec]] = {"clinician": clinicians, "patient": {settings.patient: role_specs["patient"]}}
+    if settings.patient_mode == "tracked":
+        tracker = settings.tracker or settings.patient
+        role_specs["tracker"] = runner.resolve([tracker])[tracker]
+        roles["tracker"] = {tracker: role_specs["tracker"]}
+    load_profiles(runner.paths)  # a missing profiles.jsonl is named before the stage is registered
+    allow_formulation_upgrade(runner.manifest, settings, role_specs, runner.paths.profiles, force=force)
+    runner.begin(RUN_STAGE, stage_config(settings, role_specs, runner.paths.profiles), force=force,
+                 outputs=run_stage_outputs(runner.paths), models=roles, additive=["clinician"],
+                 prompts=prompt_names(settings))
+    return clinicians
+
+
+@dataclass
+class RunResult:
+    totals: RunTotals
+    counts: dict[str, int]
+    per_clinician: dict[str, dict[str, int]]
+    interrupted: bool = False
+
+
+def finish_run_stage(runner: StageRunner, plan: list[PlannedConversation], totals: RunTotals, *,
+                     interrupted: bool, limit: int | None = None) -> RunResult:
+    compact_conversations(runner.paths, sorted({item.clinician for item in plan}))
+    counts, per_clinician = disk_counts(runner.paths, plan)
+    complete = counts["ok"] == counts["planned"]
+    runner.finish(RUN_STAGE, status="done" if complete else "interrupted" if interrupted else "incomplete",
+                  counts=counts, extra={
+                      "per_clinician": per_clinician,
+                      "last_invocation": {"ran": totals.ok + totals.failed, "skipped": totals.skipped,
+                                          "failed": totals.failed, "failures": totals.failures,
+                                          "paid_usd": round(totals.dollars, 6), "budget_reached": totals.budget_reached,
+                                          "formulations": totals.formulations, "limit": limit,
+                                          "seconds": round(time.monotonic() - totals.started, 1)}})
+    return RunResult(totals=totals, counts=counts, per_clinician=per_clinician, interrupted=interrupted)
+
+
+def execute_run(paths: RunPaths, settings: RunSettings, *, models_file: Path | None = None,
+                use_cache: bool = True, force: bool = False, console: Any = None) -> RunResult:
+    """The run stage as the CLI runs it: models, lock, guards, conversations with progress, compaction."""
+    tracker = (settings.tracker or settings.patient) if settings.patient_mode == "tracked" else None
+    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console) as runner:
+        begin_run_stage(runner, settings, force=force)
+        plan = plan_conversations(load_profiles(paths), settings)
+        totals = RunTotals()
+        display = RunDisplay(console, len(plan)) if console is not None else None
+        _, interrupted = runner.run(lambda: run_conversations(
+            plan, runner.pool, paths=paths, patient=settings.patient, tracker=tracker,
+            concurrency=settings.concurrency, budget=settings.budget, totals=totals,
+            on_update=display.update if display else None), display)
+        return finish_run_stage(runner, plan, totals, interrupted=interrupted, limit=settings.limit)

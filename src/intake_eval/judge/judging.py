@@ -1,0 +1,211 @@
+"""Per-turn judging of conversations: prompts, structured output, one repair, judge errors.
+
+``judge_conversation`` labels one conversation with one judge model:
+- ``per-turn`` (the study's design): one call per turn 0..N (turn 0 = the patient's opening), each
+  seeing the conversation up to and including the patient's reply to that turn; the calls of one
+  conversation run concurrently.
+- ``conversation``: one call labels every turn.
+An answer that does not validate gets ONE repair request quoting the validation error; if that also
+fails the turn is a judge error (status "judge_error", errors listed) — never read as "no". A
+provider failure gives status "provider_error: <kind>" with the reason in ``errors``.
+
+``judge_stage`` runs judges over a run folder's conversations with resume (skip conversations a
+judge already labelled ok, retry the rest) and compacts the judgment files at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from intake_eval.core.prompts import prompt_hashes, render_prompt
+from intake_eval.core.records import (
+    QUESTION_TYPES,
+    Conversation,
+    Judgment,
+    Profile,
+    TurnJudgment,
+)
+from intake_eval.judge.schema import (
+    JudgeOutputError,
+    parse_conversation,
+    parse_turn,
+    response_schema,
+)
+from intake_eval.llm.base import ChatModel, ChatRequest, ModelCallError, UsageMeter
+
+if TYPE_CHECKING:
+    from intake_eval.catalog.schema import Catalog
+
+MODES: tuple[str, ...] = ("per-turn", "conversation")
+# Conversation mode answers every turn at once (about 200 tokens per turn with reasonings): the
+# alias's cap, sized for one turn, would truncate it, so each turn gets this much room.
+CONVERSATION_TOKENS_PER_TURN = 700
+OFFLINE_PROMPT = "(offline judge: the labels come from request.context)"
+JUDGE_PROMPTS: tuple[str, ...] = ("judge_rules", "judge_turn", "judge_conversation", "judge_repair")
+
+
+def judge_label(alias: str, mode: str) -> str:
+    """The judge's name in records and paths: conversation-mode labels sit beside per-turn ones."""
+    return alias if mode == "per-turn" else f"{alias}+conversation"
+
+
+def judge_config(alias: str, model: str, mode: str) -> dict[str, Any]:
+    """What determines a judge's labels: the manifest stage ``judge:<label>`` refuses to resume
+    under a different one."""
+    return {"alias": alias, "model": model, "mode": mode, "prompts": prompt_hashes(list(JUDGE_PROMPTS))}
+
+
+# ---------------------------------------------------------------- prompts
+
+def domain_briefs(profile: Profile, catalog: "Catalog | None" = None) -> list[dict[str, Any]]:
+    """Hidden domains as the judge sees them: the domain's symptom list (catalog when available)
+    and this patient's sampled symptoms."""
+    briefs = []
+    for draw in profile.hidden:
+        entry = catalog.domains.get(draw.domain) if catalog is not None else None
+        briefs.append({
+            "id": draw.domain,
+            "label": draw.label or (entry.label if entry else draw.domain.replace("_", " ")),
+            "symptoms": [s.text for s in entry.symptoms] if entry else list(draw.symptoms),
+            "patient_symptoms": list(draw.symptoms) if entry else [],
+        })
+    return briefs
+
+
+def _presenting(profile: Profile, catalog: "Catalog | None") -> dict[str, str]:
+    entry = catalog.domains.get(profile.presenting.domain) if catalog is not None else None
+    label = profile.presenting.label or (entry.label if entry else profile.presenting.domain.replace("_", " "))
+    return {"id": profile.presenting.domain, "label": label}
+
+
+def _turn_dicts(conversation: Conversation, up_to: int | None) -> list[dict[str, Any]]:
+    return [
+        {"turn": t.turn, "clinician": t.clinician, "patient": t.patient}
+        for t in sorted(conversation.turns, key=lambda t: t.turn)
+        if up_to is None or t.turn <= up_to
+    ]
+
+
+def rules_prompt(profile: Profile, catalog: "Catalog | None" = None) -> str:
+    """The instructions and hidden-domain symptom lists: the same for every turn of a conversation,
+    so rendered once per conversation and placed first (a provider's prefix cache can reuse it)."""
+    return render_prompt("judge_rules", presenting=_presenting(profile, catalog), hidden=domain_briefs(profile, catalog))
+
+
+def turn_prompt(conversation: Conversation, profile: Profile, turn: int, catalog: "Catalog | None" = None, *,
+                rules: str | None = None) -> str:
+    return render_prompt(
+        "judge_turn", rules=rules if rules is not None else rules_prompt(profile, catalog),
+        hidden=domain_briefs(profile, catalog), opening=conversation.opening, turns=_turn_dicts(conversation, turn),
+        turn=turn,
+    )
+
+
+def conversation_prompt(conversation: Conversation, profile: Profile, catalog: "Catalog | None" = None) -> str:
+    turns = _turn_dicts(conversation, None)
+    return render_prompt(
+        "judge_conversation", rules=rules_prompt(profile, catalog), hidden=domain_briefs(profile, catalog),
+        opening=conversation.opening, turns=turns, last_turn=turns[-1]["turn"] if turns else 0,
+    )
+
+
+def _repair_prompt(error: str, mode: str, hidden: Sequence[str]) -> str:
+    expectation = ("one turn object {\"turn\", \"reasoning\", \"question_type\", \"patient_faithful\", \"domains\": [...]}"
+                   if mode == "per-turn" else "{\"turns\": [one turn object per turn]}")
+    return render_prompt("judge_repair", error=error, expectation=expectation, hidden_ids=list(hidden),
+                         question_types=list(QUESTION_TYPES))
+
+
+# ---------------------------------------------------------------- calls
+
+@dataclass
+class _Outcome:
+    turns: list[TurnJudgment] = field(default_factory=list)
+    judge_error: str | None = None
+    provider_error: ModelCallError | None = None
+
+
+async def _ask(model: ChatModel, prompt: str, parse: Callable[[str], list[TurnJudgment]], *, mode: str,
+               hidden: Sequence[str], context: dict[str, Any], meter: UsageMeter, sample_index: int,
+               what: str, max_tokens: int | None = None) -> _Outcome:
+    """One judge request and, if its answer does not validate, one repair request."""
+    messages = [{"role": "user", "content": prompt}]
+    schema = response_schema(hidden, mode)
+    for attempt in range(2):
+        request = ChatRequest(messages=messages, sample_index=sample_index, response_schema=schema,
+                              purpose="judge", context=context, max_tokens=max_tokens)
+        try:
+            result = await model.complete(request)
+        except ModelCallError as exc:
+            return _Outcome(provider_error=exc)
+        meter.add(result)
+        try:
+            return _Outcome(turns=parse(result.text))
+        except JudgeOutputError as exc:
+            if attempt == 1:
+                return _Outcome(judge_error=f"{what}: {exc} (after one repair request)")
+            messages = messages + [
+                {"role": "assistant", "content": result.text},
+                {"role": "user", "content": _repair_prompt(str(exc), mode, hidden)},
+            ]
+    raise AssertionError("unreachable")
+
+
+def _judge_name(judge_model: ChatModel) -> str:
+    return judge_model.spec.alias or judge_model.spec.model
+
+
+async def judge_conversation(conversation: Conversation, profile: Profile, judge_model: ChatModel,
+                             mode: str = "per-turn", *, judge: str | None = None,
+                             catalog: "Catalog | None" = None, attempt: int = 0) -> Judgment:
+    """Label every turn (0..N) of one conversation against the profile's hidden domains.
+
+    ``judge`` is the name written in the record (default: the model's alias, see judge_label);
+    ``attempt`` varies the sample index so a retried judge error is not served from the cache.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    hidden = profile.hidden_domains
+    meter = UsageMeter()
+    base_context = {"role": "judge", "profile": profile, "conversation": conversation}
+    turn_numbers = [0] + [t.turn for t in sorted(conversation.turns, key=lambda t: t.turn)]
+    # An offline judge reads request.context, never the prompt: rendering 13 transcripts per
+    # conversation for it would be most of the offline judging time. Its answer still goes
+    # through the same parsing and validation as a provider's.
+    offline = judge_model.spec.is_offline
+    if mode == "per-turn":
+        rules = "" if offline else rules_prompt(profile, catalog)
+        outcomes = await asyncio.gather(*[
+            _ask(judge_model, OFFLINE_PROMPT if offline else turn_prompt(conversation, profile, number, catalog, rules=rules),
+                 lambda text, n=number: [parse_turn(text, n, hidden)], mode=mode, hidden=hidden,
+                 context={**base_context, "turn": number}, meter=meter, sample_index=attempt, what=f"turn {number}")
+            for number in turn_numbers
+        ])
+    else:
+        outcomes = [await _ask(judge_model, OFFLINE_PROMPT if offline else conversation_prompt(conversation, profile, catalog),
+                               lambda text: parse_conversation(text, turn_numbers, hidden), mode=mode, hidden=hidden,
+                               context={**base_context, "turn": None}, meter=meter, sample_index=attempt,
+                               what="conversation",
+                               max_tokens=max(judge_model.spec.max_tokens or 0, CONVERSATION_TOKENS_PER_TURN * len(turn_numbers)))]
+    turns = sorted((t for outcome in outcomes for t in outcome.turns), key=lambda t: t.turn)
+    provider = next((o.provider_error for o in outcomes if o.provider_error is not None), None)
+    errors = [o.judge_error for o in outcomes if o.judge_error]
+    if provider is not None:
+        status = f"provider_error: {provider.kind}"
+        errors = [str(provider.format_message())] + errors
+    else:
+        status = "judge_error" if errors else "ok"
+    return Judgment(
+        conversation_id=conversation.conversation_id, judge=judge or _judge_name(judge_model),
+        judge_model=judge_model.spec.model, clinician=conversation.clinician, profile_id=conversation.profile_id,
+        phenotype=conversation.phenotype, condition=conversation.condition, patient_mode=conversation.patient_mode,
+        trial=conversation.trial, mode=mode, turns=turns, status=status, errors=errors, usage=meter.to_usage(),
+    )
+
+
+# ---------------------------------------------------------------- the stage
+
+

@@ -1,0 +1,197 @@
+"""What a judge must answer: the JSON schema sent for structured output, a tolerant parser for
+answers that arrive wrapped in prose or code fences, and strict validation against the profile.
+
+Per-turn mode answers one turn object; conversation mode answers ``{"turns": [turn, …]}``. A turn:
+    {"turn": 3, "reasoning": "...", "question_type": "closed_hypothesis", "patient_faithful": true,
+     "domains": [{"domain": "insomnia", "reasoning": "...", "asked_about": true, "disclosed": false}, …]}
+
+Domains are a list with an enum rather than an object keyed by domain id, because Gemini's
+structured output rejects ``additionalProperties`` and free-form keys; the schema never uses it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from intake_eval.core.records import (
+    QUESTION_TYPES,
+    DomainLabel,
+    QuestionType,
+    TurnJudgment,
+)
+
+
+class JudgeOutputError(ValueError):
+    """The judge's answer could not be parsed or does not fit the schema; the message is quoted
+    back to the judge in the one repair request."""
+
+
+class RawDomainLabel(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    domain: str
+    reasoning: str = ""
+    asked_about: bool
+    disclosed: bool
+
+
+class RawTurn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    turn: int
+    reasoning: str = ""
+    question_type: QuestionType
+    patient_faithful: bool
+    domains: list[RawDomainLabel] = Field(default_factory=list)
+
+
+class RawConversation(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    turns: list[RawTurn]
+
+
+def _turn_schema(hidden: Sequence[str]) -> dict[str, Any]:
+    label = {
+        "type": "object",
+        "properties": {
+            "domain": {"type": "string", "enum": list(hidden)},
+            "reasoning": {"type": "string"},
+            "asked_about": {"type": "boolean"},
+            "disclosed": {"type": "boolean"},
+        },
+        "required": ["domain", "reasoning", "asked_about", "disclosed"],
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "turn": {"type": "integer"},
+            "reasoning": {"type": "string"},
+            "question_type": {"type": "string", "enum": list(QUESTION_TYPES)},
+            "patient_faithful": {"type": "boolean"},
+            "domains": {"type": "array", "items": label},
+        },
+        "required": ["turn", "reasoning", "question_type", "patient_faithful", "domains"],
+    }
+
+
+def response_schema(hidden: Sequence[str], mode: str) -> dict[str, Any]:
+    """JSON schema for structured output (no additionalProperties anywhere: Gemini rejects it)."""
+    turn = _turn_schema(hidden)
+    if mode == "per-turn":
+        return turn
+    return {"type": "object", "properties": {"turns": {"type": "array", "items": turn}}, "required": ["turns"]}
+
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+
+
+def extract_json(text: str) -> Any:
+    """The first JSON object in the text: tolerates code fences, leading prose and trailing text."""
+    candidates = [match.group(1) for match in _FENCE.finditer(text)] + [text]
+    decoder = json.JSONDecoder()
+    for candidate in candidates:
+        start = candidate.find("{")
+        tries = 0
+        while start != -1 and tries < 20:
+            try:
+                value, _end = decoder.raw_decode(candidate[start:])
+                if isinstance(value, dict):
+                    return value
+            except ValueError:
+                pass
+            start = candidate.find("{", start + 1)
+            tries += 1
+    raise JudgeOutputError("the answer contains no JSON object")
+
+
+def _normalise_domains(data: Any) -> Any:
+    """Accept {"domains": {"insomnia": {...}}} as well as the list form."""
+    if isinstance(data, dict) and isinstance(data.get("domains"), dict):
+        data = dict(data)
+        data["domains"] = [
+            {"domain": key, **value} if isinstance(value, dict) else {"domain": key, "invalid": value}
+            for key, value in data["domains"].items()
+        ]
+    return data
+
+
+def _describe(error: ValidationError) -> str:
+    problems = []
+    for item in error.errors()[:5]:
+        location = ".".join(str(part) for part in item.get("loc", ())) or "(top level)"
+        problems.append(f"{location}: {item.get('msg', 'invalid')}")
+    more = f" (+{error.error_count() - 5} more)" if error.error_count() > 5 else ""
+    return "; ".join(problems) + more
+
+
+def _to_turn_judgment(raw: RawTurn, expected_turn: int, hidden: Sequence[str]) -> TurnJudgment:
+    if raw.turn != expected_turn:
+        raise JudgeOutputError(f"turn is {raw.turn} but turn {expected_turn} was asked for")
+    seen = [label.domain for label in raw.domains]
+    unknown = sorted(set(seen) - set(hidden))
+    missing = [domain for domain in hidden if domain not in seen]
+    duplicated = sorted({domain for domain in seen if seen.count(domain) > 1})
+    problems = []
+    if missing:
+        problems.append(f"missing domains {missing}")
+    if unknown:
+        problems.append(f"unknown domains {unknown} (label only {list(hidden)})")
+    if duplicated:
+        problems.append(f"domains listed twice {duplicated}")
+    if problems:
+        raise JudgeOutputError(f"turn {expected_turn}: " + "; ".join(problems))
+    opening = expected_turn == 0
+    domains = {
+        # The opening answers no question: nothing on it can be asked_about.
+        label.domain: DomainLabel(asked_about=label.asked_about and not opening, disclosed=label.disclosed,
+                                  reasoning=label.reasoning)
+        for label in raw.domains
+    }
+    return TurnJudgment(
+        turn=expected_turn,
+        question_type="other" if opening else raw.question_type,
+        patient_faithful=raw.patient_faithful,
+        domains={domain: domains[domain] for domain in hidden},
+        reasoning=raw.reasoning,
+    )
+
+
+def parse_turn(text: str, expected_turn: int, hidden: Sequence[str]) -> TurnJudgment:
+    data = _normalise_domains(extract_json(text))
+    if isinstance(data.get("turns"), list) and len(data["turns"]) == 1 and "question_type" not in data:
+        data = _normalise_domains(data["turns"][0])  # a one-turn conversation answer is fine too
+    try:
+        raw = RawTurn.model_validate(data)
+    except ValidationError as exc:
+        raise JudgeOutputError(_describe(exc)) from None
+    return _to_turn_judgment(raw, expected_turn, hidden)
+
+
+def parse_conversation(text: str, expected_turns: Sequence[int], hidden: Sequence[str]) -> list[TurnJudgment]:
+    data = extract_json(text)
+    if isinstance(data.get("turns"), list):
+        data = {"turns": [_normalise_domains(turn) for turn in data["turns"]]}
+    try:
+        raw = RawConversation.model_validate(data)
+    except ValidationError as exc:
+        raise JudgeOutputError(_describe(exc)) from None
+    by_turn = {turn.turn: turn for turn in raw.turns}
+    missing = [t for t in expected_turns if t not in by_turn]
+    extra = sorted(set(by_turn) - set(expected_turns))
+    if missing or extra or len(raw.turns) != len(by_turn):
+        raise JudgeOutputError(
+            f"turns must be exactly {list(expected_turns)} once each"
+            + (f"; missing {missing}" if missing else "") + (f"; unexpected {extra}" if extra else "")
+        )
+    labelled, problems = [], []
+    for t in expected_turns:
+        try:
+            labelled.append(_to_turn_judgment(by_turn[t], t, hidden))
+        except JudgeOutputError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise JudgeOutputError("; ".join(problems))
+    return labelled

@@ -1,0 +1,174 @@
+"""The one async call shape every role uses: messages in → text, reasoning, usage, cost, latency out.
+
+A provider, an offline participant or a test double implements ``ChatModel.complete``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Protocol, runtime_checkable
+from urllib.parse import urlparse
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.records import Usage
+
+Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": "..."}
+
+
+class ModelSpec(BaseModel):
+    """A resolved model alias (configs/models.yaml or --models FILE), or a raw provider id."""
+
+    model_config = ConfigDict(extra="forbid")
+    alias: str = ""  # filled in by the registry
+    model: str  # provider id as litellm spells it, or offline/<name>
+    temperature: float | None = 0.7
+    max_tokens: int | None = 350
+    reasoning: bool = False
+    api_key_env: str | None = None
+    api_base: str | None = None
+    rpm: int | None = None
+    tpm: int | None = None
+    max_concurrency: int | None = None
+    timeout_s: float = 120.0
+    input_cost_per_token: float | None = None  # override litellm's price table
+    output_cost_per_token: float | None = None
+    supports_json_schema: bool | None = None  # None → decided by provider prefix
+    extra_params: dict[str, Any] = Field(default_factory=dict)  # passed through to the provider
+    description: str = ""
+
+    @property
+    def is_offline(self) -> bool:
+        return self.model.startswith("offline/")
+
+    @property
+    def provider(self) -> str:
+        return self.model.split("/", 1)[0] if "/" in self.model else "openai"
+
+    def public_dict(self) -> dict[str, Any]:
+        """For manifests and logs: everything but secrets (a key's variable name is not secret)."""
+        return self.model_dump(exclude_none=True)
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    messages: list[Message]
+    sample_index: int = 0  # distinct trials/samples get distinct cache keys
+    max_tokens: int | None = None  # overrides the spec
+    temperature: float | None = None  # overrides the spec
+    response_schema: dict[str, Any] | None = None  # JSON schema for structured output, when supported
+    purpose: str = ""  # e.g. "clinician", "patient", "judge": for stats and logs
+    # Structured facts for offline participants (profile, turn, …). Never sent to a provider,
+    # not part of the cache key.
+    context: Mapping[str, Any] | None = None
+
+
+class CallUsage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_known: bool = True
+
+
+class ChatResult(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    text: str  # visible answer, reasoning removed
+    reasoning: str | None = None
+    usage: CallUsage = Field(default_factory=CallUsage)
+    latency_s: float = 0.0
+    cached: bool = False
+    attempts: int = 1
+    finish_reason: str | None = None
+    model: str = ""  # provider id that answered
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    spec: ModelSpec
+
+    async def complete(self, request: ChatRequest) -> ChatResult: ...
+
+
+FailureKind = Literal["fatal", "exhausted", "empty_after_length", "invalid_output"]
+
+
+class ModelCallError(IntakeEvalError):
+    """A model call that did not produce a usable answer.
+
+    kind: fatal (400/401/404: retrying cannot help), exhausted (retries/deadline used up),
+    empty_after_length (length stop with no visible text), invalid_output.
+    """
+
+    def __init__(self, message: str, *, kind: FailureKind, attempts: int = 1, status_code: int | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.attempts = attempts
+        self.status_code = status_code
+
+
+@dataclass
+class UsageMeter:
+    """Accumulates per-call usage for a record or a stage (thread-unsafe; asyncio only).
+
+    ``cost_usd`` is what the calls cost, cache hits included (a record's usage describes the calls
+    that made it, whoever paid); ``paid_usd`` is what this process paid (cache hits excluded)."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    attempts: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float = 0.0
+    paid_usd: float = 0.0
+    cost_known: bool = True
+    latency_s: float = 0.0
+    by_purpose: dict[str, "UsageMeter"] = field(default_factory=dict)
+
+    def add(self, result: ChatResult) -> None:
+        self.calls += 1
+        self.cache_hits += int(result.cached)
+        self.attempts += 0 if result.cached else result.attempts
+        self.prompt_tokens += result.usage.prompt_tokens
+        self.completion_tokens += result.usage.completion_tokens
+        self.reasoning_tokens += result.usage.reasoning_tokens
+        self.cost_usd += result.usage.cost_usd
+        self.paid_usd += 0.0 if result.cached else result.usage.cost_usd
+        self.cost_known = self.cost_known and result.usage.cost_known
+        self.latency_s += result.latency_s
+
+    def merge(self, other: "UsageMeter") -> None:
+        for name in ("calls", "cache_hits", "attempts", "prompt_tokens", "completion_tokens", "reasoning_tokens",
+                     "cost_usd", "paid_usd", "latency_s"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.cost_known = self.cost_known and other.cost_known
+
+    def to_usage(self):  # -> records.Usage
+        return Usage(
+            calls=self.calls,
+            cache_hits=self.cache_hits,
+            attempts=self.attempts,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            reasoning_tokens=self.reasoning_tokens,
+            cost_usd=round(self.cost_usd, 8),
+            cost_known=self.cost_known,
+        )
+
+
+def is_local_base(api_base: str | None) -> bool:
+    """A server on this machine or a private network: no key needed by default, no cost."""
+    if not api_base:
+        return False
+    host = (urlparse(api_base).hostname or "").lower()
+    if host in ("localhost", "host.docker.internal") or host.endswith(".local"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_unspecified

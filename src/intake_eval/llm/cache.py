@@ -1,0 +1,91 @@
+"""Response cache: a rerun or a resumed run makes no repeated paid call.
+
+SQLite in WAL mode (default: the run folder's cache.sqlite), one row per answered request.
+The key is the stable_hash of what decides the answer: provider id, api_base, messages,
+temperature, max_tokens, response schema, extra provider params and the sample index.
+``ChatRequest.context`` is deliberately not part of it (it never reaches a provider).
+Each operation is a short synchronous statement under a lock: nothing awaits while the
+database is held, so any number of coroutines (and other processes, via WAL) can share it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.store import stable_hash
+from intake_eval.llm.base import ChatRequest, ChatResult, ModelSpec
+
+SCHEMA_VERSION = 1
+
+
+def cache_key(spec: ModelSpec, request: ChatRequest) -> str:
+    return stable_hash({
+        "v": SCHEMA_VERSION,
+        "model": spec.model,
+        "api_base": spec.api_base,
+        "messages": request.messages,
+        "temperature": request.temperature if request.temperature is not None else spec.temperature,
+        "max_tokens": request.max_tokens if request.max_tokens is not None else spec.max_tokens,
+        "response_schema": request.response_schema,
+        "extra_params": spec.extra_params,
+        "sample_index": request.sample_index,
+    })
+
+
+class ResponseCache:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.hits = 0
+        self.misses = 0
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False,
+                                       isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
+                "result TEXT NOT NULL, created REAL NOT NULL)"
+            )
+        except sqlite3.DatabaseError as error:
+            raise IntakeEvalError(f"{self.path}: cannot open the response cache ({error}); "
+                                  "delete the file or pass --no-cache") from None
+
+    def get(self, key: str) -> ChatResult | None:
+        with self._lock:
+            row = self._db.execute("SELECT result FROM responses WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            self.misses += 1
+            return None
+        try:
+            result = ChatResult.model_validate_json(row[0])
+        except ValueError:  # a row from an incompatible version: treat as a miss, overwrite later
+            self.misses += 1
+            return None
+        self.hits += 1
+        return result
+
+    def put(self, key: str, model: str, result: ChatResult) -> None:
+        payload = result.model_dump_json()
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO responses (key, model, result, created) VALUES (?, ?, ?, ?)",
+                (key, model, payload, time.time()),
+            )
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    def stats(self) -> dict[str, Any]:
+        return {"path": str(self.path), "hits": self.hits, "misses": self.misses}
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

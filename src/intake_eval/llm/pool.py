@@ -1,0 +1,178 @@
+"""The pool hands every stage a ready ``ChatModel``: cache → retry → limiter → provider.
+
+One PooledModel per alias, one limiter per endpoint (provider id + api_base, shared by aliases
+that point at the same server), one usage meter per alias. The limiter sits inside the retry
+loop so every attempt, retries included, counts against the endpoint's rate and in-flight caps
+and a backoff wait holds no slot. Offline participants skip cache and limiter (instant,
+deterministic) but are metered like the rest.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from intake_eval.core.errors import IntakeEvalError
+from intake_eval.llm.base import (
+    ChatModel,
+    ChatRequest,
+    ChatResult,
+    ModelSpec,
+    UsageMeter,
+)
+from intake_eval.llm.cache import ResponseCache, cache_key
+from intake_eval.llm.limiter import EndpointLimiter
+from intake_eval.llm.litellm_backend import ProviderBackend
+from intake_eval.llm.registry import resolve_spec
+from intake_eval.llm.retry import RetryPolicy, RetryStats, call_with_retry
+
+
+class PooledModel:
+    """A provider endpoint with the cross-cutting concerns applied, behind ChatModel."""
+
+    def __init__(self, spec: ModelSpec, backend: Any, *, limiter: EndpointLimiter | None,
+                 policy: RetryPolicy, stats: RetryStats, meter: UsageMeter,
+                 cache: ResponseCache | None, use_cache: bool):
+        self.spec = spec
+        self.backend = backend
+        self.limiter = limiter
+        self.policy = policy
+        self.stats = stats
+        self.meter = meter
+        self.cache = cache
+        self.use_cache = use_cache
+
+    async def _attempt(self, request: ChatRequest) -> ChatResult:
+        if self.limiter is None:
+            return await self.backend.complete(request)
+        async with self.limiter.slot():
+            return await self.backend.complete(request)
+
+    async def complete(self, request: ChatRequest) -> ChatResult:
+        key = None
+        if self.cache is not None:
+            key = cache_key(self.spec, request)
+            if self.use_cache:
+                hit = self.cache.get(key)
+                if hit is not None:
+                    # The call keeps its price (the record it lands in cost that much to make);
+                    # ``cached`` says this process did not pay for it again.
+                    result = hit.model_copy(update={"cached": True, "attempts": 0, "latency_s": 0.0})
+                    self.meter.add(result)
+                    return result
+        started = time.monotonic()
+        pause = self.limiter.pause_for if self.limiter is not None else None
+        result, attempts = await call_with_retry(
+            lambda: self._attempt(request), spec=self.spec, policy=self.policy, stats=self.stats,
+            on_retry_after=pause)
+        result = result.model_copy(update={"attempts": attempts, "latency_s": time.monotonic() - started})
+        if self.cache is not None and key is not None:
+            self.cache.put(key, self.spec.model, result)
+        self.meter.add(result)
+        return result
+
+
+class MeteredModel:
+    """An offline participant, counted in usage like any other model."""
+
+    def __init__(self, inner: ChatModel, meter: UsageMeter):
+        self.inner = inner
+        self.spec = inner.spec
+        self.meter = meter
+
+    async def complete(self, request: ChatRequest) -> ChatResult:
+        result = await self.inner.complete(request)
+        self.meter.add(result)
+        return result
+
+
+class ModelPool:
+    """``pool.get(name)`` → a ChatModel for an alias, raw provider id or offline/<name>."""
+
+    def __init__(self, specs: Mapping[str, ModelSpec], cache_path: Path | None = None, use_cache: bool = True,
+                 offline: "Callable[[ModelSpec], ChatModel] | None" = None, *, retry_policy: RetryPolicy | None = None,
+                 max_concurrency: int | None = None, rpm: float | None = None, client: str = "auto"):
+        self.specs = dict(specs)
+        self.use_cache = use_cache
+        self.offline = offline  # builds offline/… participants (they live above this layer)
+        self.retry_policy = retry_policy or RetryPolicy()
+        self.max_concurrency = max_concurrency  # flag override for every endpoint
+        self.rpm = rpm
+        self.client = client
+        self._cache_path = cache_path
+        self._cache: ResponseCache | None = None
+        self._models: dict[str, ChatModel] = {}
+        self._limiters: dict[tuple[str, str | None], EndpointLimiter] = {}
+        self._stats: dict[str, RetryStats] = {}
+        self._meters: dict[str, UsageMeter] = {}
+
+    def _cache_db(self) -> ResponseCache | None:
+        if self._cache is None and self._cache_path is not None:
+            self._cache = ResponseCache(self._cache_path)
+        return self._cache
+
+    def _limiter(self, spec: ModelSpec) -> EndpointLimiter:
+        endpoint = (spec.model, spec.api_base)
+        if endpoint not in self._limiters:
+            self._limiters[endpoint] = EndpointLimiter(
+                max_in_flight=self.max_concurrency or spec.max_concurrency, rpm=self.rpm or spec.rpm)
+        return self._limiters[endpoint]
+
+    def spec(self, name: str) -> ModelSpec:
+        return resolve_spec(name, self.specs)
+
+    def get(self, name: str) -> ChatModel:
+        if name in self._models:
+            return self._models[name]
+        spec = self.spec(name)
+        meter = self._meters.setdefault(name, UsageMeter())
+        if spec.is_offline:
+            if self.offline is None:
+                raise IntakeEvalError(f"{name}: this model pool was given no builder for offline participants")
+            model: ChatModel = MeteredModel(self.offline(spec), meter)
+        else:
+            model = PooledModel(
+                spec, ProviderBackend(spec, client=self.client), limiter=self._limiter(spec),
+                policy=self.retry_policy, stats=self._stats.setdefault(name, RetryStats()), meter=meter,
+                cache=self._cache_db(), use_cache=self.use_cache)
+        self._models[name] = model
+        return model
+
+    @property
+    def usage(self) -> dict[str, UsageMeter]:
+        return dict(self._meters)
+
+    def usage_by_model(self) -> dict[str, UsageMeter]:
+        return dict(self._meters)
+
+    def retry_stats(self) -> dict[str, dict[str, Any]]:
+        """Per alias: calls, attempts, retries, failures, seconds waited, retries by reason."""
+        return {name: stats.as_dict() for name, stats in sorted(self._stats.items())}
+
+    def limiter_stats(self) -> dict[str, dict[str, Any]]:
+        return {
+            f"{model}@{base}" if base else model: {
+                "max_in_flight": limiter.max_in_flight, "rpm": limiter.rpm, "peak_in_flight": limiter.peak_in_flight}
+            for (model, base), limiter in sorted(self._limiters.items(), key=lambda item: str(item[0]))
+        }
+
+    async def aclose(self) -> None:
+        """Close provider connections of the running event loop, then the cache."""
+        for model in self._models.values():
+            closer = getattr(getattr(model, "backend", None), "aclose", None)
+            if closer is not None:
+                await closer()
+        self.close()
+
+    def close(self) -> None:
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None
+
+    def __enter__(self) -> "ModelPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,175 @@
+"""Model aliases: configs/models.yaml merged with --models FILE, raw provider ids, key preflight.
+
+An alias in a --models file replaces the shipped alias of the same name as a whole (no field
+inheritance: a local server must not inherit a cloud key variable). Light imports only: the
+CLI resolves models before anything heavy is loaded.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from urllib.parse import urlparse
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from intake_eval.core.errors import IntakeEvalError, describe_validation_error
+from intake_eval.llm.base import ModelSpec
+from intake_eval.llm.litellm_backend import import_litellm
+
+DEFAULT_MODELS_FILE = Path(__file__).resolve().parents[3] / "configs" / "models.yaml"
+
+# The variable litellm reads for each provider; named explicitly so preflight can check it.
+PROVIDER_KEY_ENV = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "together_ai": "TOGETHER_API_KEY",
+    "fireworks_ai": "FIREWORKS_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "mistral": "MISTRAL_API_KEY",
+    "moonshot": "MOONSHOT_API_KEY",
+    "deepinfra": "DEEPINFRA_API_KEY",
+    "novita": "NOVITA_API_KEY",
+    "nebius": "NEBIUS_API_KEY",
+    "cerebras": "CEREBRAS_API_KEY",
+    "xai": "XAI_API_KEY",
+    "hosted_vllm": None,  # a server you run; set api_key_env if it wants one
+    "ollama": None,
+    "ollama_chat": None,
+    "lm_studio": None,
+    "offline": None,
+}
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+class ModelsFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    models: dict[str, ModelSpec] = {}
+
+
+def _check_spec(alias: str, spec: ModelSpec, source: Path) -> None:
+    def bad(field: str, why: str) -> IntakeEvalError:
+        return IntakeEvalError(f"{source}: models.{alias}.{field}: {why}")
+
+    if not spec.model.strip():
+        raise bad("model", "must name a provider model id such as openai/gpt-4o")
+    if spec.temperature is not None and not 0.0 <= spec.temperature <= 2.0:
+        raise bad("temperature", f"{spec.temperature} is outside 0–2")
+    for field in ("max_tokens", "rpm", "tpm", "max_concurrency"):
+        value = getattr(spec, field)
+        if value is not None and value < 1:
+            raise bad(field, f"must be at least 1, not {value}")
+    if spec.timeout_s <= 0:
+        raise bad("timeout_s", "must be positive")
+    if spec.api_key_env is not None and (not _ENV_NAME.match(spec.api_key_env) or _looks_like_secret(spec.api_key_env)):
+        # Never echo the value: it may be the key itself pasted by mistake.
+        raise bad("api_key_env", "must be the NAME of an environment variable (e.g. TOGETHER_API_KEY), not a key")
+    secret_params = sorted(key for key in spec.extra_params if "key" in key.lower() or "token" == key.lower())
+    if secret_params:
+        raise bad(f"extra_params.{secret_params[0]}", "keys do not belong in a models file; use api_key_env")
+    if spec.api_base and urlparse(spec.api_base).scheme not in ("http", "https"):
+        raise bad("api_base", "must be an http(s) URL such as http://127.0.0.1:8000/v1")
+
+
+def _looks_like_secret(name: str) -> bool:
+    return len(name) >= 30 and any(c.islower() for c in name) and any(c.isdigit() for c in name)
+
+
+def _with_defaults(alias: str, spec: ModelSpec) -> ModelSpec:
+    update: dict[str, object] = {"alias": alias}
+    if spec.api_key_env is None and not spec.api_base and not spec.is_offline:
+        update["api_key_env"] = PROVIDER_KEY_ENV.get(spec.provider)
+    return spec.model_copy(update=update)
+
+
+def read_models_file(path: Path, label: str = "--models") -> dict[str, ModelSpec]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise IntakeEvalError(f"{label} {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise IntakeEvalError(f"{path}: cannot read ({error})") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise IntakeEvalError(f"{path}:{where} invalid YAML ({getattr(error, 'problem', error)})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise IntakeEvalError(f"{path}: expected a mapping with a 'models:' key")
+    try:
+        parsed = ModelsFile.model_validate(data)
+    except ValidationError as error:
+        raise IntakeEvalError(describe_validation_error(error, path)) from None
+    specs = {}
+    for alias, spec in parsed.models.items():
+        _check_spec(alias, spec, path)
+        specs[alias] = _with_defaults(alias, spec)
+    return specs
+
+
+def load_model_specs(extra: Path | None = None, base: Path | None = None) -> dict[str, ModelSpec]:
+    """Shipped aliases, then the user's file over them (alias by alias)."""
+    specs = read_models_file(base or DEFAULT_MODELS_FILE, label="model aliases file")
+    if extra is not None:
+        specs.update(read_models_file(Path(extra)))
+    return specs
+
+
+def _known_provider(prefix: str) -> bool:
+    if prefix in PROVIDER_KEY_ENV:
+        return True
+
+    return prefix in {str(getattr(p, "value", p)) for p in import_litellm().provider_list}
+
+
+def resolve_spec(name: str, specs: Mapping[str, ModelSpec]) -> ModelSpec:
+    """An alias, ``offline/<name>``, or a raw provider id such as ``openai/gpt-4o-mini``."""
+    if name in specs:
+        return specs[name]
+    if name.startswith("offline/") and name.removeprefix("offline/").strip():
+        # which offline participants exist is the simulated package's business (checked when built)
+        return ModelSpec(alias=name, model=name, temperature=None, max_tokens=None)
+    prefix = name.split("/", 1)[0] if "/" in name else ""
+    if prefix and name.split("/", 1)[1] and _known_provider(prefix):
+        return _with_defaults(name, ModelSpec(model=name))
+    close = difflib.get_close_matches(name, list(specs), n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    raise IntakeEvalError(
+        f"unknown model '{name}'{hint}: not an alias in configs/models.yaml or --models, nor a provider id "
+        "like openai/NAME, hosted_vllm/NAME or gemini/NAME; `intake-eval models` lists the aliases"
+    )
+
+
+def needed_key(spec: ModelSpec) -> str | None:
+    """The variable this model needs set, or None (offline, or a local server without one)."""
+    return None if spec.is_offline else spec.api_key_env
+
+
+def key_is_set(spec: ModelSpec) -> bool | None:
+    """True/False whether the needed key is set; None when no key is needed."""
+    variable = needed_key(spec)
+    return None if variable is None else bool(os.environ.get(variable, "").strip())
+
+
+def preflight(specs: Mapping[str, ModelSpec] | Iterable[ModelSpec]) -> None:
+    """Fail before any work if a model's key variable is unset, naming alias and variable."""
+    items = list(specs.values()) if isinstance(specs, Mapping) else list(specs)
+    missing: dict[str, list[str]] = {}
+    for spec in items:
+        if key_is_set(spec) is False:
+            missing.setdefault(needed_key(spec) or "", []).append(spec.alias or spec.model)
+    if missing:
+        parts = [f"{variable} (for {', '.join(sorted(set(aliases)))})" for variable, aliases in sorted(missing.items())]
+        raise IntakeEvalError(
+            "missing API key: set the environment variable " + "; ".join(parts)
+            + " — or choose other models (`intake-eval models` shows which keys are set)"
+        )

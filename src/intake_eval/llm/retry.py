@@ -1,0 +1,230 @@
+"""The one retry policy for provider calls.
+
+Retried: 429, 408/409/425, 5xx, timeouts, connection errors (litellm reports a refused
+connection as InternalServerError) and garbled bodies. Waits are jittered exponential backoff,
+or the server's Retry-After when it names one, each capped, inside a total deadline.
+Fatal at once: 400/401/403/404/422 and other 4xx — retrying cannot fix a bad key or model name.
+The SDKs' own retries are off (see litellm_backend), so attempts never multiply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from intake_eval.llm.base import ModelCallError, ModelSpec
+
+T = TypeVar("T")
+
+RETRYABLE_STATUS = {408, 409, 425, 429}
+FATAL_HINTS = {
+    400: "the provider rejected the request",
+    401: "authentication failed",
+    403: "access denied",
+    404: "model or endpoint not found",
+    422: "the provider could not process the request",
+}
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 8
+    base_delay_s: float = 1.0  # first backoff; doubles each retry
+    max_delay_s: float = 60.0  # cap on any single wait (Retry-After included)
+    deadline_s: float = 900.0  # total time for one call, all attempts and waits included
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1 or self.base_delay_s < 0 or self.max_delay_s < 0 or self.deadline_s <= 0:
+            raise ValueError(f"invalid retry policy: {self}")
+
+
+@dataclass
+class RetryStats:
+    """Per-endpoint counts for the manifest."""
+
+    calls: int = 0
+    attempts: int = 0
+    retries: int = 0
+    failures: int = 0
+    waited_s: float = 0.0
+    by_reason: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "attempts": self.attempts,
+            "retries": self.retries,
+            "failures": self.failures,
+            "waited_s": round(self.waited_s, 3),
+            "by_reason": dict(sorted(self.by_reason.items())),
+        }
+
+
+@dataclass(frozen=True)
+class Failure:
+    retryable: bool
+    reason: str  # "429", "5xx", "timeout", "connection", "bad_body", "http_401", ...
+    status: int | None = None
+    retry_after_s: float | None = None
+    detail: str = ""
+
+
+def _headers_of(error: BaseException) -> Any:
+    for name in ("litellm_response_headers", "headers"):  # litellm / openai_http.ProviderHTTPError
+        headers = getattr(error, name, None)
+        if headers:
+            return headers
+    response = getattr(error, "response", None)
+    return getattr(response, "headers", None) if response is not None else None
+
+
+def retry_after_seconds(headers: Any, now: float | None = None) -> float | None:
+    """Seconds from a Retry-After / retry-after-ms header (number or HTTP date), else None."""
+    if not headers:
+        return None
+    try:
+        lowered = {str(key).lower(): str(value) for key, value in dict(headers).items()}
+    except (TypeError, ValueError):
+        return None
+    if "retry-after-ms" in lowered:
+        try:
+            return max(0.0, float(lowered["retry-after-ms"]) / 1000.0)
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            parsed = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):  # neither seconds nor an HTTP date: ignore the header
+            return None
+        return max(0.0, parsed.timestamp() - (now if now is not None else time.time()))
+
+
+def _short(error: BaseException, secret: str | None = None) -> str:
+    text = " ".join(str(getattr(error, "message", None) or error).split())
+    if secret and len(secret) >= 6:
+        text = text.replace(secret, "***")  # some providers echo the key they rejected
+    return text[:240] + ("…" if len(text) > 240 else "")
+
+
+def classify_failure(error: BaseException, secret: str | None = None) -> Failure:
+    """Decide whether an exception from litellm/openai/httpx is worth another attempt."""
+    import openai  # light next to litellm, and every provider error derives from its classes
+
+    detail = _short(error, secret)
+    if isinstance(error, (openai.APITimeoutError, asyncio.TimeoutError, TimeoutError)):
+        return Failure(True, "timeout", detail=detail)
+    status = getattr(error, "status_code", None)
+    if not isinstance(status, int):
+        response = getattr(error, "response", None)
+        status = getattr(response, "status_code", None) if response is not None else None
+    if isinstance(error, openai.APIConnectionError) and not isinstance(status, int):
+        return Failure(True, "connection", detail=detail)
+    if isinstance(error, json.JSONDecodeError) and not isinstance(status, int):
+        return Failure(True, "bad_body", detail=detail)
+    if isinstance(status, int):
+        retry_after = retry_after_seconds(_headers_of(error))
+        if status == 429:
+            return Failure(True, "429", status, retry_after, detail)
+        if status in RETRYABLE_STATUS or status >= 500:
+            reason = "connection" if "connect" in detail.lower() and status == 500 else "5xx" if status >= 500 else str(status)
+            return Failure(True, reason, status, retry_after, detail)
+        return Failure(False, f"http_{status}", status, None, detail)
+    # Transport errors from httpx/aiohttp below the SDK, e.g. a reset connection.
+    name = type(error).__name__.lower()
+    if any(word in name for word in ("connect", "timeout", "disconnect", "payload", "remoteprotocol", "readerror",
+                                     "network", "oserror")):
+        return Failure(True, "connection", detail=detail)
+    return Failure(False, f"error_{type(error).__name__}", detail=detail)
+
+
+def describe_fatal(spec: ModelSpec, failure: Failure) -> str:
+    hint = FATAL_HINTS.get(failure.status or 0, "the request failed")
+    where = f"model '{spec.alias or spec.model}' (provider {spec.provider}, model id {spec.model}"
+    where += f", api_base {spec.api_base})" if spec.api_base else ")"
+    advice = ""
+    if failure.status in (401, 403):
+        advice = f"; check the key in ${spec.api_key_env}" if spec.api_key_env else "; this model has no api_key_env set"
+    elif failure.status == 404:
+        advice = "; check the model id and api_base"
+    code = f"HTTP {failure.status}" if failure.status else failure.reason
+    return f"{hint} for {where}: {code}: {failure.detail}{advice}"
+
+
+def backoff_delay(policy: RetryPolicy, retry_number: int, retry_after_s: float | None,
+                  rng: random.Random) -> float:
+    """Wait before retry number ``retry_number`` (1-based): full-jitter exponential backoff,
+    never shorter than the server's Retry-After, never longer than the cap."""
+    ceiling = min(policy.max_delay_s, policy.base_delay_s * (2 ** (retry_number - 1)))
+    wait = rng.uniform(ceiling / 2, ceiling)
+    if retry_after_s is not None:
+        # A little jitter on top so that clients told the same Retry-After do not stampede.
+        wait = retry_after_s + rng.uniform(0, min(1.0, 0.1 * retry_after_s + 0.05))
+    return min(wait, policy.max_delay_s)
+
+
+async def call_with_retry(
+    attempt: Callable[[], Awaitable[T]],
+    *,
+    spec: ModelSpec,
+    policy: RetryPolicy,
+    stats: RetryStats | None = None,
+    on_retry_after: Callable[[float], None] | None = None,
+    rng: random.Random | None = None,
+) -> tuple[T, int]:
+    """Run ``attempt`` until it succeeds, fails fatally, or the policy is used up.
+
+    Returns (result, attempts). ModelCallError raised by the attempt (e.g. an empty answer after
+    a length stop) passes through unchanged: it is an answer, not a transport failure.
+    """
+    rng = rng or random.Random()
+    stats = stats if stats is not None else RetryStats()
+    stats.calls += 1
+    started = time.monotonic()
+    attempts = 0
+    while attempts < policy.max_attempts:
+        attempts += 1
+        stats.attempts += 1
+        try:
+            return await attempt(), attempts
+        except ModelCallError as error:
+            error.attempts = attempts
+            stats.failures += 1
+            raise
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # classified below; anything unknown is fatal, never looped on
+            secret = os.environ.get(spec.api_key_env) if spec.api_key_env else None
+            failure = classify_failure(error, secret)
+            stats.by_reason[failure.reason] = stats.by_reason.get(failure.reason, 0) + 1
+            if not failure.retryable:
+                stats.failures += 1
+                raise ModelCallError(describe_fatal(spec, failure), kind="fatal", attempts=attempts,
+                                     status_code=failure.status) from None
+            if failure.retry_after_s is not None and on_retry_after is not None:
+                on_retry_after(failure.retry_after_s)
+            wait = backoff_delay(policy, attempts, failure.retry_after_s, rng)
+            elapsed = time.monotonic() - started
+            if attempts >= policy.max_attempts or elapsed + wait > policy.deadline_s:
+                stats.failures += 1
+                why = "attempts" if attempts >= policy.max_attempts else f"{policy.deadline_s:g} s deadline"
+                raise ModelCallError(
+                    f"model '{spec.alias or spec.model}' ({spec.model}) gave up after {attempts} attempt(s) "
+                    f"({why} used up); last error: {failure.reason}: {failure.detail}",
+                    kind="exhausted", attempts=attempts, status_code=failure.status,
+                ) from None
+            stats.retries += 1
+            stats.waited_s += wait
+            await asyncio.sleep(wait)
+    raise AssertionError("unreachable: the loop returns or raises")  # max_attempts >= 1 by construction

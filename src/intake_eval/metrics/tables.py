@@ -1,0 +1,353 @@
+"""metrics/*.csv from a run folder: the numbers the report and the paper read.
+
+Records stream from disk one at a time; what is kept per (conversation, judge) is a metrics row,
+per-domain outcomes, the coverage trajectory and the paired-label units (no transcripts). The
+latest record per conversation wins, so an uncompacted file (a crash mid-stage) gives the same
+tables as a compacted one. Judgments that are not ok are excluded from every rate and counted.
+
+Files: conversations, cells, domains, trajectories, agreement, clinicians, comparisons, masking.
+Every aggregate is per judge (the primary and each cross-check) and per clinician, condition and
+patient mode; an undefined value is an empty cell.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from intake_eval.core.records import QUESTION_TYPES, Judgment, Profile
+from intake_eval.core.store import (
+    RunPaths,
+    iter_json_lines,
+    iter_records,
+)
+from intake_eval.metrics.agreement import (
+    PairedLabels,
+    agreement_rows,
+    compact_units,
+    units_from_labels,
+)
+from intake_eval.metrics.clinical import (
+    RowCollector,
+    load_default_catalog,
+    write_diagnosis_metrics,
+)
+from intake_eval.metrics.figures import (
+    Figures,
+    TurnLabels,
+    figures,
+)
+from intake_eval.metrics.reading import iter_judgment_labels, write_csv
+from intake_eval.metrics.stats import (
+    bootstrap_mean_ci,
+    mean_or_none,
+    median_with_undefined,
+    paired_comparison,
+)
+
+GROUP = ("judge", "clinician", "condition", "patient_mode")
+CONVERSATION_COLUMNS = (
+    "conversation_id", "judge", "judge_mode", "clinician", "phenotype", "profile_id", "condition", "patient_mode",
+    "trial", "alignment", "n_hidden", "status", "active_coverage_rate", "bleed_rate", "first_treatment_planning_turn",
+    "premature_closure_turn", "patient_leak_count", "n_turns", *(f"n_{q}" for q in QUESTION_TYPES),
+    "caught_domains", "missed_domains", "bled_domains", "judge_calls", "judge_prompt_tokens",
+    "judge_completion_tokens", "judge_cost_usd", "judge_errors",
+)
+
+
+@dataclass
+class _Collected:
+    rows: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (judge, conversation) -> row
+    outcomes: dict[tuple[str, str], list] = field(default_factory=dict)
+    trajectories: dict[tuple[str, str], list] = field(default_factory=dict)
+    qtypes: dict[tuple[str, str], dict[int, str]] = field(default_factory=dict)
+    units: dict[tuple[str, str], tuple] = field(default_factory=dict)  # agreement.CompactUnits
+    conversations: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> small meta
+    shared_keys: dict[tuple, tuple] = field(default_factory=dict)  # unit-key tuples stored once
+
+
+def _profile_facts(paths: RunPaths) -> dict[str, dict[str, Any]]:
+    facts = {}
+    for profile in iter_records(paths.profiles, Profile):
+        facts[profile.profile_id] = {"phenotype": profile.phenotype, "alignment": profile.alignment,
+                                     "hidden": profile.hidden_domains}
+    return facts
+
+
+def _conversation_meta(paths: RunPaths, collected: _Collected) -> None:
+    for path in paths.conversation_files():
+        for data in iter_json_lines(path):
+            usage = data.get("usage") or {}
+            clinician_usage = usage.get("clinician") or {}
+            collected.conversations[str(data.get("conversation_id"))] = {
+                "clinician": data.get("clinician", ""), "condition": data.get("condition", "minimal"),
+                "patient_mode": data.get("patient_mode", "prompted"), "status": data.get("status", "ok"),
+                "tokens": int(clinician_usage.get("prompt_tokens", 0)) + int(clinician_usage.get("completion_tokens", 0)),
+                "cost": float(clinician_usage.get("cost_usd", 0.0)),
+            }
+
+
+def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: dict[str, Any] | None,
+                      collected: _Collected) -> tuple[list[str], Figures | None]:
+    """Keep this judgment's numbers; returns (the hidden domains used, its figures or None when not ok)."""
+    key = (judgment.judge, judgment.conversation_id)
+    hidden = facts["hidden"] if facts else sorted({d for t in labels for d in t.domains})
+    row: dict[str, Any] = {
+        "conversation_id": judgment.conversation_id, "judge": judgment.judge, "judge_mode": judgment.mode,
+        "clinician": judgment.clinician, "phenotype": (facts or {}).get("phenotype") or judgment.phenotype,
+        "profile_id": judgment.profile_id, "condition": judgment.condition, "patient_mode": judgment.patient_mode,
+        "trial": judgment.trial, "alignment": (facts or {}).get("alignment", ""), "n_hidden": len(hidden),
+        "status": judgment.status, "judge_calls": judgment.usage.calls,
+        "judge_prompt_tokens": judgment.usage.prompt_tokens, "judge_completion_tokens": judgment.usage.completion_tokens,
+        "judge_cost_usd": judgment.usage.cost_usd if judgment.usage.cost_known else None,
+        "judge_errors": " | ".join(judgment.errors),
+    }
+    for name in ("outcomes", "trajectories", "qtypes", "units"):
+        getattr(collected, name).pop(key, None)
+    result = None
+    if judgment.ok:
+        result = figures(labels, hidden)
+        row.update(result.metrics.as_row())
+        outcomes = result.outcomes
+        row["caught_domains"] = ";".join(o.domain for o in outcomes if o.actively_covered)
+        row["missed_domains"] = ";".join(o.domain for o in outcomes if not o.actively_covered)
+        row["bled_domains"] = ";".join(o.domain for o in outcomes if o.bled)
+        collected.outcomes[key] = outcomes
+        collected.trajectories[key] = result.trajectory
+        collected.qtypes[key] = {t.turn: t.question_type for t in labels if t.turn >= 1}
+        collected.units[key] = compact_units(units_from_labels(labels, hidden, result.covered), collected.shared_keys)
+    collected.rows[key] = row
+    return hidden, result
+
+
+def collect(paths: RunPaths, also: Callable[..., None] | None = None) -> _Collected:
+    """One pass over every judgment; ``also(judgment, labels, hidden, figures)`` sees each one too
+    (the diagnosis/safety rows), with the figures computed here over ``hidden``."""
+    facts = _profile_facts(paths)
+    collected = _Collected()
+    _conversation_meta(paths, collected)
+    for path in paths.judgment_files():
+        for judgment, labels in iter_judgment_labels(path):
+            hidden, result = _collect_judgment(judgment, labels, facts.get(judgment.profile_id), collected)
+            if also is not None:
+                also(judgment, labels, hidden, result)
+    return collected
+
+
+# ---------------------------------------------------------------- tables
+
+
+def _group_key(row: dict[str, Any]) -> tuple:
+    return tuple(row[name] for name in GROUP)
+
+
+def _group_dict(key: tuple) -> dict[str, Any]:
+    return dict(zip(GROUP, key))
+
+
+def _by_profile(rows: Iterable[dict[str, Any]], metric: str) -> dict[str, list[float]]:
+    groups: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        if row.get(metric) is not None:
+            groups[row["profile_id"]].append(float(row[metric]))
+    return groups
+
+
+def _estimate_columns(prefix: str, rows: list[dict[str, Any]], metric: str, seed: str) -> dict[str, Any]:
+    estimate = bootstrap_mean_ci(_by_profile(rows, metric), seed=seed)
+    return {f"{prefix}": estimate.mean, f"{prefix}_ci_low": estimate.ci_low, f"{prefix}_ci_high": estimate.ci_high,
+            "n": estimate.n, "n_profiles": estimate.n_groups}
+
+
+def _ok_rows(collected: _Collected) -> list[dict[str, Any]]:
+    return [row for row in collected.rows.values() if row["status"] == "ok"]
+
+
+def cells_rows(collected: _Collected) -> list[dict[str, Any]]:
+    groups: dict[tuple, list] = defaultdict(list)
+    for row in _ok_rows(collected):
+        groups[(*_group_key(row), row["phenotype"])].append(row)
+    out = []
+    for key in sorted(groups):
+        rows = groups[key]
+        out.append({**_group_dict(key[:-1]), "phenotype": key[-1], "alignment": rows[0]["alignment"],
+                    **_estimate_columns("mean_active_coverage", rows, "active_coverage_rate", "cells|" + "|".join(map(str, key))),
+                    "mean_bleed_rate": mean_or_none([r["bleed_rate"] for r in rows])})
+    return out
+
+
+def domains_rows(collected: _Collected) -> list[dict[str, Any]]:
+    tallies: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for key, outcomes in collected.outcomes.items():
+        row = collected.rows[key]
+        for outcome in outcomes:
+            tally = tallies[(*_group_key(row), outcome.domain)]
+            tally[0] += 1
+            tally[1] += outcome.actively_covered
+            tally[2] += outcome.bled
+            tally[3] += outcome.first_asked_turn is not None
+    return [
+        {**_group_dict(key[:-1]), "domain": key[-1], "n": n, "active_coverage_rate": covered / n,
+         "bleed_rate": bled / n, "asked_rate": asked / n}
+        for key, (n, covered, bled, asked) in sorted(tallies.items())
+    ]
+
+
+def trajectories_rows(collected: _Collected) -> list[dict[str, Any]]:
+    sums: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0])
+    mix: dict[tuple, dict[str, int]] = defaultdict(lambda: dict.fromkeys(QUESTION_TYPES, 0))
+    for key, points in collected.trajectories.items():
+        group = _group_key(collected.rows[key])
+        for turn, coverage in points:
+            if coverage is not None:
+                sums[(*group, turn)][0] += coverage
+                sums[(*group, turn)][1] += 1
+        for turn, qtype in collected.qtypes[key].items():
+            mix[(*group, turn)][qtype] += 1
+    out = []
+    for key in sorted(set(sums) | set(mix)):
+        total, n = sums.get(key, (0.0, 0))
+        counts = mix.get(key, dict.fromkeys(QUESTION_TYPES, 0))
+        asked = sum(counts.values())
+        out.append({**_group_dict(key[:-1]), "turn": key[-1], "n": n,
+                    "mean_cumulative_coverage": total / n if n else None,
+                    **{f"share_{q}": (counts[q] / asked if asked else None) for q in QUESTION_TYPES}})
+    return out
+
+
+def agreement_table(collected: _Collected) -> list[dict[str, Any]]:
+    by_judge: dict[str, dict[str, dict]] = defaultdict(dict)
+    for (judge, conversation_id), units in collected.units.items():
+        by_judge[judge][conversation_id] = units
+    out = []
+    for judge_a, judge_b in itertools.combinations(sorted(by_judge), 2):
+        pairs = PairedLabels.empty()
+        for conversation_id in sorted(by_judge[judge_a].keys() & by_judge[judge_b].keys()):
+            pairs.add_compact(by_judge[judge_a][conversation_id], by_judge[judge_b][conversation_id])
+        for row in agreement_rows(pairs):
+            out.append({"judge_a": judge_a, "judge_b": judge_b, "conversations": pairs.conversations,
+                        **row.__dict__})
+    return out
+
+
+def clinicians_rows(collected: _Collected) -> list[dict[str, Any]]:
+    groups: dict[tuple, list] = defaultdict(list)
+    for row in collected.rows.values():
+        groups[_group_key(row)].append(row)
+    failures: dict[tuple, int] = defaultdict(int)
+    clinician_spend: dict[tuple, list[float]] = defaultdict(lambda: [0, 0.0])
+    for meta in collected.conversations.values():
+        group = (meta["clinician"], meta["condition"], meta["patient_mode"])
+        failures[group] += meta["status"] != "ok"
+        clinician_spend[group][0] += meta["tokens"]
+        clinician_spend[group][1] += meta["cost"]
+    out = []
+    for key in sorted(groups):
+        rows = groups[key]
+        ok = [r for r in rows if r["status"] == "ok"]
+        ftp = median_with_undefined([r["first_treatment_planning_turn"] for r in ok])
+        closure = median_with_undefined([r["premature_closure_turn"] for r in ok])
+        costs = [r["judge_cost_usd"] for r in rows]
+        out.append({
+            **_group_dict(key), "judge_mode": rows[0]["judge_mode"], "judged": len(rows),
+            **_estimate_columns("mean_active_coverage", ok, "active_coverage_rate", "clinicians|" + "|".join(map(str, key))),
+            "mean_bleed_rate": mean_or_none([r["bleed_rate"] for r in ok]),
+            "median_first_treatment_planning_turn": ftp.median, "first_treatment_planning_undefined": ftp.n_undefined,
+            "median_premature_closure_turn": closure.median, "premature_closure_undefined": closure.n_undefined,
+            "patient_leak_count": sum(r["patient_leak_count"] for r in ok),
+            "conversations_leaking": sum(1 for r in ok if r["patient_leak_count"] > 0),
+            "conversation_failures": failures.get(key[1:], 0),
+            "judge_errors": sum(1 for r in rows if r["status"] == "judge_error"),
+            "judge_provider_errors": sum(1 for r in rows if r["status"] not in ("ok", "judge_error")),
+            "judge_tokens": sum(r["judge_prompt_tokens"] + r["judge_completion_tokens"] for r in rows),
+            "judge_tokens_per_conversation": mean_or_none([r["judge_prompt_tokens"] + r["judge_completion_tokens"] for r in rows]),
+            "judge_cost_usd": sum(c for c in costs if c is not None) if all(c is not None for c in costs) else None,
+            "clinician_tokens": clinician_spend.get(key[1:], [0, 0.0])[0],
+            "clinician_cost_usd": clinician_spend.get(key[1:], [0, 0.0])[1],
+        })
+    return out
+
+
+def comparisons_rows(collected: _Collected, metrics: Iterable[str] = ("active_coverage_rate", "bleed_rate")) -> list[dict[str, Any]]:
+    """Paired tests between every two clinicians on the profiles both were run on (trials averaged)."""
+    per_clinician: dict[tuple, dict[str, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(dict))
+    for metric in metrics:
+        for row in _ok_rows(collected):
+            if row[metric] is None:
+                continue
+            scope = (row["judge"], row["condition"], row["patient_mode"], metric)
+            per_clinician[scope][row["clinician"]].setdefault(row["profile_id"], []).append(float(row[metric]))
+    out = []
+    for scope in sorted(per_clinician):
+        clinicians = per_clinician[scope]
+        for a, b in itertools.combinations(sorted(clinicians), 2):
+            values_a = {p: sum(v) / len(v) for p, v in clinicians[a].items()}
+            values_b = {p: sum(v) / len(v) for p, v in clinicians[b].items()}
+            result = paired_comparison(values_a, values_b, seed="|".join((*scope, a, b)))
+            out.append({"judge": scope[0], "condition": scope[1], "patient_mode": scope[2], "metric": scope[3],
+                        "clinician_a": a, "clinician_b": b, **result.__dict__})
+    return out
+
+
+def masking_rows(collected: _Collected) -> list[dict[str, Any]]:
+    groups: dict[tuple, list] = defaultdict(list)
+    for row in _ok_rows(collected):
+        groups[(*_group_key(row), row["alignment"] or "unknown")].append(row)
+    out = []
+    for key in sorted(groups):
+        out.append({**_group_dict(key[:-1]), "alignment": key[-1],
+                    **_estimate_columns("mean_active_coverage", groups[key], "active_coverage_rate", "masking|" + "|".join(map(str, key))),
+                    "mean_bleed_rate": mean_or_none([r["bleed_rate"] for r in groups[key]])})
+    aligned = {tuple(r[g] for g in GROUP): r["mean_active_coverage"] for r in out if r["alignment"] == "aligned"}
+    for row in out:
+        reference = aligned.get(tuple(row[g] for g in GROUP))
+        row["difference_vs_aligned"] = (row["mean_active_coverage"] - reference
+                                        if row["alignment"] == "masked" and reference is not None
+                                        and row["mean_active_coverage"] is not None else None)
+    return out
+
+
+_GROUP_COLUMNS = list(GROUP)
+_ESTIMATE = ["mean_active_coverage", "mean_active_coverage_ci_low", "mean_active_coverage_ci_high", "n", "n_profiles"]
+TABLE_COLUMNS: dict[str, list[str]] = {
+    "cells": [*_GROUP_COLUMNS, "phenotype", "alignment", *_ESTIMATE, "mean_bleed_rate"],
+    "domains": [*_GROUP_COLUMNS, "domain", "n", "active_coverage_rate", "bleed_rate", "asked_rate"],
+    "trajectories": [*_GROUP_COLUMNS, "turn", "n", "mean_cumulative_coverage", *(f"share_{q}" for q in QUESTION_TYPES)],
+    "agreement": ["judge_a", "judge_b", "conversations", "label", "n", "raw_agreement", "kappa", "prevalence_a", "prevalence_b"],
+    "clinicians": [*_GROUP_COLUMNS, "judge_mode", "judged", *_ESTIMATE, "mean_bleed_rate",
+                   "median_first_treatment_planning_turn", "first_treatment_planning_undefined",
+                   "median_premature_closure_turn", "premature_closure_undefined", "patient_leak_count",
+                   "conversations_leaking", "conversation_failures", "judge_errors", "judge_provider_errors",
+                   "judge_tokens", "judge_tokens_per_conversation", "judge_cost_usd", "clinician_tokens", "clinician_cost_usd"],
+    "comparisons": ["judge", "condition", "patient_mode", "metric", "clinician_a", "clinician_b", "n_pairs", "n_nonzero",
+                    "mean_a", "mean_b", "mean_difference", "wilcoxon_statistic", "wilcoxon_p", "permutation_p",
+                    "permutation_exact"],
+    "masking": [*_GROUP_COLUMNS, "alignment", *_ESTIMATE, "mean_bleed_rate", "difference_vs_aligned"],
+}
+
+
+def write_metrics(paths: RunPaths) -> dict[str, Path]:
+    """Compute every table from the run folder and write metrics/<name>.csv. Returns name → path."""
+
+    diagnosis = RowCollector(paths, load_default_catalog())
+    collected = collect(paths, also=diagnosis.add)
+    conversation_rows = [collected.rows[key] for key in sorted(collected.rows)]
+    tables = {
+        "conversations": (CONVERSATION_COLUMNS, conversation_rows),
+        "cells": (TABLE_COLUMNS["cells"], cells_rows(collected)),
+        "domains": (TABLE_COLUMNS["domains"], domains_rows(collected)),
+        "trajectories": (TABLE_COLUMNS["trajectories"], trajectories_rows(collected)),
+        "agreement": (TABLE_COLUMNS["agreement"], agreement_table(collected)),
+        "clinicians": (TABLE_COLUMNS["clinicians"], clinicians_rows(collected)),
+        "comparisons": (TABLE_COLUMNS["comparisons"], comparisons_rows(collected)),
+        "masking": (TABLE_COLUMNS["masking"], masking_rows(collected)),
+    }
+    written = {name: write_csv(paths.metrics(name), columns, rows) for name, (columns, rows) in tables.items()}
+    # --- issue 8: safety.csv (+ diagnosis.csv when conversations carry formulations), see diagnosis_tables.py
+    written.update(write_diagnosis_metrics(paths, collector=diagnosis))
+    # --- end issue 8
+    return written

@@ -1,0 +1,290 @@
+"""Repeated trials (`run --trials K`): how much does a clinician's score move between runs?
+
+From ``metrics/conversations.csv`` (one row per conversation × judge, with a ``trial`` column) and
+the judgments behind it, per (judge, clinician, condition, patient mode):
+
+- ``between_trial_sd``: the pooled within-profile SD of active coverage across trials,
+  sqrt(mean over profiles with ≥ 2 trials of the sample variance, ddof=1).
+- ``between_profile_sd``: the SD of the per-profile mean coverage (for contrast).
+- ``ci_low``/``ci_high``: 95 % percentile CI of the mean active coverage from a two-stage cluster
+  bootstrap (resample profiles with replacement, then trials with replacement within each drawn
+  profile), so the CI accounts for trials nested in profiles. ``naive_ci_*`` treats every
+  conversation as independent, shown for contrast (it is too narrow when trials correlate).
+- consistency: over every (profile, hidden domain) slot, ``caught_any`` = caught (asked about and
+  disclosed at some turn) in at least one trial, ``caught_all`` = caught in every trial of that
+  profile; ``consistency`` = caught_all / caught_any.
+
+Written to ``metrics/trials.csv`` only when some conversation has trial > 0.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.records import Judgment, Profile
+from intake_eval.core.store import (
+    RunPaths,
+    iter_records,
+    stable_hash,
+    write_text_atomic,
+)
+from intake_eval.metrics.figures import domain_outcomes
+
+TRIALS_METRICS = "trials"
+BOOTSTRAP_RESAMPLES = 2000
+CI_METHOD = f"cluster bootstrap (profiles then trials within); B={BOOTSTRAP_RESAMPLES}; 95% percentile"
+COLUMNS = [
+    "judge", "clinician", "condition", "patient_mode", "profiles", "trials", "min_trials", "conversations",
+    "mean_active_coverage", "between_trial_sd", "between_profile_sd", "ci_low", "ci_high",
+    "naive_ci_low", "naive_ci_high", "ci_method",
+    "domain_slots", "caught_any", "caught_all", "share_caught_any", "share_caught_all", "consistency",
+]
+
+
+@dataclass
+class TrialObservation:
+    """One judged conversation: the profile it belongs to, its trial, coverage and per-domain catches."""
+
+    profile_id: str
+    trial: int
+    active_coverage: float
+    caught: dict[str, bool] = field(default_factory=dict)  # hidden domain -> caught in this trial
+
+
+GroupKey = tuple[str, str, str, str]  # judge, clinician, condition, patient_mode
+
+
+# ---------------------------------------------------------------- pure figures
+
+def _by_profile(observations: Iterable[TrialObservation]) -> dict[str, list[TrialObservation]]:
+    grouped: dict[str, list[TrialObservation]] = defaultdict(list)
+    for obs in observations:
+        grouped[obs.profile_id].append(obs)
+    return {pid: sorted(items, key=lambda o: o.trial) for pid, items in sorted(grouped.items())}
+
+
+def between_trial_sd(values_by_profile: list[list[float]]) -> float | None:
+    """sqrt of the mean within-profile sample variance over profiles with at least two trials."""
+    variances = []
+    for values in values_by_profile:
+        if len(values) >= 2:
+            mean = sum(values) / len(values)
+            variances.append(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    return math.sqrt(sum(variances) / len(variances)) if variances else None
+
+
+def _sd(values: list[float]) -> float | None:
+    if len(values) < 2:
+        return None
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def cluster_bootstrap_ci(values_by_profile: list[list[float]], *, seed: str, resamples: int = BOOTSTRAP_RESAMPLES,
+                         level: float = 0.95) -> tuple[float, float] | None:
+    """Two-stage bootstrap of the pooled mean: profiles with replacement, then trials within each."""
+    import numpy as np
+
+    groups = [v for v in values_by_profile if v]
+    if not groups:
+        return None
+    counts = np.array([len(v) for v in groups])
+    width = int(counts.max())
+    matrix = np.full((len(groups), width), np.nan)
+    for i, values in enumerate(groups):
+        matrix[i, : len(values)] = values
+    rng = np.random.default_rng(int(stable_hash(["trials-bootstrap", seed])[:12], 16))
+    picked = rng.integers(len(groups), size=(resamples, len(groups)))  # B × P profile draws
+    k = counts[picked]  # trials available in each drawn profile
+    trial_idx = np.floor(rng.random((resamples, len(groups), width)) * k[..., None]).astype(int)
+    mask = np.arange(width)[None, None, :] < k[..., None]  # draw k trials per drawn profile
+    drawn = matrix[picked[..., None], trial_idx]
+    means = np.where(mask, drawn, 0.0).sum(axis=(1, 2)) / mask.sum(axis=(1, 2))
+    tail = (1 - level) / 2
+    low, high = np.quantile(means, [tail, 1 - tail])
+    return float(low), float(high)
+
+
+def naive_bootstrap_ci(values: list[float], *, seed: str, resamples: int = BOOTSTRAP_RESAMPLES,
+                       level: float = 0.95) -> tuple[float, float] | None:
+    """Bootstrap treating every conversation as independent (for contrast with the cluster CI)."""
+    import numpy as np
+
+    if not values:
+        return None
+    data = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(int(stable_hash(["trials-naive", seed])[:12], 16))
+    means = data[rng.integers(len(data), size=(resamples, len(data)))].mean(axis=1)
+    tail = (1 - level) / 2
+    low, high = np.quantile(means, [tail, 1 - tail])
+    return float(low), float(high)
+
+
+def consistency_counts(by_profile: dict[str, list[TrialObservation]]) -> tuple[int, int, int]:
+    """(domain slots, caught in ≥ 1 trial, caught in every trial) over (profile, hidden domain)."""
+    slots = any_count = all_count = 0
+    for observations in by_profile.values():
+        domains = sorted({d for obs in observations for d in obs.caught})
+        for domain in domains:
+            flags = [obs.caught.get(domain, False) for obs in observations]
+            slots += 1
+            any_count += any(flags)
+            all_count += all(flags)
+    return slots, any_count, all_count
+
+
+def _ratio(numerator: int, denominator: int) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+def trial_figures(observations: list[TrialObservation], *, seed: str = "") -> dict[str, Any]:
+    """All figures for one (judge, clinician, condition, mode) group."""
+    by_profile = _by_profile(observations)
+    values = [[obs.active_coverage for obs in items] for items in by_profile.values()]
+    pooled = [v for group in values for v in group]
+    ci = cluster_bootstrap_ci(values, seed=seed)
+    naive = naive_bootstrap_ci(pooled, seed=seed)
+    slots, any_count, all_count = consistency_counts(by_profile)
+    return {
+        "profiles": len(by_profile),
+        "trials": max((len(v) for v in values), default=0),
+        "min_trials": min((len(v) for v in values), default=0),
+        "conversations": len(pooled),
+        "mean_active_coverage": sum(pooled) / len(pooled) if pooled else None,
+        "between_trial_sd": between_trial_sd(values),
+        "between_profile_sd": _sd([sum(v) / len(v) for v in values if v]),
+        "ci_low": ci[0] if ci else None,
+        "ci_high": ci[1] if ci else None,
+        "naive_ci_low": naive[0] if naive else None,
+        "naive_ci_high": naive[1] if naive else None,
+        "ci_method": CI_METHOD,
+        "domain_slots": slots,
+        "caught_any": any_count,
+        "caught_all": all_count,
+        "share_caught_any": _ratio(any_count, slots),
+        "share_caught_all": _ratio(all_count, slots),
+        "consistency": _ratio(all_count, any_count),
+    }
+
+
+# ---------------------------------------------------------------- reading the run folder
+
+def _float(value: str | None) -> float | None:
+    if value is None or value.strip() == "":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _iter_metric_rows(path: Path) -> Iterator[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        missing = {"conversation_id", "judge", "clinician", "profile_id", "active_coverage_rate"} - set(reader.fieldnames or ())
+        if missing:
+            raise IntakeEvalError(f"{path}: missing column(s) {', '.join(sorted(missing))}; rerun `intake-eval report`")
+        yield from reader
+
+
+def _trial_of(row: dict[str, str]) -> int:
+    value = (row.get("trial") or "").strip()
+    if value:
+        try:
+            return int(float(value))
+        except ValueError:
+            pass
+    tail = row["conversation_id"].rsplit(".", 1)[-1]  # conversation ids end with .t{trial}
+    return int(tail[1:]) if tail.startswith("t") and tail[1:].isdigit() else 0
+
+
+def _caught_by_conversation(paths: RunPaths, judge: str, clinician: str, wanted: set[str],
+                            hidden: dict[str, list[str]]) -> dict[str, dict[str, bool]]:
+    """Per conversation: hidden domain -> actively covered (asked about and disclosed at some turn)."""
+
+    caught: dict[str, dict[str, bool]] = {}
+    for judgment in iter_records(paths.judgments(judge, clinician), Judgment):
+        if judgment.conversation_id in wanted and judgment.ok:
+            domains = hidden.get(judgment.profile_id) or sorted({d for t in judgment.turns for d in t.domains})
+            outcomes = domain_outcomes(judgment, domains)
+            caught[judgment.conversation_id] = {o.domain: o.actively_covered for o in outcomes}
+    return caught
+
+
+def _hidden_by_profile(paths: RunPaths) -> dict[str, list[str]]:
+    return {p.profile_id: p.hidden_domains for p in iter_records(paths.profiles, Profile)}
+
+
+def collect_observations(paths: RunPaths) -> dict[GroupKey, list[TrialObservation]]:
+    """Stream metrics/conversations.csv (+ judgments) into observations grouped per clinician × judge."""
+    source = paths.metrics("conversations")
+    if not source.exists():
+        raise IntakeEvalError(f"{source}: no conversation metrics yet; run `intake-eval judge` and `intake-eval report` first")
+    rows: dict[GroupKey, list[tuple[str, str, int, float, dict[str, bool] | None]]] = defaultdict(list)
+    for row in _iter_metric_rows(source):
+        coverage = _float(row.get("active_coverage_rate"))
+        if coverage is None or (row.get("status") or "ok") != "ok":
+            continue  # judge error / failed conversation: excluded like everywhere else
+        key = (row["judge"], row["clinician"], row.get("condition") or "", row.get("patient_mode") or "")
+        rows[key].append((row["conversation_id"], row["profile_id"], _trial_of(row), coverage, _caught_columns(row)))
+    groups: dict[GroupKey, list[TrialObservation]] = {}
+    hidden: dict[str, list[str]] | None = None
+    for key, items in sorted(rows.items()):
+        caught = {cid: flags for cid, _, _, _, flags in items if flags is not None}
+        if len(caught) < len(items):  # an older conversations.csv without caught/missed columns
+            hidden = _hidden_by_profile(paths) if hidden is None else hidden
+            caught = _caught_by_conversation(paths, key[0], key[1], {cid for cid, *_ in items}, hidden)
+        groups[key] = [TrialObservation(pid, trial, cov, caught.get(cid, {})) for cid, pid, trial, cov, _ in items]
+    return groups
+
+
+def _caught_columns(row: dict[str, str]) -> dict[str, bool] | None:
+    """Per-domain catches from the caught_domains / missed_domains columns (None when absent)."""
+    if "caught_domains" not in row or "missed_domains" not in row:
+        return None
+    split = lambda text: [d for d in (text or "").split(";") if d]  # noqa: E731
+    return {**{d: False for d in split(row["missed_domains"])}, **{d: True for d in split(row["caught_domains"])}}
+
+
+def has_trials(groups: dict[GroupKey, list[TrialObservation]]) -> bool:
+    return any(obs.trial > 0 for items in groups.values() for obs in items)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def write_trial_metrics(paths: RunPaths) -> Path | None:
+    """Write metrics/trials.csv when the run has repeated trials; returns its path (None otherwise,
+    and a stale trials.csv is removed).
+
+    Called by the metrics writer / report after metrics/conversations.csv is written.
+    """
+    groups = collect_observations(paths)
+    target = paths.metrics(TRIALS_METRICS)
+    if not has_trials(groups):
+        target.unlink(missing_ok=True)  # derived data: never leave a stale table from an earlier run
+        return None
+    lines = [COLUMNS]
+    for key, observations in groups.items():
+        judge, clinician, condition, mode = key
+        figures = trial_figures(observations, seed="|".join(key))
+        record = {"judge": judge, "clinician": clinician, "condition": condition, "patient_mode": mode, **figures}
+        lines.append([_cell(record[column]) for column in COLUMNS])
+    import io
+
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(lines)
+    write_text_atomic(target, buffer.getvalue())
+    return target

@@ -1,0 +1,1 @@
+"""The stage runner every command and the study go through: lock, manifest, config guard, leakage guard, pool."""

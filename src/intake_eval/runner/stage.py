@@ -1,0 +1,268 @@
+"""The stage runner: every command and the study run their stages through it.
+
+One ``StageRunner`` is one invocation on a run folder. It owns, once for every stage:
+- the models: aliases resolved (offline names checked, keys preflighted before any work);
+- the run lock and the manifest (nothing else writes manifest.json);
+- the config guard: a stage's config plus the *resolved* spec of every model it uses and the
+  hashes of its prompts; a change is refused naming the difference, ``force`` supersedes;
+- the leakage guard (the generator plays no other role);
+- the model pool (response cache in the run folder, offline participants built on demand);
+- Ctrl-C around the event loop, and the finish: status, counts, and usage summed from the records
+  on disk (every invocation and kill included); retries go to the append-only stage log.
+
+A stage is a function of its inputs that the runner hands a pool; only the store touches files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlparse
+
+from intake_eval.catalog.schema import Catalog
+from intake_eval.core.errors import ConfigChangedError
+from intake_eval.core.manifest import Manifest, diff_configs, now_iso
+from intake_eval.core.prompts import prompt_hashes
+from intake_eval.core.records import Usage
+from intake_eval.core.store import RunLock, RunPaths, append_record, iter_json_lines
+from intake_eval.core.usage import stage_usage
+from intake_eval.llm.base import ModelSpec, is_local_base
+from intake_eval.llm.pool import ModelPool
+from intake_eval.llm.registry import load_model_specs, preflight, resolve_spec
+from intake_eval.runner.leakage import (
+    GENERATOR_ROLE,
+    assert_generator_is_held_out,
+    assert_no_generator_leak,
+)
+from intake_eval.simulated import OfflineParticipants, check_offline_name
+
+T = TypeVar("T")
+
+# Spec fields that change what a model answers: guarded per role (rpm, timeouts and prices do not).
+GUARDED_SPEC_FIELDS = ("model", "api_base", "temperature", "max_tokens", "reasoning", "extra_params")
+
+
+def guarded_spec(spec: ModelSpec) -> dict[str, Any]:
+    guarded = {name: getattr(spec, name) for name in GUARDED_SPEC_FIELDS}
+    base = urlparse(spec.api_base or "")
+    if base.hostname and base.port and is_local_base(spec.api_base) and base.hostname in ("127.0.0.1", "localhost", "::1"):
+        # a server on this machine may come back on another port (an embedded server always does)
+        guarded["api_base"] = base._replace(netloc=base.hostname).geturl()
+    return guarded
+
+
+def add_retry_stats(a: Mapping[str, Any], b: Mapping[str, Any], sign: int = 1) -> dict[str, Any]:
+    """Sum (or, with sign -1, difference) of two RetryStats dicts."""
+    out: dict[str, Any] = {}
+    for key in ("calls", "attempts", "retries", "failures", "waited_s"):
+        out[key] = round(a.get(key, 0) + sign * b.get(key, 0), 3) if key == "waited_s" else a.get(key, 0) + sign * b.get(key, 0)
+    reasons = {**a.get("by_reason", {})}
+    for reason, count in b.get("by_reason", {}).items():
+        reasons[reason] = reasons.get(reason, 0) + sign * count
+    out["by_reason"] = {reason: count for reason, count in sorted(reasons.items()) if count}
+    return out
+
+
+def subtract_retry_stats(now: Mapping[str, Any], before: Mapping[str, Any]) -> dict[str, Any]:
+    return add_retry_stats(now, before, sign=-1)
+
+
+class StageRunner:
+    """``with StageRunner(paths, ...) as runner:`` → ``begin`` a stage, ``run`` its coroutine, ``finish``."""
+
+    def __init__(self, paths: RunPaths, *, models_file: Path | None = None, use_cache: bool = True,
+                 console: Any = None, catalog: Catalog | None = None, lock: bool = True):
+        self.paths = paths
+        self.models_file = models_file
+        self.use_cache = use_cache
+        self.console = console
+        self.catalog = catalog
+        self.lock = lock
+        self.specs = load_model_specs(models_file)
+        self.manifest: Manifest | None = None
+        self._pool: ModelPool | None = None
+        self._lock: RunLock | None = None
+        self._stages: list[str] = []
+        self._retries_logged: dict[str, dict[str, Any]] = {}
+        self._started = time.monotonic()
+
+    # ------------------------------------------------------------ models
+
+    def resolve(self, names: Iterable[str | None]) -> dict[str, ModelSpec]:
+        """Aliases → resolved specs, every missing key named before any work starts."""
+        resolved = {}
+        for name in names:
+            if name and name not in resolved:
+                spec = resolve_spec(name, self.specs)
+                check_offline_name(spec.model)
+                resolved[name] = spec
+        preflight(list(resolved.values()))
+        return resolved
+
+    @property
+    def pool(self) -> ModelPool:
+        if self._pool is None:
+            self._pool = ModelPool(self.specs, cache_path=self.paths.cache_db, use_cache=self.use_cache,
+                                   offline=OfflineParticipants(self.catalog))
+        return self._pool
+
+    # ------------------------------------------------------------ lock and manifest
+
+    def __enter__(self) -> "StageRunner":
+        if self.lock:
+            self._lock = RunLock(self.paths).acquire()
+        try:
+            self.manifest = Manifest(self.paths)
+        except BaseException:
+            self._release()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self._stages:
+                self._log_retries(None)
+                self.log({"event": "invocation", "stages": self._stages,
+                          "seconds": round(time.monotonic() - self._started, 2)})
+            if self._pool is not None:
+                self._pool.close()
+        finally:
+            self._release()
+
+    def _log_retries(self, stage: str | None) -> None:
+        """Append the HTTP attempts and retries made since the last entry (a kill loses at most these)."""
+        if self._pool is None:
+            return
+        delta = {}
+        for alias, stats in self._pool.retry_stats().items():
+            fresh = subtract_retry_stats(stats, self._retries_logged.get(alias, {}))
+            if fresh.get("attempts"):
+                delta[alias] = fresh
+            self._retries_logged[alias] = stats
+        if delta:
+            self.log({"event": "retries", "stage": stage, "retries": delta})
+
+    def retry_totals(self, aliases: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """Attempts and retries per alias over every invocation on this run folder (from the stage log)."""
+        wanted = set(aliases)
+        totals: dict[str, dict[str, Any]] = {}
+        for entry in iter_json_lines(self.paths.stage_log):
+            if entry.get("event") == "retries" and isinstance(entry.get("retries"), dict):
+                for alias, stats in entry["retries"].items():
+                    if alias in wanted and isinstance(stats, dict):
+                        totals[alias] = add_retry_stats(totals.get(alias, {}), stats)
+        return dict(sorted(totals.items()))
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def log(self, entry: dict[str, Any]) -> None:
+        """Append one entry to the run's stage log (never rewritten: survives every kill)."""
+        append_record(self.paths.stage_log, {"time": now_iso(), "pid": os.getpid(), **entry})
+
+    # ------------------------------------------------------------ stages
+
+    def begin(self, name: str, config: Mapping[str, Any], *, force: bool = False, outputs: Iterable[Path] = (),
+              models: Mapping[str, Mapping[str, ModelSpec]] | None = None, additive: Iterable[str] = (),
+              prompts: Iterable[str] = (), seed: int | None = None) -> str:
+        """Register (or verify) a stage. ``models`` is role → alias → resolved spec; a role in
+        ``additive`` may gain aliases on a resume (clinicians), but an alias it already has may not
+        change meaning. Returns the stage's config hash."""
+        manifest = self._manifest()
+        models = {role: dict(aliases) for role, aliases in (models or {}).items()}
+        self._guard_leakage(models)
+        additive = set(additive)
+        full = dict(config)
+        full["models"] = {role: {alias: guarded_spec(spec) for alias, spec in sorted(aliases.items())}
+                          for role, aliases in sorted(models.items()) if role not in additive}
+        if prompts:
+            full["prompts"] = prompt_hashes(sorted(set(prompts)))
+        outputs = list(outputs)
+        force = self._guard_additive(name, models, additive, force, outputs)
+        config_hash = manifest.begin_stage(name, full, force=force, outputs=outputs)
+        stage = manifest.stage(name)
+        for role in additive:
+            known = stage.setdefault("additive_models", {}).setdefault(role, {})
+            known.update({alias: guarded_spec(spec) for alias, spec in models.get(role, {}).items()})
+        stage["pid"] = os.getpid()
+        for role, aliases in models.items():
+            self._record_models(role, aliases)
+        if prompts:
+            manifest.record_prompts(prompt_hashes(sorted(set(prompts))))
+        if seed is not None:
+            manifest.record_seed(name, seed)
+        manifest.save()
+        self._stages.append(name)
+        self.log({"event": "begin", "stage": name, "config_hash": config_hash})
+        return config_hash
+
+    def _guard_leakage(self, models: Mapping[str, Mapping[str, ModelSpec]]) -> None:
+        manifest = self._manifest()
+        for role, aliases in models.items():
+            if role == GENERATOR_ROLE:
+                for alias, spec in aliases.items():
+                    assert_generator_is_held_out(manifest, alias, spec.model)
+            else:
+                assert_no_generator_leak(manifest, role, list(aliases), specs=aliases)
+
+    def _guard_additive(self, name: str, models: Mapping[str, Mapping[str, ModelSpec]], additive: set[str],
+                        force: bool, outputs: list[Path]) -> bool:
+        """An alias already in the stage must keep its meaning (model, api_base, parameters)."""
+        known = self._manifest().stage(name).get("additive_models", {})
+        changes = []
+        for role in sorted(additive):
+            for alias, spec in sorted(models.get(role, {}).items()):
+                old = known.get(role, {}).get(alias)
+                if old is not None and old != guarded_spec(spec):
+                    changes += diff_configs(old, guarded_spec(spec), prefix=f"{role} {alias}: ")
+        if changes and not force:
+            raise ConfigChangedError(
+                f"{self.paths.root}: the {name} stage on disk was made with different models "
+                f"({'; '.join(changes)}); use the same models file, another --run-dir, or pass --force to start "
+                "this stage over (old files move to superseded/)")
+        if changes:  # forced: the changed stage starts over, like any other config change
+            self._manifest().supersede(name, outputs)
+        return force
+
+    def _record_models(self, role: str, aliases: Mapping[str, ModelSpec]) -> None:
+        manifest = self._manifest()
+        known = {entry.get("alias"): entry for entry in manifest.data.get("models", {}).get(role, [])
+                 if isinstance(entry, dict)}
+        for alias, spec in aliases.items():
+            known[alias] = {**known.get(alias, {}), "alias": alias, **spec.public_dict()}
+        manifest.record_models(role, [known[alias] for alias in sorted(known)])
+
+    def run(self, work: Callable[[], Awaitable[T]], display: Any = None) -> tuple[T | None, bool]:
+        """Run a stage's coroutine; Ctrl-C keeps what is written. Returns (result, interrupted)."""
+        try:
+            with display if display is not None else nullcontext():
+                return asyncio.run(work()), False
+        except KeyboardInterrupt:
+            return None, True
+
+    def finish(self, name: str, *, status: str, counts: Mapping[str, Any] | None = None,
+               extra: Mapping[str, Any] | None = None) -> dict[str, Usage]:
+        """Close a stage: status, counts, and its usage summed from the records on disk."""
+        manifest = self._manifest()
+        stage = manifest.stage(name)
+        usage = stage_usage(self.paths, name, stage)
+        self._log_retries(name)
+        aliases = [alias for role in (stage.get("config") or {}).get("models", {}).values() for alias in role]
+        aliases += [alias for role in stage.get("additive_models", {}).values() for alias in role]
+        extra = {**(extra or {}), "retries": self.retry_totals(aliases)}
+        manifest.finish_stage(name, status=status, counts=dict(counts) if counts is not None else None,
+                              usage=usage, extra=extra)
+        self.log({"event": "finish", "stage": name, "status": status})
+        return usage
+
+    def _manifest(self) -> Manifest:
+        if self.manifest is None:
+            raise RuntimeError("StageRunner used outside its `with` block")
+        return self.manifest

@@ -1,0 +1,61 @@
+"""Offline participants (alias prefix ``offline/``): deterministic, instant, no network.
+
+They are simulated participants used for the demo, tests and baselines, behind the same
+``ChatModel.complete`` call shape as real providers. Every backend is constructed as
+``Backend(spec, catalog)``; the mapping is explicit (no classes loaded from dotted strings).
+``OfflineParticipants(catalog)`` is what a model pool is handed to build them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from intake_eval.catalog.load import load_catalog
+from intake_eval.catalog.schema import DEFAULT_CATALOG_DIR, Catalog
+from intake_eval.core.errors import IntakeEvalError
+from intake_eval.llm.base import ChatModel, ModelSpec
+from intake_eval.simulated.anchored import OfflineAnchored
+from intake_eval.simulated.generator import OfflineGenerator
+from intake_eval.simulated.judge import OfflineJudge
+from intake_eval.simulated.patient import OfflinePatient
+from intake_eval.simulated.screener import OfflineScreener
+
+OFFLINE_BACKENDS: dict[str, Callable[[ModelSpec, Catalog], ChatModel]] = {
+    "generator": OfflineGenerator,
+    "patient": OfflinePatient,
+    "screener": OfflineScreener,
+    "anchored": OfflineAnchored,
+    "judge": OfflineJudge,
+}
+
+OFFLINE_ROLES: dict[str, str] = {
+    "generator": "generator (template renderer for the generate stage)",
+    "patient": "patient (state-tracked; discloses a hidden domain only when asked about it)",
+    "screener": "clinician (reviews domains systematically: the ceiling baseline)",
+    "anchored": "clinician (stays on the presenting concern, pivots to advice: the floor baseline)",
+    "judge": "judge (rule-based per-turn labels from the text)",
+}
+
+
+def check_offline_name(name: str) -> None:
+    """Refuse an ``offline/<name>`` that is no simulated participant, naming the ones there are."""
+    if name.startswith("offline/") and name.removeprefix("offline/") not in OFFLINE_BACKENDS:
+        raise IntakeEvalError(f"unknown offline model '{name}'; choose one of: "
+                              + ", ".join(f"offline/{key}" for key in OFFLINE_BACKENDS))
+
+
+def build_offline(spec: ModelSpec, catalog: Catalog) -> ChatModel:
+    check_offline_name(spec.model)
+    return OFFLINE_BACKENDS[spec.model.removeprefix("offline/")](spec, catalog)
+
+
+class OfflineParticipants:
+    """The pool's builder for ``offline/…`` models; loads the shipped catalog on first use."""
+
+    def __init__(self, catalog: Catalog | None = None):
+        self.catalog = catalog
+
+    def __call__(self, spec: ModelSpec) -> ChatModel:
+        if self.catalog is None:
+            self.catalog = load_catalog(DEFAULT_CATALOG_DIR)
+        return build_offline(spec, self.catalog)

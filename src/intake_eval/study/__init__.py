@@ -1,0 +1,1 @@
+"""One config runs every stage: the study config, the pipeline of stages, the cost estimate."""

@@ -1,0 +1,139 @@
+"""The study config: one YAML file that says the whole design (profiles, roles, turns, judges).
+
+Unknown keys are rejected naming the file and the key; every value is checked before any work
+starts (conditions exist as templates, the generator plays no other role, judges are distinct).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from intake_eval.core.errors import IntakeEvalError, describe_validation_error
+from intake_eval.core.prompts import available_conditions
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ProfilesConfig(Strict):
+    n: int = Field(108, ge=1, le=1_000_000, description="number of simulated patient profiles")
+    mode: Literal["stratified", "weighted"] = "stratified"
+
+
+class PatientConfig(Strict):
+    model: str = "gpt-4o"
+    mode: Literal["prompted", "tracked"] = "prompted"
+    tracker: str | None = None  # tracked mode: the model that decides unlocks (None → offline classifier)
+
+
+class QCConfig(Strict):
+    """Patient QC before the study (issue 9): refuse to start when the patient leaks too often."""
+
+    enabled: bool = False
+    max_leak_rate: float = Field(0.05, ge=0.0, le=1.0)
+    profiles: int = Field(10, ge=1)
+
+
+class StudyConfig(Strict):
+    name: str = Field(..., min_length=1, pattern=r"^[A-Za-z0-9._-]+$", description="run name → runs/<name>")
+    description: str = ""
+    seed: int = 7
+    profiles: ProfilesConfig = Field(default_factory=ProfilesConfig)
+    generator: str = "offline/generator"
+    patient: PatientConfig = Field(default_factory=PatientConfig)
+    clinicians: list[str] = Field(..., min_length=1)
+    conditions: list[str] = Field(default_factory=lambda: ["minimal"], min_length=1)
+    trials: int = Field(1, ge=1, le=100)
+    turns: int = Field(12, ge=1, le=100)
+    judges: list[str] = Field(..., min_length=1)
+    judge_mode: Literal["per-turn", "conversation"] = "per-turn"
+    formulation: bool = False
+    concurrency: int = Field(16, ge=1, le=4096)
+    budget: float | None = Field(None, gt=0, description="dollars; stop launching new work once reached")
+    cache: bool = True
+    qc: QCConfig = Field(default_factory=QCConfig)
+
+    @field_validator("clinicians", "judges", "conditions")
+    @classmethod
+    def _distinct(cls, values: list[str]) -> list[str]:
+        seen = set()
+        for value in values:
+            if not value.strip():
+                raise ValueError("empty name")
+            if value in seen:
+                raise ValueError(f"'{value}' is listed twice")
+            seen.add(value)
+        return values
+
+    @field_validator("conditions")
+    @classmethod
+    def _known_conditions(cls, values: list[str]) -> list[str]:
+        known = available_conditions()
+        for value in values:
+            if value not in known:
+                raise ValueError(f"unknown condition '{value}' (templates: {', '.join(known)})")
+        return values
+
+    @model_validator(mode="after")
+    def _generator_held_out(self) -> "StudyConfig":
+        others = {self.patient.model, *self.clinicians, *self.judges}
+        if self.patient.tracker:
+            others.add(self.patient.tracker)
+        if self.generator in others:
+            raise ValueError(f"generator '{self.generator}' may not play another role in the same study "
+                             "(leakage guard)")
+        return self
+
+    # ------------------------------------------------------------ derived
+
+    @property
+    def conversation_count(self) -> int:
+        return self.profiles.n * len(self.clinicians) * len(self.conditions) * self.trials
+
+    def roles(self) -> dict[str, list[str]]:
+        roles = {"generator": [self.generator], "patient": [self.patient.model],
+                 "clinician": list(self.clinicians), "judge": list(self.judges)}
+        if self.patient.tracker:
+            roles["tracker"] = [self.patient.tracker]
+        return roles
+
+    def model_names(self) -> list[str]:
+        names: list[str] = []
+        for aliases in self.roles().values():
+            names.extend(alias for alias in aliases if alias not in names)
+        return names
+
+
+def load_study_config(path: Path) -> StudyConfig:
+    """Read and validate a study YAML. Every problem is one IntakeEvalError naming the file and key."""
+    import yaml
+
+    if not path.exists():
+        raise IntakeEvalError(f"{path}: study config not found")
+    if path.is_dir():
+        raise IntakeEvalError(f"{path}: is a folder; give a study YAML file (e.g. configs/demo.yaml)")
+    try:
+        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise IntakeEvalError(f"{path}: not valid YAML{where}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise IntakeEvalError(f"{path}: cannot read ({exc.__class__.__name__})") from None
+    if not isinstance(data, dict):
+        raise IntakeEvalError(f"{path}: a study config is a mapping of keys (name, profiles, clinicians, …)")
+    try:
+        return StudyConfig.model_validate(data)
+    except ValidationError as exc:
+        raise IntakeEvalError(describe_validation_error(exc, path)) from None

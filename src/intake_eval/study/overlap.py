@@ -1,0 +1,169 @@
+"""The run and judge stages of a study, overlapped: each conversation is judged as soon as it ends.
+
+The runner's ``on_done`` puts every finished ok conversation on an asyncio queue that judge workers
+consume (one judge call set per conversation and judge, as ``judging.judge_conversation`` makes
+them), so the judging costs little wall time beyond the conversations. Afterwards
+``judging.judge_stage`` sweeps up whatever an earlier, interrupted invocation left unjudged, the
+files are compacted, and the run and judge stages are finished through the stage runner (counts and
+usage read from the records on disk).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from intake_eval.core.store import JsonlWriter, RunPaths
+from intake_eval.interview.plan import (
+    RunSettings,
+    RunTotals,
+    load_profiles,
+    plan_conversations,
+)
+from intake_eval.interview.stage import (
+    begin_run_stage,
+    compact_conversations,
+    finish_run_stage,
+    run_conversations,
+)
+from intake_eval.judge.judging import judge_conversation
+from intake_eval.judge.stage import (
+    begin_judge_stages,
+    finish_judge_stages,
+    judge_stage,
+    judgment_counts,
+    ok_conversation_ids,
+)
+from intake_eval.runner.stage import StageRunner
+from intake_eval.study.config import StudyConfig
+
+
+def _run_settings(config: StudyConfig) -> RunSettings:
+    return RunSettings(
+        clinicians=list(config.clinicians), patient=config.patient.model, patient_mode=config.patient.mode,
+        tracker=config.patient.tracker, turns=config.turns, conditions=list(config.conditions),
+        trials=config.trials, concurrency=config.concurrency, budget=config.budget,
+        formulation=config.formulation,  # issue 8
+    )
+
+
+class _Progress:
+    """Two bars on stderr: conversations and judgments, advancing together."""
+
+    def __init__(self, console: Any, conversations: int, judgments: int):
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self.progress = Progress(TextColumn("[bold]{task.description:<10}[/]"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=console,
+                                 refresh_per_second=4, disable=console is None)
+        self.run = self.progress.add_task("run", total=max(conversations, 1), note="")
+        self.judge = self.progress.add_task("judge", total=max(judgments, 1), note="")
+        self.judge_errors = 0
+
+    def update_run(self, totals: Any) -> None:
+        dollars = f"${totals.dollars:.2f}" + ("" if totals.cost_known else "+")
+        self.progress.update(self.run, completed=totals.skipped + totals.ok + totals.failed,
+                             total=max(totals.planned, 1),
+                             note=f"failed {totals.failed} · in flight {totals.in_flight} · {dollars}")
+
+    def judged(self, ok: bool) -> None:
+        self.judge_errors += 0 if ok else 1
+        self.progress.update(self.judge, advance=1, note=f"judge errors {self.judge_errors}")
+
+    def __enter__(self) -> "_Progress":
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+
+async def _run_and_judge(plan: list, settings: Any, setups: list, pool: Any, paths: RunPaths, catalog: Any,
+                         profiles: dict, progress: _Progress, totals: RunTotals, judge_workers: int) -> Any:
+    """Conversations run; each one that finishes ok is judged by every judge right away."""
+
+    queue: asyncio.Queue = asyncio.Queue()
+    writers: dict[Path, JsonlWriter] = {}
+
+    def on_done(conversation: Any) -> None:
+        if conversation.ok:
+            for setup in setups:
+                queue.put_nowait((setup, conversation))
+
+    async def worker() -> None:
+        while True:
+            item = await queue.get()
+            try:
+                if item is None:
+                    return
+                setup, conversation = item
+                judgment = await judge_conversation(conversation, profiles[conversation.profile_id], setup.model,
+                                                    setup.mode, judge=setup.label, catalog=catalog)
+                out = paths.judgments(setup.label, conversation.clinician)
+                if out not in writers:
+                    writers[out] = JsonlWriter(out)
+                writers[out].write(judgment)
+                progress.judged(judgment.ok)
+            finally:
+                queue.task_done()
+
+    workers = [asyncio.create_task(worker()) for _ in range(max(1, judge_workers))]
+    try:
+        await run_conversations(plan, pool, paths=paths, patient=settings.patient, tracker=settings.tracker,
+                                concurrency=settings.concurrency, budget=settings.budget, on_done=on_done,
+                                totals=totals, on_update=progress.update_run)
+        await queue.join()
+    finally:
+        for _ in workers:
+            queue.put_nowait(None)
+        await asyncio.gather(*workers, return_exceptions=True)
+        for writer in writers.values():
+            writer.close()
+    return totals
+
+
+def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: bool,
+                         laps: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Register, run and finish the run stage and every judge stage. Returns their counts."""
+    paths, catalog = runner.paths, runner.catalog
+    settings = _run_settings(config)
+    begin_run_stage(runner, settings, force=force)
+    setups = begin_judge_stages(runner, config.judges, config.judge_mode, force=force)
+    profiles_list = load_profiles(paths)
+    profiles = {p.profile_id: p for p in profiles_list}
+    plan = plan_conversations(profiles_list, settings)
+    progress = _Progress(runner.console, len(plan), len(plan) * len(setups))
+    wanted = ok_conversation_ids(paths)
+    progress.progress.update(progress.judge,
+                             completed=sum(judgment_counts(paths, s.label, wanted)["done"] for s in setups))
+    with progress:
+        totals = RunTotals()
+        _, interrupted = runner.run(lambda: _run_and_judge(plan, settings, setups, runner.pool, paths, catalog,
+                                                           profiles, progress, totals,
+                                                           judge_workers=config.concurrency))
+        if interrupted:
+            finish_run_stage(runner, plan, totals, interrupted=True)
+            finish_judge_stages(runner, setups, interrupted=True)
+            raise KeyboardInterrupt
+        if laps is not None:
+            laps("run+judge")
+        compact_conversations(paths, settings.clinicians)
+        sweep, interrupted = runner.run(lambda: judge_stage(paths, setups, concurrency=config.concurrency,
+                                                            catalog=catalog,
+                                                            on_done=lambda judgment: progress.judged(judgment.ok)))
+    run = finish_run_stage(runner, plan, totals, interrupted=interrupted)
+    judged = finish_judge_stages(runner, setups, interrupted=interrupted,
+                                 aborted=sweep.aborted if sweep is not None else None)
+    if interrupted:
+        raise KeyboardInterrupt
+    if laps is not None:
+        laps("judge sweep")
+    return {"run": run.counts, "judge": judged}

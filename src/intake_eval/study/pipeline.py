@@ -1,0 +1,165 @@
+"""One config runs the whole study: generate → patient QC → run (+ judge, overlapped) → report.
+
+Every stage goes through one ``StageRunner`` held for the whole invocation (one lock, one manifest,
+one model pool, the same guards as the stage commands), so stages run by hand and by the study
+resume each other. The run and judge stages overlap (``study.overlap``); metrics and the report are
+rebuilt at the end. The manifest's ``study`` section keeps the config and one history entry per
+invocation (calls made, cache hits, dollars paid, wall time); spend over all invocations is summed
+from the records.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from intake_eval.catalog.load import load_catalog
+from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.manifest import now_iso
+from intake_eval.core.store import RunPaths, stable_hash
+from intake_eval.generate.stage import generate_profiles
+from intake_eval.llm.base import ModelSpec
+from intake_eval.llm.registry import load_model_specs, resolve_spec
+from intake_eval.metrics.tables import write_metrics
+from intake_eval.metrics.trials import write_trial_metrics
+from intake_eval.report.build import build_report
+from intake_eval.runner.stage import StageRunner
+from intake_eval.simulated import check_offline_name
+from intake_eval.study.config import StudyConfig, load_study_config
+from intake_eval.study.estimate import StudyEstimate, estimate_study
+from intake_eval.study.overlap import run_and_judge_stages
+from intake_eval.trust.patient_qc import QCSettings, qc_gate, run_patient_qc
+
+__all__ = ["StudyConfig", "load_study_config", "run_study", "estimate_config", "StudyOutcome", "resolve_roles"]
+
+
+@dataclass
+class StudyOutcome:
+    paths: RunPaths
+    report_path: Path
+    calls: int = 0  # model calls this invocation actually made (cache hits excluded)
+    cache_hits: int = 0
+    cost_usd: float = 0.0  # paid by this invocation
+    cost_known: bool = True
+    counts: dict[str, Any] = field(default_factory=dict)
+
+
+def resolve_roles(config: StudyConfig, models_file: Path | None) -> dict[str, ModelSpec]:
+    """Every alias the study names → its resolved spec (unknown aliases fail here, before any work)."""
+    specs = load_model_specs(models_file)
+    resolved = {name: resolve_spec(name, specs) for name in config.model_names()}
+    for spec in resolved.values():
+        check_offline_name(spec.model)
+    generator = resolved[config.generator]
+    for role, aliases in config.roles().items():
+        for alias in aliases:
+            if role != "generator" and resolved[alias].model == generator.model and not generator.is_offline:
+                raise IntakeEvalError(f"generator '{config.generator}' and {role} '{alias}' are the same model "
+                                      f"({generator.model}); the generator is held out from every other role")
+    return resolved
+
+
+def estimate_config(config_path: Path, models_file: Path | None = None) -> StudyEstimate:
+    config = load_study_config(config_path)
+    specs = resolve_roles(config, models_file)
+    return estimate_study(config, specs, load_catalog())
+
+
+def _patient_qc(config: StudyConfig, runner: StageRunner, *, force: bool) -> dict:
+    """Patient QC before any conversation: refuse to start when the patient leaks above the limit."""
+    settings = QCSettings(patient=config.patient.model, mode=config.patient.mode, judge=config.judges[0],
+                          tracker=config.patient.tracker, n=config.qc.profiles, concurrency=config.concurrency)
+    result = run_patient_qc(runner, settings, force=force)
+    qc_gate(result, config.qc.max_leak_rate)
+    return {"leak_rate": result.leak_rate, "disclosure_recall": result.disclosure_recall,
+            "invention_rate": result.invention_rate}
+
+
+def _report(runner: StageRunner, run_counts: dict[str, int]) -> Path:
+    stages = runner.manifest.data["stages"]
+    runner.begin("report", {"stages": {k: v.get("config_hash") for k, v in stages.items() if k != "report"}},
+                 force=True)
+    write_metrics(runner.paths)
+    write_trial_metrics(runner.paths)  # metrics/trials.csv when the study repeats trials
+    console = runner.console
+    say = (lambda step: console.print(f"[dim]report: {step}[/dim]")) if console is not None else None
+    index = build_report(runner.paths.root, progress=say).index
+    runner.finish("report", status="done", counts={"conversations_ok": run_counts["ok"]})
+    return index
+
+
+def _history_entry(runner: StageRunner, outcome: StudyOutcome, *, started: str, wall: float, status: str,
+                   phases: dict[str, float]) -> dict[str, Any]:
+    pool = runner.pool
+    meters = pool.usage
+    outcome.calls = sum(m.calls - m.cache_hits for m in meters.values())
+    outcome.cache_hits = sum(m.cache_hits for m in meters.values())
+    outcome.cost_usd = round(sum(m.paid_usd for m in meters.values()), 6)
+    outcome.cost_known = all(m.cost_known for m in meters.values())
+    return {
+        "started": started, "finished": now_iso(), "status": status, "calls": outcome.calls,
+        "cache_hits": outcome.cache_hits, "cost_usd": outcome.cost_usd, "cost_known": outcome.cost_known,
+        "wall_s": round(time.monotonic() - wall, 2), "phases_s": phases,
+        "usage": {alias: m.to_usage().model_dump() for alias, m in sorted(meters.items()) if m.calls},
+        # every HTTP attempt, retry and give-up per alias, by reason (429, 5xx, timeout, bad_body, …)
+        "retries": pool.retry_stats(),
+    }
+
+
+def run_study(config_path: Path, *, run_dir: Path | None = None, models_file: Path | None = None,
+              force: bool = False, use_cache: bool = True, console: Any = None) -> StudyOutcome:
+    """Run (or resume) every stage of the study the config describes. Returns where the report is."""
+    started, wall = now_iso(), time.monotonic()
+    config = load_study_config(Path(config_path))
+    paths = RunPaths(Path(run_dir) if run_dir is not None else Path("runs") / config.name)
+    resolve_roles(config, models_file)  # design errors (leakage, unknown aliases) before the lock
+    catalog = load_catalog()
+    say = console.print if console is not None else (lambda *a, **k: None)
+    with StageRunner(paths, models_file=models_file, use_cache=use_cache and config.cache, console=console,
+                     catalog=catalog) as runner:
+        runner.resolve(config.model_names())  # every missing key named before any work starts
+        manifest = runner.manifest
+        study = manifest.data.setdefault("study", {})
+        study.update({"config_file": str(config_path), "config": config.model_dump(mode="json"),
+                      "study_config_hash": stable_hash(config.model_dump(mode="json"))})
+        study.setdefault("history", [])
+        manifest.record_seed("study", config.seed)
+        manifest.save()
+        outcome = StudyOutcome(paths=paths, report_path=paths.report_dir / "index.html")
+        status, phases, mark = "failed", {}, [wall]
+
+        def lap(phase: str) -> None:  # seconds since the previous phase ended
+            now, previous = time.monotonic(), mark[0]
+            mark[0] = now
+            phases[phase] = round(now - previous, 2)
+
+        try:
+            say(f"[bold]study {config.name}[/] → {paths.root}")
+            lap("setup")
+            summary = generate_profiles(runner, n=config.profiles.n, mode=config.profiles.mode, seed=config.seed,
+                                        generator=config.generator, force=force, concurrency=config.concurrency)
+            if summary.interrupted:
+                raise KeyboardInterrupt
+            outcome.counts["generate"] = summary.counts()
+            lap("generate")
+            if config.qc.enabled:
+                outcome.counts["qc"] = _patient_qc(config, runner, force=force)
+            outcome.counts.update(run_and_judge_stages(config, runner, force=force, laps=lap))
+            outcome.report_path = _report(runner, outcome.counts["run"])
+            lap("metrics+report")
+            run_counts = outcome.counts["run"]
+            status = "done" if run_counts["ok"] == run_counts["planned"] else "incomplete"
+        except KeyboardInterrupt:
+            status = "interrupted"
+            say("[yellow]interrupted[/]: finished records are saved; run the same command again to resume.")
+            raise
+        finally:
+            study["history"].append(_history_entry(runner, outcome, started=started, wall=wall, status=status,
+                                                   phases=phases))
+            study["last_run"] = study["history"][-1]
+            manifest.save()
+    say(f"study {config.name}: {outcome.counts.get('run', {}).get('ok', 0)} conversations ok, "
+        f"{outcome.calls} model calls this time ({outcome.cache_hits} from cache), ${outcome.cost_usd:.4f}")
+    return outcome

@@ -1,0 +1,1 @@
+"""Trusting the instrument: patient QC before a study, human annotation against the judges."""
