@@ -38,10 +38,19 @@ class ModelSpec(BaseModel):
     supports_json_schema: bool | None = None  # None → decided by provider prefix
     extra_params: dict[str, Any] = Field(default_factory=dict)  # passed through to the provider
     description: str = ""
+    # local/… models only (an embedded llama.cpp server): tokens per request (prompt + answer),
+    # requests decoded together (one slot and prompt cache each), CPU threads.
+    n_ctx: int | None = None
+    parallel: int | None = None
+    threads: int | None = None
 
     @property
     def is_offline(self) -> bool:
         return self.model.startswith("offline/")
+
+    @property
+    def is_local(self) -> bool:
+        return self.model.startswith("local/")
 
     @property
     def provider(self) -> str:
@@ -84,6 +93,9 @@ class ChatResult(BaseModel):
     attempts: int = 1
     finish_reason: str | None = None
     model: str = ""  # provider id that answered
+    # The server's own account of the call when it gives one (llama.cpp: prompt_n, cache_n,
+    # prompt_ms, predicted_n, predicted_ms): compute time beside latency, prompt-cache reuse.
+    server_timings: dict[str, float] | None = None
 
 
 @runtime_checkable

@@ -26,8 +26,8 @@ from intake_eval.llm.openai_http import OpenAICompatibleClient
 from intake_eval.llm.reasoning import split_reasoning
 
 # Providers whose json_schema response_format litellm forwards faithfully.
-_SCHEMA_PROVIDERS = {"openai", "hosted_vllm", "gemini", "vertex_ai", "anthropic", "azure", "fireworks_ai"}
-_OPENAI_COMPATIBLE = {"openai", "hosted_vllm"}
+_SCHEMA_PROVIDERS = {"openai", "hosted_vllm", "local", "gemini", "vertex_ai", "anthropic", "azure", "fireworks_ai"}
+_OPENAI_COMPATIBLE = {"openai", "hosted_vllm", "local"}  # local: the embedded llama.cpp server
 _NO_KEY = "not-needed"  # OpenAI-compatible servers expect some Bearer value; local ones ignore it
 
 
@@ -95,7 +95,7 @@ def call_cost(spec: ModelSpec, prompt_tokens: int, completion_tokens: int) -> tu
     if spec.input_cost_per_token is not None or spec.output_cost_per_token is not None:
         return ((spec.input_cost_per_token or 0.0) * prompt_tokens
                 + (spec.output_cost_per_token or 0.0) * completion_tokens), True
-    if spec.api_base and is_local_base(spec.api_base):
+    if spec.is_local or (spec.api_base and is_local_base(spec.api_base)):
         return 0.0, True
     litellm = import_litellm()
     try:
@@ -140,6 +140,7 @@ def normalise(spec: ModelSpec, request: ChatRequest, response: Any, latency_s: f
             kind="empty_after_length",
         )
     cost, known = call_cost(spec, prompt_tokens, completion_tokens)
+    timings = _field(response, "timings")
     return ChatResult(
         text=text,
         reasoning=reasoning,
@@ -148,6 +149,8 @@ def normalise(spec: ModelSpec, request: ChatRequest, response: Any, latency_s: f
         latency_s=latency_s,
         finish_reason=finish_reason,
         model=spec.model,
+        server_timings={key: float(value) for key, value in timings.items() if isinstance(value, (int, float))}
+        if isinstance(timings, dict) else None,
     )
 
 

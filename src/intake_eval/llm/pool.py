@@ -25,6 +25,7 @@ from intake_eval.llm.base import (
 from intake_eval.llm.cache import ResponseCache, cache_key
 from intake_eval.llm.limiter import EndpointLimiter
 from intake_eval.llm.litellm_backend import ProviderBackend
+from intake_eval.llm.local_server import SERVERS, LocalBackend, ServerSettings, gguf_path
 from intake_eval.llm.registry import resolve_spec
 from intake_eval.llm.retry import RetryPolicy, RetryStats, call_with_retry
 
@@ -113,12 +114,21 @@ class ModelPool:
             self._cache = ResponseCache(self._cache_path)
         return self._cache
 
-    def _limiter(self, spec: ModelSpec) -> EndpointLimiter:
-        endpoint = (spec.model, spec.api_base)
+    def _limiter(self, spec: ModelSpec, in_flight: int | None = None) -> EndpointLimiter:
+        endpoint = (spec.model, spec.api_base)  # local/… ids are canonical: one per weights file
         if endpoint not in self._limiters:
             self._limiters[endpoint] = EndpointLimiter(
-                max_in_flight=self.max_concurrency or spec.max_concurrency, rpm=self.rpm or spec.rpm)
+                max_in_flight=self.max_concurrency or spec.max_concurrency or in_flight, rpm=self.rpm or spec.rpm)
         return self._limiters[endpoint]
+
+    def _backend(self, spec: ModelSpec) -> tuple[Any, EndpointLimiter]:
+        if not spec.is_local:
+            return ProviderBackend(spec, client=self.client), self._limiter(spec)
+        # One embedded server per weights file, sized for every alias naming it and started on
+        # the first call; by default as many requests in flight as it has slots (more would queue
+        # inside the server and count as latency).
+        settings = ServerSettings.for_path(gguf_path(spec), [spec, *self.specs.values()])
+        return LocalBackend(spec, settings, owner=self), self._limiter(spec, in_flight=settings.parallel)
 
     def spec(self, name: str) -> ModelSpec:
         return resolve_spec(name, self.specs)
@@ -133,8 +143,9 @@ class ModelPool:
                 raise IntakeEvalError(f"{name}: this model pool was given no builder for offline participants")
             model: ChatModel = MeteredModel(self.offline(spec), meter)
         else:
+            backend, limiter = self._backend(spec)
             model = PooledModel(
-                spec, ProviderBackend(spec, client=self.client), limiter=self._limiter(spec),
+                spec, backend, limiter=limiter,
                 policy=self.retry_policy, stats=self._stats.setdefault(name, RetryStats()), meter=meter,
                 cache=self._cache_db(), use_cache=self.use_cache)
         self._models[name] = model
@@ -167,6 +178,7 @@ class ModelPool:
         self.close()
 
     def close(self) -> None:
+        SERVERS.release(self)  # stops the embedded servers no other pool uses
         if self._cache is not None:
             self._cache.close()
             self._cache = None
