@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from intake_eval.classifier import classify, load_lexicon  # noqa: E402
+from intake_eval.catalog.classifier import classify, load_lexicon  # noqa: E402
 from tests.classifier_probes import load_probes  # noqa: E402
 
 LABELLED = ["classifier_labelled.tsv", "classifier_heldout.tsv"]
