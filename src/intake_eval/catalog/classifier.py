@@ -45,6 +45,8 @@ class Lexicon:
     advice_exceptions: RuleSet
     question_start: re.Pattern[str]
     anaphora: re.Pattern[str]
+    quote: re.Pattern[str]
+    open_follow_up: RuleSet
     request: RuleSet
     clarifying: RuleSet
     other: RuleSet
@@ -186,6 +188,8 @@ def load_lexicon(path: Path = LEXICON_PATH) -> Lexicon:
         advice_exceptions=_rules(data["advice_exceptions"], "advice_exceptions"),
         question_start=re.compile(data["question_start"]),
         anaphora=re.compile(data["anaphora"]),
+        quote=re.compile(data["quote"]),
+        open_follow_up=_rules(data["open_follow_up"], "open_follow_up"),
         request=_rules(data["request"], "request"),
         clarifying=_rules(data["clarifying"], "clarifying"),
         other=_rules(data["other"], "other"),
@@ -274,6 +278,15 @@ def _undirected_type(asking: list[str], sentences: list[str], lexicon: Lexicon) 
     return "open"
 
 
+def _follows_up(question: str, quoted: bool, lexicon: Lexicon) -> bool:
+    """Whether a question asks about the experience the statement before it described: it points
+    back at it ("has that happened to you?"), or that statement quoted the patient and the question
+    is neither an open feelings question nor a check of a summary ("how does that make you feel?")."""
+    if lexicon.anaphora.search(question):
+        return True
+    return quoted and not lexicon.open_follow_up.any(question) and not lexicon.other.any(question)
+
+
 def classify(text: str, *, disclosed: Iterable[str] = ()) -> Classification:
     """Classify one clinician utterance.
 
@@ -287,6 +300,7 @@ def classify(text: str, *, disclosed: Iterable[str] = ()) -> Classification:
     asking_sentences: list[str] = []
     advice = False
     described: dict[str, list[str]] = {}  # domains of the statement just before, for "anything like that?"
+    quoted = False  # that statement quotes the patient ("You said you barely sleep — ...")
     sentences = split_sentences(text)
     for sentence in sentences:
         domains = sentence_domains(sentence, lexicon)
@@ -296,7 +310,7 @@ def classify(text: str, *, disclosed: Iterable[str] = ()) -> Classification:
             described = {}
         elif is_asking(sentence, lexicon):
             asking_sentences.append(sentence)
-            if described and lexicon.anaphora.search(sentence):
+            if described and _follows_up(sentence, quoted, lexicon):
                 domains = {**described, **domains}
             for domain, phrases in domains.items():
                 asked.setdefault(domain, []).extend(p for p in phrases if p not in asked.get(domain, []))
@@ -304,6 +318,7 @@ def classify(text: str, *, disclosed: Iterable[str] = ()) -> Classification:
         else:
             mentioned.update(domains)
             described = domains
+            quoted = bool(lexicon.quote.search(sentence))
     if asked:
         question_type = "clarifying" if set(asked) <= set(disclosed) else "closed_hypothesis"
     elif advice:
