@@ -1,8 +1,9 @@
 """The classifier probe corpus (tests/data/classifier_probes.tsv): loading, the seeded tuning /
 held-out split, and per-domain recall and specificity.
 
-The split is a pure function of each item's id, so it never changes when items are added: an
-item is held out when sha256(SPLIT_SEED + id) falls in the top HELD_OUT_SHARE of the hash range.
+The split was made once, on the corpus as first written (round 1): a round-1 item is held out when
+sha256(SPLIT_SEED + id) falls in the top HELD_OUT_SHARE of the hash range. Items added in later
+rounds, while tuning, are tuning items, so the held-out part never grows or changes.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 CORPUS = Path(__file__).parent / "data" / "classifier_probes.tsv"
 SPLIT_SEED = "classifier-probes-v1:"
 HELD_OUT_SHARE = 0.4
-COLUMNS = ["id", "text", "expected", "kind", "instrument", "style"]
+COLUMNS = ["id", "text", "expected", "kind", "instrument", "style", "round"]
 
 
 @dataclass(frozen=True)
@@ -27,10 +28,11 @@ class Probe:
     kind: str  # qualifying | non_qualifying
     instrument: str
     style: str
+    round: int
 
     @property
     def part(self) -> str:
-        return "held_out" if is_held_out(self.id) else "tuning"
+        return "held_out" if self.round == 1 and is_held_out(self.id) else "tuning"
 
 
 def is_held_out(item_id: str) -> bool:
@@ -46,7 +48,9 @@ def load_probes(path: Path = CORPUS) -> list[Probe]:
     probes = []
     for row in reader:
         expected = frozenset(d for d in row["expected"].split(",") if d)
-        probes.append(Probe(row["id"], row["text"], expected, row["kind"], row["instrument"], row["style"]))
+        probes.append(
+            Probe(row["id"], row["text"], expected, row["kind"], row["instrument"], row["style"], int(row["round"]))
+        )
     return probes
 
 
