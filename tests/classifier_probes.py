@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import hashlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 CORPUS = Path(__file__).parent / "data" / "classifier_probes.tsv"
@@ -70,8 +70,9 @@ class PartScores:
     overall: Recall  # over (item, expected domain) pairs
     items_fully_found: Recall  # qualifying items whose every expected domain was returned
     specificity: Recall  # non-qualifying items that returned no domain
-    misses: list[tuple[Probe, list[str]]]  # (probe, domains returned) for qualifying misses
-    false_alarms: list[tuple[Probe, list[str]]]  # non-qualifying items that returned a domain
+    # Item-level results stay out of the repr, so a failing held-out assertion never prints them.
+    misses: list[tuple[Probe, list[str]]] = field(repr=False)  # (probe, domains returned)
+    false_alarms: list[tuple[Probe, list[str]]] = field(repr=False)  # non-qualifying items given a domain
 
 
 def score(probes: Iterable[Probe], domains_of: Callable[[str], list[str]], domain_ids: Iterable[str]) -> PartScores:
