@@ -128,7 +128,8 @@ def default_threads() -> int:
     """One core fewer than this process may use. llama.cpp's threads meet at a barrier after every
     layer: when one of them is descheduled (by our own event loop, or anything else on the machine)
     the rest wait, and on 2 busy cores 2 threads decoded at 0.5 tokens/s where 1 thread kept 15-19."""
-    return max(1, len(os.sched_getaffinity(0)) - 1)
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, usable - 1)
 
 
 class LocalServer:
