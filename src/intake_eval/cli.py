@@ -29,13 +29,16 @@ _DEFAULT_SHOW_IMPL = warnings._showwarnmsg_impl  # prints; a recorder replaces i
 
 
 class _OneLineErrors(TyperGroup):
-    """Every user-facing error (ours or a click usage error) as one `error: …` line and exit 2."""
+    """Every user-facing error (ours, a click usage error, a filesystem fault on the run folder) as one
+    `error: …` line and exit 2."""
 
     def invoke(self, ctx):
         from intake_eval.core.errors import ClickException, IntakeEvalError
+        from intake_eval.core.fs import filesystem_errors
 
         try:
-            return super().invoke(ctx)
+            with filesystem_errors():
+                return super().invoke(ctx)
         except IntakeEvalError as error:
             error.show()
             raise typer.Exit(error.exit_code) from None

@@ -54,7 +54,8 @@ def _build(err, build_report, run_dir: Path, judge: str | None, quiet: bool):
     )
 
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, transient=True, disable=quiet) as progress:
+                  TimeElapsedColumn(), console=err, transient=True,
+                  disable=quiet or not err.is_terminal) as progress:  # off a terminal it would leave a blank line
         task = progress.add_task("report", total=None)
         shards = progress.add_task("transcripts", total=None, visible=False)
 

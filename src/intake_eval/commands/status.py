@@ -8,9 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
-from intake_eval.commands.common import DEFAULT_RUN_DIR
+from intake_eval.commands.common import DEFAULT_RUN_DIR, checked_run_dir
 
-RunDirOption = Annotated[Path, typer.Option("--run-dir", help="Run folder whose manifest.json to show.")]
+RunDirOption = Annotated[Path, typer.Option("--run-dir", help="Run folder whose manifest.json to show.",
+                                            callback=checked_run_dir)]
 
 
 SHOWN_PARAMS = ("temperature", "max_tokens", "reasoning", "api_base", "api_key_env", "rpm", "tpm")

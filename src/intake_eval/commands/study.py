@@ -8,14 +8,15 @@ from typing import Annotated
 
 import typer
 
-from intake_eval.commands.common import ForceOption, ModelsOption, NoCacheOption
+from intake_eval.commands.common import ForceOption, ModelsOption, NoCacheOption, checked_run_dir
 
 ConfigArgument = Annotated[
     Path, typer.Argument(help="Study config YAML (e.g. configs/paper.yaml, configs/demo.yaml).", show_default=False)
 ]
 StudyRunDirOption = Annotated[
     Path | None,
-    typer.Option("--run-dir", help="Run folder (default: runs/<name> from the config).", show_default=False),
+    typer.Option("--run-dir", help="Run folder (default: runs/<name> from the config).", show_default=False,
+                 callback=checked_run_dir),
 ]
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 DEMO_CONFIG = PROJECT_ROOT / "configs" / "demo.yaml"
@@ -66,7 +67,8 @@ def _incomplete(counts: dict) -> str:
 
 
 def demo(
-    run_dir: Annotated[Path, typer.Option("--run-dir", help="Run folder; emptied first so the demo starts fresh.")]
+    run_dir: Annotated[Path, typer.Option("--run-dir", help="Run folder; emptied first so the demo starts fresh.",
+                                      callback=checked_run_dir)]
     = Path("runs/demo"),
 ) -> None:
     """The offline study end to end (configs/demo.yaml) in a fresh run folder: simulated patients,

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from intake_eval import SCHEMA_VERSION
 from intake_eval.core.errors import IntakeEvalError, RunLockedError
+from intake_eval.core.fs import named_os_error, remove_quietly
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -185,9 +186,10 @@ class JsonlWriter:
         data = (dumps_record(record) + "\n").encode("utf-8")
         fcntl.flock(self._fd, fcntl.LOCK_SH)
         try:
-            written = os.write(self._fd, data)
-            while written < len(data):  # a short write (signal, full disk) must not leave half a line
-                written += os.write(self._fd, data[written:])
+            with named_os_error(self.path):
+                written = os.write(self._fd, data)
+                while written < len(data):  # a short write (signal, full disk) must not leave half a line
+                    written += os.write(self._fd, data[written:])
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
@@ -289,19 +291,28 @@ def compact(path: Path, key: str) -> int:
     latest: dict[str, str] = {}
     for data in iter_json_lines(path):
         latest[str(data[key])] = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        for k in sorted(latest):
-            handle.write(latest[k] + "\n")
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with named_os_error(path), open(tmp, "w", encoding="utf-8") as handle:
+            for k in sorted(latest):
+                handle.write(latest[k] + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        remove_quietly(tmp)  # the original file is untouched; the next compaction starts over
+        raise
     return len(latest)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        with named_os_error(path):
+            tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        remove_quietly(tmp)
+        raise
 
 
 # ---------------------------------------------------------------- hashing

@@ -50,6 +50,7 @@ from intake_eval.interview.plan import (
     stage_config,
 )
 from intake_eval.llm.base import ChatResult, ModelSpec
+from intake_eval.llm.registry import ModelsFiles
 from intake_eval.runner.stage import StageRunner
 
 OnDone = Callable[[Conversation], Any]
@@ -180,7 +181,7 @@ def finish_run_stage(runner: StageRunner, plan: list[PlannedConversation], total
     return RunResult(totals=totals, counts=counts, per_clinician=per_clinician, interrupted=interrupted)
 
 
-def execute_run(paths: RunPaths, settings: RunSettings, *, models_file: Path | None = None,
+def execute_run(paths: RunPaths, settings: RunSettings, *, models_file: ModelsFiles = None,
                 use_cache: bool = True, force: bool = False, console: Any = None) -> RunResult:
     """The run stage as the CLI runs it: models, lock, guards, conversations with progress, compaction."""
     tracker = (settings.tracker or settings.patient) if settings.patient_mode == "tracked" else None

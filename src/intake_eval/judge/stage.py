@@ -33,6 +33,7 @@ from intake_eval.judge.judging import (
     judge_label,
 )
 from intake_eval.llm.base import ChatModel
+from intake_eval.llm.registry import ModelsFiles
 from intake_eval.runner.stage import StageRunner
 
 
@@ -232,7 +233,7 @@ class JudgeOutcome:
 
 
 def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn", concurrency: int = 8,
-                  limit: int | None = None, models_file: Path | None = None, use_cache: bool = True,
+                  limit: int | None = None, models_file: ModelsFiles = None, use_cache: bool = True,
                   force: bool = False, console: Any = None, display: Any = None) -> JudgeOutcome:
     """The judge stage as the CLI runs it: models and keys, lock, guards, judging with progress."""
     if not paths.profiles.exists():

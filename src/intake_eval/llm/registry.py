@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -116,11 +116,14 @@ def read_models_file(path: Path, label: str = "--models") -> dict[str, ModelSpec
     return specs
 
 
-def load_model_specs(extra: Path | None = None, base: Path | None = None) -> dict[str, ModelSpec]:
-    """Shipped aliases, then the user's file over them (alias by alias)."""
+ModelsFiles = Path | Sequence[Path] | None
+
+
+def load_model_specs(extra: ModelsFiles = None, base: Path | None = None) -> dict[str, ModelSpec]:
+    """Shipped aliases, then the user's files over them in order (alias by alias: a later file wins)."""
     specs = read_models_file(base or DEFAULT_MODELS_FILE, label="model aliases file")
-    if extra is not None:
-        specs.update(read_models_file(Path(extra)))
+    for path in [extra] if isinstance(extra, (str, Path)) else list(extra or ()):
+        specs.update(read_models_file(Path(path)))
     return specs
 
 

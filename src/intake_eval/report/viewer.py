@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval import __version__
+from intake_eval.core.fs import as_if_made_by_mkdir
 from intake_eval.core.store import stable_hash
 
 PROFILES_PER_SHARD = 10
@@ -246,7 +247,8 @@ def write_shards(target: Path, profiles: dict, conversations: dict, index, judge
     import tempfile
 
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent))
+    staging = as_if_made_by_mkdir(
+        Path(tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent)))
     try:
         _SHARD_INPUT.update(staging=staging, profiles=profiles, index=index, judges=list(judges),
                             diagnosis=diagnosis or {})

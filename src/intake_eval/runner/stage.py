@@ -33,7 +33,7 @@ from intake_eval.core.store import RunLock, RunPaths, append_record, iter_json_l
 from intake_eval.core.usage import stage_usage
 from intake_eval.llm.base import ModelSpec, is_local_base
 from intake_eval.llm.pool import ModelPool
-from intake_eval.llm.registry import load_model_specs, preflight, resolve_spec
+from intake_eval.llm.registry import ModelsFiles, load_model_specs, preflight, resolve_spec
 from intake_eval.runner.leakage import (
     GENERATOR_ROLE,
     assert_generator_is_held_out,
@@ -75,7 +75,7 @@ def subtract_retry_stats(now: Mapping[str, Any], before: Mapping[str, Any]) -> d
 class StageRunner:
     """``with StageRunner(paths, ...) as runner:`` → ``begin`` a stage, ``run`` its coroutine, ``finish``."""
 
-    def __init__(self, paths: RunPaths, *, models_file: Path | None = None, use_cache: bool = True,
+    def __init__(self, paths: RunPaths, *, models_file: ModelsFiles = None, use_cache: bool = True,
                  console: Any = None, catalog: Catalog | None = None, lock: bool = True):
         self.paths = paths
         self.models_file = models_file

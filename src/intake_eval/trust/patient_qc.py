@@ -50,6 +50,7 @@ from intake_eval.interview.participants import (
 from intake_eval.interview.plan import PATIENT_PROMPTS, load_profiles
 from intake_eval.judge.judging import JUDGE_PROMPTS, judge_conversation
 from intake_eval.llm.base import ModelCallError, UsageMeter
+from intake_eval.llm.registry import ModelsFiles
 from intake_eval.runner.stage import StageRunner
 from intake_eval.trust.probes import (
     DEFAULT_PROBES,
@@ -333,7 +334,7 @@ def qc_stage_name(settings: QCSettings) -> str:
     return f"qc-patient {settings.patient} {settings.mode} {settings.judge}"
 
 
-def execute_qc(paths: RunPaths, settings: QCSettings, *, models_file: Path | None = None, use_cache: bool = True,
+def execute_qc(paths: RunPaths, settings: QCSettings, *, models_file: ModelsFiles = None, use_cache: bool = True,
                force: bool = False, console: Any = None) -> QCResult:
     """Patient QC as the CLI runs it: its own stage runner (lock, guards, pool)."""
     with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console) as runner:
