@@ -72,7 +72,7 @@ def test_models_file_merges_over_the_shipped_aliases(tmp_path):
         ("models:\n  x:\n    model: openai/a\n    extra_params: {api_key: abc}\n", "models.x.extra_params.api_key"),
         ("models:\n  x:\n    max_tokens: 5\n", "models.x.model: Field required"),
         ("models: [1, 2]\n", "models: Input should be a valid dictionary"),
-        ("models:\n  x: {model: openai/a\n", "invalid YAML"),
+        ("models:\n  x: {model: openai/a\n", "YAML syntax error"),
     ],
 )
 def test_bad_models_file_is_one_line_naming_file_and_key(tmp_path, text, expected):

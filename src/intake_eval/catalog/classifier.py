@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from intake_eval.core.yamlfile import read_yaml
+
 LEXICON_PATH = Path(__file__).resolve().parents[1] / "data" / "classifier_lexicon.yaml"
 
 _APOSTROPHES = re.compile(r"['’‘`´]")
@@ -167,9 +169,7 @@ def _candidate_patterns(sentence: str, lexicon: "Lexicon") -> list[tuple[int, in
 
 @lru_cache(maxsize=1)
 def load_lexicon(path: Path = LEXICON_PATH) -> Lexicon:
-    import yaml
-
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = read_yaml(path)
     families = tuple(
         Family(
             domains=tuple(key.split("+")),

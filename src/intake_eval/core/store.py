@@ -14,17 +14,21 @@ import hashlib
 import json
 import os
 import re
-import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from intake_eval import SCHEMA_VERSION
 from intake_eval.core.errors import IntakeEvalError, RunLockedError
 from intake_eval.core.fs import named_os_error, remove_quietly
+from intake_eval.core.lines import (
+    ReadStats as ReadStats,  # readers import the line readers from here too
+)
+from intake_eval.core.lines import iter_json_lines as iter_json_lines
+from intake_eval.core.lines import iter_json_lines_at as iter_json_lines_at
+from intake_eval.core.lines import iter_records as iter_records
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -210,63 +214,6 @@ def append_record(path: Path, record: BaseModel | dict[str, Any]) -> None:
         writer.write(record)
 
 
-@dataclass
-class ReadStats:
-    lines: int = 0
-    skipped_corrupt: int = 0
-    truncated_tail: bool = False
-
-
-def iter_json_lines(path: Path, stats: ReadStats | None = None) -> Iterator[dict[str, Any]]:
-    """Stream dicts from a JSONL file. A bad line is skipped with a warning and counted."""
-    for data, _offset, _length in iter_json_lines_at(path, stats):
-        yield data
-
-
-def iter_json_lines_at(path: Path, stats: ReadStats | None = None) -> Iterator[tuple[dict[str, Any], int, int]]:
-    """Like iter_json_lines, with each line's byte offset and length (to read it back later)."""
-    stats = stats if stats is not None else ReadStats()
-    if not path.exists():
-        return
-    offset = 0
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            start, offset = offset, offset + len(raw)
-            if not raw.strip():
-                continue
-            is_tail = not raw.endswith(b"\n")
-            try:
-                data = json.loads(raw)
-                if not isinstance(data, dict):
-                    raise ValueError("not an object")
-            except ValueError:
-                if is_tail:
-                    stats.truncated_tail = True
-                    warnings.warn(f"{path}: ignoring a half-written last line (a crash mid-write)", stacklevel=3)
-                else:
-                    stats.skipped_corrupt += 1
-                    warnings.warn(f"{path}:{number}: skipping a corrupt line", stacklevel=3)
-                continue
-            stats.lines += 1
-            yield data, start, len(raw)
-
-
-def iter_records(path: Path, model: type[T], stats: ReadStats | None = None) -> Iterator[T]:
-    stats = stats if stats is not None else ReadStats()
-    for data in iter_json_lines(path, stats):
-        version = data.get("schema_version", 1)
-
-        if version > SCHEMA_VERSION:
-            raise IntakeEvalError(
-                f"{path}: written by a newer intake-eval (schema_version {version} > {SCHEMA_VERSION}); upgrade to read it"
-            )
-        try:
-            yield model.model_validate(data)
-        except ValidationError:
-            stats.skipped_corrupt += 1
-            warnings.warn(f"{path}: skipping a record that does not match {model.__name__}", stacklevel=2)
-
-
 def latest_by_key(path: Path, model: type[T], key: str) -> dict[str, T]:
     """Latest record per key (a retried failure is superseded by its later success)."""
     latest: dict[str, T] = {}
@@ -276,7 +223,7 @@ def latest_by_key(path: Path, model: type[T], key: str) -> dict[str, T]:
 
 
 def done_keys(path: Path, key: str, ok_only: bool = True) -> set[str]:
-    """Keys of records already finished on disk (status 'ok' unless ok_only is False)."""
+    """Keys of valid records already finished on disk (status 'ok' unless ok_only is False)."""
     latest: dict[str, bool] = {}
     for data in iter_json_lines(path):
         if key in data:
@@ -285,12 +232,13 @@ def done_keys(path: Path, key: str, ok_only: bool = True) -> set[str]:
 
 
 def compact(path: Path, key: str) -> int:
-    """Rewrite a JSONL file as its latest record per key, sorted by key, atomically. Returns count."""
+    """Rewrite a JSONL file as its latest valid record per key, sorted by key, atomically. Returns count."""
     if not path.exists():
         return 0
     latest: dict[str, str] = {}
     for data in iter_json_lines(path):
-        latest[str(data[key])] = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        if key in data:
+            latest[str(data[key])] = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with named_os_error(path), open(tmp, "w", encoding="utf-8") as handle:

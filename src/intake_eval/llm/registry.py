@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from intake_eval.core.errors import IntakeEvalError, describe_validation_error
+from intake_eval.core.yamlfile import read_yaml
 from intake_eval.llm.base import ModelSpec
 from intake_eval.llm.litellm_backend import import_litellm
 
@@ -89,18 +90,12 @@ def _with_defaults(alias: str, spec: ModelSpec) -> ModelSpec:
 
 
 def read_models_file(path: Path, label: str = "--models") -> dict[str, ModelSpec]:
-    import yaml
-
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = read_yaml(path)
     except FileNotFoundError:
         raise IntakeEvalError(f"{label} {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise IntakeEvalError(f"{path}: cannot read ({error})") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise IntakeEvalError(f"{path}:{where} invalid YAML ({getattr(error, 'problem', error)})") from None
+    except OSError as error:
+        raise IntakeEvalError(f"{path}: cannot read ({error.strerror or error})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -20,6 +20,7 @@ from pydantic import (
 
 from intake_eval.core.errors import IntakeEvalError, describe_validation_error
 from intake_eval.core.prompts import available_conditions
+from intake_eval.core.yamlfile import read_yaml
 
 
 class Strict(BaseModel):
@@ -117,19 +118,13 @@ class StudyConfig(Strict):
 
 def load_study_config(path: Path) -> StudyConfig:
     """Read and validate a study YAML. Every problem is one IntakeEvalError naming the file and key."""
-    import yaml
-
     if not path.exists():
         raise IntakeEvalError(f"{path}: study config not found")
     if path.is_dir():
         raise IntakeEvalError(f"{path}: is a folder; give a study YAML file (e.g. configs/demo.yaml)")
     try:
-        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise IntakeEvalError(f"{path}: not valid YAML{where}") from None
-    except (OSError, UnicodeDecodeError) as exc:
+        data: Any = read_yaml(path)
+    except OSError as exc:
         raise IntakeEvalError(f"{path}: cannot read ({exc.__class__.__name__})") from None
     if not isinstance(data, dict):
         raise IntakeEvalError(f"{path}: a study config is a mapping of keys (name, profiles, clinicians, …)")
