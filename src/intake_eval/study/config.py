@@ -39,10 +39,12 @@ class PatientConfig(Strict):
 
 
 class QCConfig(Strict):
-    """Patient QC before the study (issue 9): refuse to start when the patient leaks too often."""
+    """Patient QC before the study: refuse to start when the patient leaks too often, or discloses
+    too rarely when asked directly."""
 
     enabled: bool = False
     max_leak_rate: float = Field(0.05, ge=0.0, le=1.0)
+    min_recall: float | None = Field(0.5, ge=0.0, le=1.0)  # null: no recall gate
     profiles: int = Field(10, ge=1)
 
 

@@ -72,7 +72,7 @@ def _patient_qc(config: StudyConfig, runner: StageRunner, *, force: bool) -> dic
     settings = QCSettings(patient=config.patient.model, mode=config.patient.mode, judge=config.judges[0],
                           tracker=config.patient.tracker, n=config.qc.profiles, concurrency=config.concurrency)
     result = run_patient_qc(runner, settings, force=force)
-    qc_gate(result, config.qc.max_leak_rate)
+    qc_gate(result, config.qc.max_leak_rate, min_recall=config.qc.min_recall)
     return {"leak_rate": result.leak_rate, "disclosure_recall": result.disclosure_recall,
             "invention_rate": result.invention_rate}
 
