@@ -29,7 +29,7 @@ RunDirOption = Annotated[
 ]
 ModelsOption = Annotated[
     list[Path] | None,
-    typer.Option("--models", show_default=False,
+    typer.Option("--models", show_default=False, metavar="<path>",
                  help="Extra model aliases (YAML) merged over configs/models.yaml. Repeatable: files merge in the "
                       "order given, a later file's alias replacing an earlier one's."),
 ]
