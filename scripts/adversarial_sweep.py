@@ -6,6 +6,7 @@ print the counts: tracebacks, silent acceptances, wrong answers, passes.
 
 Cases that need a tmpfs mount (read-only folder, full disk) are skipped when mounting is not
 allowed (not root). Exit code 1 when any case is a traceback, silent or wrong.
+INTAKE_EVAL_SWEEP_SRC=/other/checkout/src runs the same cases against another version.
 """
 
 from __future__ import annotations

@@ -63,7 +63,8 @@ class Case:
 
 
 def env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(PROJECT / "src"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    source = os.environ.get("INTAKE_EVAL_SWEEP_SRC", str(PROJECT / "src"))  # another checkout's src/ to compare
+    return {**os.environ, "PYTHONPATH": source, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
             "LITELLM_MODE": "PRODUCTION", "COLUMNS": "200", "NO_COLOR": "1"}
 
 
