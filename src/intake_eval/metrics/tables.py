@@ -5,7 +5,8 @@ per-domain outcomes, the coverage trajectory and the paired-label units (no tran
 latest record per conversation wins, so an uncompacted file (a crash mid-stage) gives the same
 tables as a compacted one. Judgments that are not ok are excluded from every rate and counted.
 
-Files: conversations, cells, domains, trajectories, agreement, clinicians, comparisons, masking.
+Files: conversations, cells, domains, trajectories, agreement, clinicians, comparisons, masking,
+domain_events.
 Every aggregate is per judge (the primary and each cross-check) and per clinician, condition and
 patient mode; an undefined value is an empty cell.
 """
@@ -36,10 +37,12 @@ from intake_eval.metrics.clinical import (
     load_default_catalog,
     write_diagnosis_metrics,
 )
+from intake_eval.metrics.events import DOMAIN_EVENT_COLUMNS, domain_event_rows
 from intake_eval.metrics.figures import (
     Figures,
     TurnLabels,
     figures,
+    last_clinician_turn,
 )
 from intake_eval.metrics.reading import iter_judgment_labels, write_csv
 from intake_eval.metrics.stats import (
@@ -55,7 +58,7 @@ CONVERSATION_COLUMNS = (
     "trial", "alignment", "n_hidden", "status", "active_coverage_rate", "bleed_rate", "first_treatment_planning_turn",
     "premature_closure_turn", "patient_leak_count", "n_turns", *(f"n_{q}" for q in QUESTION_TYPES),
     "caught_domains", "missed_domains", "bled_domains", "judge_calls", "judge_prompt_tokens",
-    "judge_completion_tokens", "judge_cost_usd", "judge_errors",
+    "judge_completion_tokens", "judge_cost_usd", "judge_errors", "leak_adjusted_active_coverage_rate", "overshared",
 )
 
 
@@ -65,6 +68,7 @@ class _Collected:
     outcomes: dict[tuple[str, str], list] = field(default_factory=dict)
     trajectories: dict[tuple[str, str], list] = field(default_factory=dict)
     qtypes: dict[tuple[str, str], dict[int, str]] = field(default_factory=dict)
+    last_turns: dict[tuple[str, str], int] = field(default_factory=dict)  # where time-to-event curves censor
     units: dict[tuple[str, str], tuple] = field(default_factory=dict)  # agreement.CompactUnits
     conversations: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> small meta
     shared_keys: dict[tuple, tuple] = field(default_factory=dict)  # unit-key tuples stored once
@@ -106,7 +110,7 @@ def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: dict[
         "judge_cost_usd": judgment.usage.cost_usd if judgment.usage.cost_known else None,
         "judge_errors": " | ".join(judgment.errors),
     }
-    for name in ("outcomes", "trajectories", "qtypes", "units"):
+    for name in ("outcomes", "trajectories", "qtypes", "last_turns", "units"):
         getattr(collected, name).pop(key, None)
     result = None
     if judgment.ok:
@@ -119,6 +123,7 @@ def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: dict[
         collected.outcomes[key] = outcomes
         collected.trajectories[key] = result.trajectory
         collected.qtypes[key] = {t.turn: t.question_type for t in labels if t.turn >= 1}
+        collected.last_turns[key] = last_clinician_turn(labels)
         collected.units[key] = compact_units(units_from_labels(labels, hidden, result.covered), collected.shared_keys)
     collected.rows[key] = row
     return hidden, result
@@ -345,6 +350,7 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
         "clinicians": (TABLE_COLUMNS["clinicians"], clinicians_rows(collected)),
         "comparisons": (TABLE_COLUMNS["comparisons"], comparisons_rows(collected)),
         "masking": (TABLE_COLUMNS["masking"], masking_rows(collected)),
+        "domain_events": (DOMAIN_EVENT_COLUMNS, domain_event_rows(collected.rows, collected.outcomes, collected.last_turns)),
     }
     written = {name: write_csv(paths.metrics(name), columns, rows) for name, (columns, rows) in tables.items()}
     # --- issue 8: safety.csv (+ diagnosis.csv when conversations carry formulations), see diagnosis_tables.py
