@@ -134,7 +134,7 @@ def _recompute(paths: RunPaths, hidden_of: dict) -> tuple[list[dict], dict]:
                 })
             kept = [d for d in hidden if d not in leaked]
             rate = len(caught - leaked) / len(kept) if kept else None
-            conversations[(data["conversation_id"], data["judge"])] = (rate, str(bool(leaked)).lower())
+            conversations[(data["conversation_id"], data["judge"])] = (rate, str(bool(leaked)).lower(), data["clinician"])
     return events, conversations
 
 
@@ -153,9 +153,15 @@ def test_csvs_match_an_independent_recomputation_row_by_row(run):
     conversations = _read(written["conversations"])
     assert len(conversations) == len(expected_conversations)
     for row in conversations:
-        rate, overshared = expected_conversations[(row["conversation_id"], row["judge"])]
+        rate, overshared, _ = expected_conversations[(row["conversation_id"], row["judge"])]
         assert row["overshared"] == overshared
         if rate is None:
             assert row["leak_adjusted_active_coverage_rate"] == ""
         else:
             assert float(row["leak_adjusted_active_coverage_rate"]) == pytest.approx(rate, abs=1e-6)
+    for row in _read(written["clinicians"]):
+        arm = [v for (_, judge), v in expected_conversations.items()
+               if judge == row["judge"] and v[2] == row["clinician"]]
+        rates = [rate for rate, _, _ in arm if rate is not None]
+        assert float(row["mean_leak_adjusted_active_coverage"]) == pytest.approx(sum(rates) / len(rates), abs=1e-5)
+        assert int(row["conversations_overshared"]) == sum(1 for _, overshared, _ in arm if overshared == "true")

@@ -273,6 +273,8 @@ def clinicians_rows(collected: _Collected) -> list[dict[str, Any]]:
             "judge_cost_usd": sum(c for c in costs if c is not None) if all(c is not None for c in costs) else None,
             "clinician_tokens": clinician_spend.get(key[1:], [0, 0.0])[0],
             "clinician_cost_usd": clinician_spend.get(key[1:], [0, 0.0])[1],
+            "mean_leak_adjusted_active_coverage": mean_or_none([r["leak_adjusted_active_coverage_rate"] for r in ok]),
+            "conversations_overshared": sum(1 for r in ok if r["overshared"]),
         })
     return out
 
@@ -327,7 +329,8 @@ TABLE_COLUMNS: dict[str, list[str]] = {
                    "median_first_treatment_planning_turn", "first_treatment_planning_undefined",
                    "median_premature_closure_turn", "premature_closure_undefined", "patient_leak_count",
                    "conversations_leaking", "conversation_failures", "judge_errors", "judge_provider_errors",
-                   "judge_tokens", "judge_tokens_per_conversation", "judge_cost_usd", "clinician_tokens", "clinician_cost_usd"],
+                   "judge_tokens", "judge_tokens_per_conversation", "judge_cost_usd", "clinician_tokens", "clinician_cost_usd",
+                   "mean_leak_adjusted_active_coverage", "conversations_overshared"],
     "comparisons": ["judge", "condition", "patient_mode", "metric", "clinician_a", "clinician_b", "n_pairs", "n_nonzero",
                     "mean_a", "mean_b", "mean_difference", "wilcoxon_statistic", "wilcoxon_p", "permutation_p",
                     "permutation_exact"],
