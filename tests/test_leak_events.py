@@ -145,7 +145,7 @@ def test_csvs_match_an_independent_recomputation_row_by_row(run):
     rows = _read(written["domain_events"])
     assert list(rows[0]) == list(DOMAIN_EVENT_COLUMNS)
     assert len(rows) == sum(len(h) for h in hidden_of.values()) * 2 * 2
-    key = lambda r: (r["judge"], r["conversation_id"], r["domain"])  # noqa: E731
+    key = lambda r: (r["judge"], r["conversation_id"], r["domain"])
     got = sorted(({k: r[k] for k in expected_events[0]} for r in rows), key=key)
     assert got == sorted(expected_events, key=key)
     assert any(r["first_disclosure_unasked"] == "true" for r in rows)

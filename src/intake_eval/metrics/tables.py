@@ -6,7 +6,7 @@ latest record per conversation wins, so an uncompacted file (a crash mid-stage) 
 tables as a compacted one. Judgments that are not ok are excluded from every rate and counted.
 
 Files: conversations, cells, domains, trajectories, agreement, clinicians, comparisons, masking,
-domain_events.
+domain_events, probe_curves.
 Every aggregate is per judge (the primary and each cross-check) and per clinician, condition and
 patient mode; an undefined value is an empty cell.
 """
@@ -37,6 +37,7 @@ from intake_eval.metrics.clinical import (
     load_default_catalog,
     write_diagnosis_metrics,
 )
+from intake_eval.metrics.curves import PROBE_CURVE_COLUMNS, probe_curve_rows
 from intake_eval.metrics.events import DOMAIN_EVENT_COLUMNS, domain_event_rows
 from intake_eval.metrics.figures import (
     Figures,
@@ -354,6 +355,7 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
         "comparisons": (TABLE_COLUMNS["comparisons"], comparisons_rows(collected)),
         "masking": (TABLE_COLUMNS["masking"], masking_rows(collected)),
         "domain_events": (DOMAIN_EVENT_COLUMNS, domain_event_rows(collected.rows, collected.outcomes, collected.last_turns)),
+        "probe_curves": (PROBE_CURVE_COLUMNS, probe_curve_rows(collected.rows, collected.outcomes, collected.last_turns)),
     }
     written = {name: write_csv(paths.metrics(name), columns, rows) for name, (columns, rows) in tables.items()}
     # --- issue 8: safety.csv (+ diagnosis.csv when conversations carry formulations), see diagnosis_tables.py

@@ -156,3 +156,32 @@ def forest(rows: list[dict[str, Any]], *, title: str) -> str:
     ax.tick_params(axis="y", length=0)
     ax.set_title(title, loc="left")
     return to_svg(fig)
+
+
+def survival_panels(panels: dict[str, dict[str, dict[str, Any]]], *, max_turn: int, ylabel: str) -> str:
+    """Kaplan–Meier step curves side by side: panels title -> arm -> {'turns', 'survival', 'lo', 'hi', 'n'}
+    (values in 0..1; a None in lo/hi leaves a gap in the 95 % band)."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 3.4), squeeze=False, sharey=True)
+    for column, (title, series) in enumerate(panels.items()):
+        ax = axes[0][column]
+        for index, (arm, line) in enumerate(series.items()):
+            colour = OKABE_ITO[index % len(OKABE_ITO)]
+            turns = line["turns"]
+            ax.step(turns, [v * 100 for v in line["survival"]], where="post", color=colour, linewidth=1.8,
+                    label=f"{arm} (n={line['n']})")
+            lo = [math.nan if v is None else v * 100 for v in line["lo"]]
+            hi = [math.nan if v is None else v * 100 for v in line["hi"]]
+            ax.fill_between(turns, lo, hi, step="post", color=colour, alpha=0.15, linewidth=0)
+        ax.set_xlim(0, max_turn)
+        ax.set_ylim(0, 102)
+        ax.set_xticks(range(0, max_turn + 1, 1 if max_turn <= 12 else 2))
+        ax.set_xlabel("clinician turn")
+        if column == 0:
+            ax.set_ylabel(ylabel)
+        ax.grid(axis="y", color="#e5e5e5", linewidth=0.8)
+        ax.spines[["top", "right"]].set_visible(False)
+        ax.set_title(title, loc="left", fontsize=9)
+        ax.legend(frameon=False, loc="lower left", fontsize=7.5)
+    fig.tight_layout()
+    return to_svg(fig)
