@@ -6,7 +6,7 @@ latest record per conversation wins, so an uncompacted file (a crash mid-stage) 
 tables as a compacted one. Judgments that are not ok are excluded from every rate and counted.
 
 Files: conversations, cells, domains, trajectories, agreement, clinicians, comparisons, masking,
-domain_events, probe_curves.
+domain_events, probe_curves, cost, cost_conversations, cost_per_domain.
 Every aggregate is per judge (the primary and each cross-check) and per clinician, condition and
 patient mode; an undefined value is an empty cell.
 """
@@ -37,6 +37,7 @@ from intake_eval.metrics.clinical import (
     load_default_catalog,
     write_diagnosis_metrics,
 )
+from intake_eval.metrics.cost import cost_tables, usage_of
 from intake_eval.metrics.curves import PROBE_CURVE_COLUMNS, probe_curve_rows
 from intake_eval.metrics.events import DOMAIN_EVENT_COLUMNS, domain_event_rows
 from intake_eval.metrics.figures import (
@@ -93,6 +94,8 @@ def _conversation_meta(paths: RunPaths, collected: _Collected) -> None:
                 "patient_mode": data.get("patient_mode", "prompted"), "status": data.get("status", "ok"),
                 "tokens": int(clinician_usage.get("prompt_tokens", 0)) + int(clinician_usage.get("completion_tokens", 0)),
                 "cost": float(clinician_usage.get("cost_usd", 0.0)),
+                "profile_id": str(data.get("profile_id", "")),
+                "usage": {str(role): usage_of(raw) for role, raw in usage.items()} if isinstance(usage, dict) else {},
             }
 
 
@@ -357,6 +360,7 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
         "domain_events": (DOMAIN_EVENT_COLUMNS, domain_event_rows(collected.rows, collected.outcomes, collected.last_turns)),
         "probe_curves": (PROBE_CURVE_COLUMNS, probe_curve_rows(collected.rows, collected.outcomes, collected.last_turns)),
     }
+    tables.update(cost_tables(collected.conversations, collected.rows, collected.outcomes))
     written = {name: write_csv(paths.metrics(name), columns, rows) for name, (columns, rows) in tables.items()}
     # --- issue 8: safety.csv (+ diagnosis.csv when conversations carry formulations), see diagnosis_tables.py
     written.update(write_diagnosis_metrics(paths, collector=diagnosis))

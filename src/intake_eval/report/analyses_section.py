@@ -1,7 +1,9 @@
-"""Report section "When domains get probed": leak-adjusted coverage and the Kaplan–Meier curves.
+"""Report sections "When domains get probed" (leak-adjusted coverage, Kaplan–Meier curves) and
+"Cost by role".
 
-Registered with ``report.html.register_section`` under ``probe_curves`` (metrics/probe_curves.csv);
-the per-clinician numbers come from metrics/clinicians.csv. Only the report judge's rows are shown.
+Registered with ``report.html.register_section`` under ``probe_curves`` (metrics/probe_curves.csv,
+with the per-clinician numbers of metrics/clinicians.csv) and ``cost`` (metrics/cost.csv and
+cost_per_domain.csv). Only the report judge's rows are shown where labels matter.
 """
 
 from __future__ import annotations
@@ -102,13 +104,67 @@ def probe_section(data: RunData) -> Section | None:
     return Section("probe-curves", PROBE_TITLE, "".join(parts))
 
 
+COST_TITLE = "Cost by role"
+COST_DEFINITIONS = (
+    "Calls, tokens and dollars per role, summed from the records (failed conversations and judgments included: they "
+    "were paid for). The judge role sums every judge of the run. A dollar figure marked ≥ had calls without a known "
+    "price. Per surfaced domain: the arm's spend over all roles ÷ hidden domains the report judge saw actively "
+    "surfaced. Simulated (offline) participants make calls but use no tokens and cost nothing.")
+COST_HEADER = ["Clinician", "Role", "Calls", "Tokens", "Tokens / conversation", "Cost", "Cost / conversation",
+               "Share of cost"]
+PER_DOMAIN_HEADER = ["Clinician", "Surfaced / hidden domains", "Calls / surfaced domain", "Tokens / surfaced domain",
+                     "Cost / surfaced domain"]
+
+
+def _known(row: Any) -> bool:
+    return str(row["cost_known"]).lower() == "true"
+
+
+def cost_table_rows(table) -> list[list[str]]:
+    rows = []
+    for _, r in table.iterrows():
+        rows.append([_arm(r), str(r["role"]), fmt.count(r["calls"]), fmt.count(r["tokens"]),
+                     fmt.count(r["tokens_per_conversation"]), fmt.dollars(r["cost_usd"], _known(r)),
+                     fmt.dollars(r["cost_usd_per_conversation"], _known(r)), fmt.pct(r["share_of_cost"])])
+    return rows
+
+
+def per_domain_rows(table) -> list[list[str]]:
+    rows = []
+    for _, r in table.iterrows():
+        rows.append([_arm(r), f"{fmt.count(r['surfaced_domains'])}/{fmt.count(r['hidden_domains'])}",
+                     fmt.turn(r["calls_per_surfaced_domain"]), fmt.count(r["tokens_per_surfaced_domain"]),
+                     fmt.dollars(r["cost_usd_per_surfaced_domain"], _known(r))])
+    return rows
+
+
+def cost_section(data: RunData) -> Section | None:
+    table = _read(data, "cost")
+    if table is None or not len(table):
+        return None
+    judge = _primary(data)
+    parts = [f"<p class='lede'>{_esc(COST_DEFINITIONS)} Judge: {_esc(judge)}.</p>",
+             _html_table(COST_HEADER, cost_table_rows(table), strong=5)]
+    per_domain = _for_judge(_read(data, "cost_per_domain"), judge)
+    if per_domain is not None and len(per_domain):
+        parts.append(_html_table(PER_DOMAIN_HEADER, per_domain_rows(per_domain), strong=4))
+    return Section("cost", COST_TITLE, "".join(parts))
+
+
 def summary_markdown(data: RunData) -> list[str]:
-    """Markdown lines for report/summary.md: the leak-adjusted coverage table."""
-    clinicians = _for_judge(_read(data, "clinicians"), _primary(data))
-    if clinicians is None or not len(clinicians) or "mean_leak_adjusted_active_coverage" not in clinicians.columns:
-        return []
-    return ["## Leak-adjusted coverage", "", PROBE_DEFINITIONS.split(" The curves")[0], "",
-            *md_table(LEAK_HEADER, leak_rows(clinicians)), ""]
+    """Markdown lines for report/summary.md: leak-adjusted coverage and cost per surfaced domain."""
+    out: list[str] = []
+    judge = _primary(data)
+    clinicians = _for_judge(_read(data, "clinicians"), judge)
+    if clinicians is not None and len(clinicians) and "mean_leak_adjusted_active_coverage" in clinicians.columns:
+        out += ["## Leak-adjusted coverage", "", PROBE_DEFINITIONS.split(" The curves")[0], "",
+                *md_table(LEAK_HEADER, leak_rows(clinicians)), ""]
+    per_domain = _for_judge(_read(data, "cost_per_domain"), judge)
+    if per_domain is not None and len(per_domain):
+        out += ["## Cost per surfaced domain", "", COST_DEFINITIONS, "",
+                *md_table(PER_DOMAIN_HEADER, per_domain_rows(per_domain)), ""]
+    return out
 
 
 register_section("probe_curves", probe_section)
+register_section("cost", cost_section)
