@@ -160,7 +160,8 @@ def forest(rows: list[dict[str, Any]], *, title: str) -> str:
 
 def survival_panels(panels: dict[str, dict[str, dict[str, Any]]], *, max_turn: int, ylabel: str) -> str:
     """Kaplan–Meier step curves side by side: panels title -> arm -> {'turns', 'survival', 'lo', 'hi', 'n'}
-    (values in 0..1; a None in lo/hi leaves a gap in the 95 % band)."""
+    (values in 0..1; a None in lo/hi leaves a gap in the 95 % band). Every panel lists the same arms
+    in the same order, so one legend serves them all; each title carries its own n."""
     plt = _plt()
     fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 3.4), squeeze=False, sharey=True)
     for column, (title, series) in enumerate(panels.items()):
@@ -168,8 +169,7 @@ def survival_panels(panels: dict[str, dict[str, dict[str, Any]]], *, max_turn: i
         for index, (arm, line) in enumerate(series.items()):
             colour = OKABE_ITO[index % len(OKABE_ITO)]
             turns = line["turns"]
-            ax.step(turns, [v * 100 for v in line["survival"]], where="post", color=colour, linewidth=1.8,
-                    label=f"{arm} (n={line['n']})")
+            ax.step(turns, [v * 100 for v in line["survival"]], where="post", color=colour, linewidth=1.8, label=arm)
             lo = [math.nan if v is None else v * 100 for v in line["lo"]]
             hi = [math.nan if v is None else v * 100 for v in line["hi"]]
             ax.fill_between(turns, lo, hi, step="post", color=colour, alpha=0.15, linewidth=0)
@@ -181,7 +181,11 @@ def survival_panels(panels: dict[str, dict[str, dict[str, Any]]], *, max_turn: i
             ax.set_ylabel(ylabel)
         ax.grid(axis="y", color="#e5e5e5", linewidth=0.8)
         ax.spines[["top", "right"]].set_visible(False)
-        ax.set_title(title, loc="left", fontsize=9)
-        ax.legend(frameon=False, loc="lower left", fontsize=7.5)
+        sizes = [line["n"] for line in series.values()]
+        ax.set_title(f"{title} (n = {sizes[0]} per arm)" if len(set(sizes)) == 1
+                     else f"{title} (n = {' / '.join(map(str, sizes))})", loc="left", fontsize=9)
     fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 3), frameon=False, fontsize=8,
+               bbox_to_anchor=(0.5, 0.0))
     return to_svg(fig)
