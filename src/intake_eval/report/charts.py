@@ -160,14 +160,18 @@ def forest(rows: list[dict[str, Any]], *, title: str) -> str:
 
 def survival_panels(panels: dict[str, dict[str, dict[str, Any]]], *, max_turn: int, ylabel: str) -> str:
     """Kaplan–Meier step curves side by side: panels title -> arm -> {'turns', 'survival', 'lo', 'hi', 'n'}
-    (values in 0..1; a None in lo/hi leaves a gap in the 95 % band). Every panel lists the same arms
-    in the same order, so one legend serves them all; each title carries its own n."""
+    (values in 0..1; a None in lo/hi leaves a gap in the 95 % band). An arm keeps its colour in every
+    panel, so one legend serves them all; each title carries its own n."""
     plt = _plt()
+    from matplotlib.lines import Line2D
+
+    arms = list(dict.fromkeys(arm for series in panels.values() for arm in series))
+    colours = {arm: OKABE_ITO[index % len(OKABE_ITO)] for index, arm in enumerate(arms)}
     fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 3.4), squeeze=False, sharey=True)
     for column, (title, series) in enumerate(panels.items()):
         ax = axes[0][column]
-        for index, (arm, line) in enumerate(series.items()):
-            colour = OKABE_ITO[index % len(OKABE_ITO)]
+        for arm, line in series.items():
+            colour = colours[arm]
             turns = line["turns"]
             ax.step(turns, [v * 100 for v in line["survival"]], where="post", color=colour, linewidth=1.8, label=arm)
             lo = [math.nan if v is None else v * 100 for v in line["lo"]]
@@ -185,7 +189,7 @@ def survival_panels(panels: dict[str, dict[str, dict[str, Any]]], *, max_turn: i
         ax.set_title(f"{title} (n = {sizes[0]} per arm)" if len(set(sizes)) == 1
                      else f"{title} (n = {' / '.join(map(str, sizes))})", loc="left", fontsize=9)
     fig.tight_layout()
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 3), frameon=False, fontsize=8,
+    handles = [Line2D([], [], color=colours[arm], linewidth=1.8) for arm in arms]
+    fig.legend(handles, arms, loc="upper center", ncol=min(len(arms), 3), frameon=False, fontsize=8,
                bbox_to_anchor=(0.5, 0.0))
     return to_svg(fig)
