@@ -11,7 +11,11 @@ from intake_eval.catalog.classifier import classify
 from intake_eval.catalog.load import load_catalog
 from intake_eval.core.formulation import parse_formulation
 from intake_eval.core.records import Profile
-from intake_eval.interview.conversation import Participants, PlannedConversation, run_conversation
+from intake_eval.interview.conversation import (
+    Participants,
+    PlannedConversation,
+    run_conversation,
+)
 from intake_eval.llm.base import ChatRequest, ModelSpec
 from intake_eval.simulated import OFFLINE_BACKENDS, OFFLINE_ROLES, build_offline
 from intake_eval.simulated.drifting import drifting_turn, habits

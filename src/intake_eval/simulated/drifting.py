@@ -46,7 +46,7 @@ class Habits:
     pivot: int  # first advice turn
 
 
-def habits(catalog: "Catalog", conversation_id: str, trial: int, max_turns: int) -> Habits:
+def habits(catalog: Catalog, conversation_id: str, trial: int, max_turns: int) -> Habits:
     """What this clinician will try in this conversation: a seeded subset of the screening bundles
     and a seeded pivot turn (between FIRST_PIVOT and the turn before the wrap-up)."""
     rng = seeded(WHO, conversation_id, trial)
@@ -67,7 +67,7 @@ def _drifts(conversation_id: str, trial: int, turn: int, previous_reply: str) ->
 
 
 class OfflineDrifting:
-    def __init__(self, spec: ModelSpec, catalog: "Catalog"):
+    def __init__(self, spec: ModelSpec, catalog: Catalog):
         self.spec = spec
         self.catalog = catalog
 
@@ -79,7 +79,7 @@ class OfflineDrifting:
         return result(drifting_turn(self.catalog, context, opening, pairs), self.spec.model)
 
 
-def drifting_turn(catalog: "Catalog", context: dict, opening: str, pairs: list[tuple[str, str]]) -> str:
+def drifting_turn(catalog: Catalog, context: dict, opening: str, pairs: list[tuple[str, str]]) -> str:
     bank = phrases(PHRASES)
     now = TurnContext(WHO, context, pairs)
     turn, max_turns, conversation_id, trial = now.turn, now.max_turns, now.conversation_id, now.trial
