@@ -153,7 +153,7 @@ class Conversation(Record):
     termination: str = "completed"  # completed | clinician_ended | model_error | empty_after_length | budget
     error: str | None = None
     usage: dict[str, Usage] = Field(default_factory=dict)  # role -> usage
-    formulation: dict | None = None  # post-intake case formulation (issue 8), validated elsewhere
+    formulation: dict | None = None  # post-intake case formulation, validated elsewhere
 
     @property
     def ok(self) -> bool:
@@ -201,7 +201,7 @@ class Judgment(Record):
         return self.status == "ok"
 
 
-# ---------------------------------------------------------------- patient QC (issue 9)
+# ---------------------------------------------------------------- patient QC
 
 class PatientProbe(Record):
     """One fixed probe sent to a patient outside any interview (opening, then this one question),

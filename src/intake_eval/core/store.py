@@ -120,7 +120,7 @@ class RunPaths:
         return self.root / "annotations"
 
     def qc_patient(self, patient: str, mode: str) -> Path:
-        """Per-probe records of a patient QC run (issue 9)."""
+        """Per-probe records of a patient QC run."""
         return self.qc_dir / f"patient_{file_safe(patient)}_{mode}.jsonl"
 
     @property
@@ -326,8 +326,6 @@ class RunLock:
         self._fd = -1
 
     def acquire(self) -> "RunLock":
-        import fcntl
-
         self.paths.root.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -345,14 +343,26 @@ class RunLock:
 
     def release(self) -> None:
         if self._fd >= 0:
-            import fcntl
-
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = -1
 
     def __enter__(self) -> "RunLock":
         return self.acquire()
+
+    @staticmethod
+    def is_held(paths: RunPaths) -> bool:
+        """Whether a live process holds the folder's lock (a killed holder's lock is released by the OS)."""
+        if not paths.lock.exists():
+            return False
+        fd = os.open(paths.lock, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
 
     def __exit__(self, *exc: object) -> None:
         self.release()

@@ -218,6 +218,7 @@ def execute_generate(paths: RunPaths, *, n: int, mode: Mode, seed: int, generato
                      catalog: Catalog | None = None, concurrency: int = 8, max_attempts: int = MAX_ATTEMPTS,
                      qc_threshold: float = QC_THRESHOLD) -> GenerateSummary:
     """The generate stage as the CLI runs it: its own stage runner (lock, guards, pool)."""
-    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, catalog=catalog) as runner:
+    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, catalog=catalog,
+                     models=[generator]) as runner:
         return generate_profiles(runner, n=n, mode=mode, seed=seed, generator=generator, force=force,
                                  concurrency=concurrency, max_attempts=max_attempts, qc_threshold=qc_threshold)

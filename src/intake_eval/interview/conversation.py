@@ -47,7 +47,7 @@ class PlannedConversation:
     # first in plan order) carries its usage, whichever actually made the call, so records are
     # the same however a run was interrupted and resumed.
     records_opening_usage: bool = True
-    # Issue 8: after the last turn, ask the clinician for its case formulation (not a turn).
+    # After the last turn, ask the clinician for its case formulation (not a turn).
     formulation: bool = False
 
     @property
@@ -140,7 +140,7 @@ async def run_conversation(item: PlannedConversation, participants: Participants
         termination = "empty_after_length" if exc.kind == "empty_after_length" else "model_error"
         who = participants.clinician if role == "clinician" else participants.patient
         error = f"{role} {_name(who)} at turn {len(turns) + (1 if opening else 0)}: {exc.format_message()}"
-    # --- issue 8: post-intake case formulation (formulation_step.py); a failure is recorded, never fatal
+    # post-intake case formulation (interview/formulation.py); a failure is recorded, never fatal
     formulation = None
     if item.formulation and termination in ("completed", "clinician_ended"):
         formulation = await request_formulation(
@@ -148,7 +148,6 @@ async def run_conversation(item: PlannedConversation, participants: Participants
             conversation_id=conversation_id, turn=len(turns), max_turns=item.max_turns, trial=item.trial,
             on_result=lambda result: count("formulation", result),
         )
-    # --- end issue 8
     return Conversation(
         conversation_id=conversation_id,
         profile_id=item.profile.profile_id,

@@ -1,4 +1,4 @@
-"""Formulations for conversations already on disk (issue 8, resume).
+"""Formulations for conversations already on disk (resume).
 
 ``run --formulation`` (and ``study`` with ``formulation: true``) asks again for the formulation of
 every planned conversation that is ok on disk but has none to show:
@@ -9,7 +9,7 @@ every planned conversation that is ok on disk but has none to show:
 
 The request is exactly the one ``conversation.run_conversation`` makes after the last turn: the
 clinician's own view of the recorded transcript (``participants.clinician_messages``) plus the
-formulation instruction (``formulation_step.request_formulation``). The conversation is appended again
+formulation instruction (``interview.formulation.request_formulation``). The conversation is appended again
 with the new formulation (the store keeps the latest record per id, the stage compacts), its turns and
 their usage untouched. An ``invalid`` formulation (the model answered but was still not valid after
 one repair) is a recorded outcome of the model and is never asked again.

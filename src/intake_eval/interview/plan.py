@@ -48,7 +48,7 @@ class RunSettings:
     concurrency: int = 16
     limit: int | None = None
     budget: float | None = None
-    formulation: bool = False  # issue 8: post-intake case formulation after the last turn
+    formulation: bool = False  # post-intake case formulation after the last turn
 
 
 def plan_conversations(profiles: list[Profile], settings: RunSettings) -> list[PlannedConversation]:
@@ -72,7 +72,7 @@ def plan_conversations(profiles: list[Profile], settings: RunSettings) -> list[P
 
 
 def prompt_names(settings: RunSettings) -> list[str]:
-    formulation = {"formulation", "formulation_repair"} if settings.formulation else set()  # issue 8
+    formulation = {"formulation", "formulation_repair"} if settings.formulation else set()
     return sorted({f"clinician_{c}" for c in settings.conditions} | set(PATIENT_PROMPTS[settings.patient_mode]) | formulation)
 
 
@@ -161,7 +161,7 @@ def stage_config(settings: RunSettings, specs: dict[str, Any], profiles_path: Pa
         "prompts": prompt_hashes(prompt_names(settings)),
         "profiles_sha256": file_hash(profiles_path),
     }
-    if settings.formulation:  # issue 8; absent when off, so earlier runs keep their config hash
+    if settings.formulation:  # absent when off, so earlier runs keep their config hash
         config["formulation"] = True
     if settings.patient_mode == "tracked":
         config["tracker"] = settings.tracker or settings.patient

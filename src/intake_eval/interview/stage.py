@@ -74,7 +74,7 @@ async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, 
     refresh = on_update or (lambda _totals: None)
     refresh(totals)
     await request_missing_formulations(plan, pool, paths=paths, concurrency=concurrency, budget=budget,
-                                       totals=totals, refresh=refresh)  # issue 8: see formulation_resume
+                                       totals=totals, refresh=refresh)  # see formulation_resume
     if not todo:
         return totals
     patient_model = pool.get(patient)
@@ -184,7 +184,8 @@ def execute_run(paths: RunPaths, settings: RunSettings, *, models_file: Path | N
                 use_cache: bool = True, force: bool = False, console: Any = None) -> RunResult:
     """The run stage as the CLI runs it: models, lock, guards, conversations with progress, compaction."""
     tracker = (settings.tracker or settings.patient) if settings.patient_mode == "tracked" else None
-    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console) as runner:
+    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console,
+                     models=[*settings.clinicians, settings.patient, tracker]) as runner:
         begin_run_stage(runner, settings, force=force)
         plan = plan_conversations(load_profiles(paths), settings)
         totals = RunTotals()

@@ -26,6 +26,7 @@ from intake_eval.core.store import (
     iter_json_lines,
     iter_records,
 )
+from intake_eval.core.usage import CLINICIAN_ROLES
 from intake_eval.metrics.agreement import (
     PairedLabels,
     agreement_rows,
@@ -88,12 +89,13 @@ def _conversation_meta(paths: RunPaths, collected: _Collected) -> None:
     for path in paths.conversation_files():
         for data in iter_json_lines(path):
             usage = data.get("usage") or {}
-            clinician_usage = usage.get("clinician") or {}
+            # the clinician's calls: its turns and its post-intake formulation
+            clinician_usage = [usage.get(role) or {} for role in CLINICIAN_ROLES]
             collected.conversations[str(data.get("conversation_id"))] = {
                 "clinician": data.get("clinician", ""), "condition": data.get("condition", "minimal"),
                 "patient_mode": data.get("patient_mode", "prompted"), "status": data.get("status", "ok"),
-                "tokens": int(clinician_usage.get("prompt_tokens", 0)) + int(clinician_usage.get("completion_tokens", 0)),
-                "cost": float(clinician_usage.get("cost_usd", 0.0)),
+                "tokens": sum(int(u.get("prompt_tokens", 0)) + int(u.get("completion_tokens", 0)) for u in clinician_usage),
+                "cost": sum(float(u.get("cost_usd", 0.0)) for u in clinician_usage),
                 "profile_id": str(data.get("profile_id", "")),
                 "usage": {str(role): usage_of(raw) for role, raw in usage.items()} if isinstance(usage, dict) else {},
             }
@@ -362,7 +364,6 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
     }
     tables.update(cost_tables(collected.conversations, collected.rows, collected.outcomes))
     written = {name: write_csv(paths.metrics(name), columns, rows) for name, (columns, rows) in tables.items()}
-    # --- issue 8: safety.csv (+ diagnosis.csv when conversations carry formulations), see diagnosis_tables.py
+    # safety.csv (+ diagnosis.csv when conversations carry formulations), see metrics/clinical.py
     written.update(write_diagnosis_metrics(paths, collector=diagnosis))
-    # --- end issue 8
     return written

@@ -38,7 +38,7 @@ class PatientConfig(Strict):
 
 
 class QCConfig(Strict):
-    """Patient QC before the study (issue 9): refuse to start when the patient leaks too often."""
+    """Patient QC before the study: refuse to start when the patient leaks too often."""
 
     enabled: bool = False
     max_leak_rate: float = Field(0.05, ge=0.0, le=1.0)

@@ -3,7 +3,7 @@
 The runner's ``on_done`` puts every finished ok conversation on an asyncio queue that judge workers
 consume (one judge call set per conversation and judge, as ``judging.judge_conversation`` makes
 them), so the judging costs little wall time beyond the conversations. Afterwards
-``judging.judge_stage`` sweeps up whatever an earlier, interrupted invocation left unjudged, the
+``judge.stage.judge_stage`` sweeps up whatever an earlier, interrupted invocation left unjudged, the
 files are compacted, and the run and judge stages are finished through the stage runner (counts and
 usage read from the records on disk).
 """
@@ -45,7 +45,7 @@ def _run_settings(config: StudyConfig) -> RunSettings:
         clinicians=list(config.clinicians), patient=config.patient.model, patient_mode=config.patient.mode,
         tracker=config.patient.tracker, turns=config.turns, conditions=list(config.conditions),
         trials=config.trials, concurrency=config.concurrency, budget=config.budget,
-        formulation=config.formulation,  # issue 8
+        formulation=config.formulation,
     )
 
 
