@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from intake_eval.core.records import Usage
+from intake_eval.core.usage import usage_of
 from intake_eval.metrics.figures import DomainOutcome
 
 ROLES = ("clinician", "formulation", "patient", "tracker", "judge")
@@ -34,14 +35,6 @@ COST_COLUMNS = (*ARM, "role", "conversations", "calls", "prompt_tokens", "comple
 COST_PER_DOMAIN_COLUMNS = ("judge", *ARM, "conversations", "surfaced_domains", "hidden_domains", "calls", "tokens",
                            "cost_usd", "cost_known", "cost_usd_per_surfaced_domain", "tokens_per_surfaced_domain",
                            "calls_per_surfaced_domain")
-
-
-def usage_of(raw: Any) -> Usage:
-    """A record's usage dict as Usage; anything malformed counts as no usage (never a crash)."""
-    try:
-        return Usage.model_validate(raw) if isinstance(raw, dict) else Usage()
-    except ValueError:
-        return Usage()
 
 
 def judge_usage(row: Mapping[str, Any]) -> Usage:

@@ -26,7 +26,7 @@ from intake_eval.core.store import (
     iter_json_lines,
     iter_records,
 )
-from intake_eval.core.usage import CLINICIAN_ROLES
+from intake_eval.core.usage import CLINICIAN_ROLES, usage_of
 from intake_eval.metrics.agreement import (
     PairedLabels,
     agreement_rows,
@@ -38,7 +38,7 @@ from intake_eval.metrics.clinical import (
     load_default_catalog,
     write_diagnosis_metrics,
 )
-from intake_eval.metrics.cost import cost_tables, usage_of
+from intake_eval.metrics.cost import cost_tables
 from intake_eval.metrics.curves import PROBE_CURVE_COLUMNS, probe_curve_rows
 from intake_eval.metrics.events import DOMAIN_EVENT_COLUMNS, domain_event_rows
 from intake_eval.metrics.figures import (
