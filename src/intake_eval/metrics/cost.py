@@ -19,7 +19,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from intake_eval.core.records import Usage
-from intake_eval.core.usage import usage_of
 from intake_eval.metrics.figures import DomainOutcome
 
 ROLES = ("clinician", "formulation", "patient", "tracker", "judge")
