@@ -57,8 +57,14 @@ def surfaced(profile: Profile, conversation) -> set[str]:
     return {draw.domain for draw in profile.hidden if any(symptom in said for symptom in draw.symptoms)}
 
 
-def test_registered_as_an_offline_clinician():
+def test_registered_as_an_offline_clinician_and_listed_by_models():
+    from typer.testing import CliRunner
+
+    from intake_eval.cli import app
+
     assert "drifting" in OFFLINE_BACKENDS and "clinician" in OFFLINE_ROLES["drifting"]
+    listed = CliRunner().invoke(app, ["models"], env={"COLUMNS": "200"})
+    assert listed.exit_code == 0 and "offline/drifting" in listed.output
 
 
 def test_habits_are_seeded_by_the_conversation_and_vary_between_profiles():
