@@ -165,3 +165,27 @@ def test_csvs_match_an_independent_recomputation_row_by_row(run):
         rates = [rate for rate, _, _ in arm if rate is not None]
         assert float(row["mean_leak_adjusted_active_coverage"]) == pytest.approx(sum(rates) / len(rates), abs=1e-5)
         assert int(row["conversations_overshared"]) == sum(1 for _, overshared, _ in arm if overshared == "true")
+
+
+def _product_limit(units: list[tuple[int, bool]], turn: int) -> float:
+    """S(turn) = Π over event turns u ≤ turn of (1 − events at u ÷ at risk at u): the textbook oracle."""
+    survival = 1.0
+    for u in sorted({t for t, seen in units if seen and t <= turn}):
+        at_risk = sum(1 for t, _ in units if t >= u)
+        survival *= 1 - sum(1 for t, seen in units if seen and t == u) / at_risk
+    return survival
+
+
+def test_probe_curves_match_a_product_limit_over_the_recomputed_events(run):
+    paths, hidden_of = run
+    written = write_metrics(paths)
+    events, _ = _recompute(paths, hidden_of)
+    clinician_of = {r["conversation_id"]: r["clinician"] for r in _read(written["conversations"])}
+    rows = [r for r in _read(written["probe_curves"]) if r["curve"] == "not_yet_asked"]
+    assert rows
+    for row in rows:
+        units = [(int(e["first_asked_turn"]), True) if e["first_asked_turn"] else (int(e["last_turn"]), False)
+                 for e in events if e["judge"] == row["judge"] and clinician_of[e["conversation_id"]] == row["clinician"]
+                 and row["domain"] in ("all", e["domain"])]
+        assert int(row["n"]) == len(units)
+        assert float(row["survival"]) == pytest.approx(_product_limit(units, int(row["turn"])), abs=1e-5)
