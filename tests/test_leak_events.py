@@ -150,6 +150,12 @@ def test_csvs_match_an_independent_recomputation_row_by_row(run):
     assert got == sorted(expected_events, key=key)
     assert any(r["first_disclosure_unasked"] == "true" for r in rows)
     assert any(r["first_disclosure_unasked"] == "false" and r["actively_covered"] == "true" for r in rows)
+    clinician_of = {r["conversation_id"]: r["clinician"] for r in _read(written["conversations"])}
+    for row in _read(written["domains"]):
+        these = [e for e in expected_events if e["judge"] == row["judge"] and e["domain"] == row["domain"]
+                 and clinician_of[e["conversation_id"]] == row["clinician"]]
+        leaked = sum(e["first_disclosure_unasked"] == "true" for e in these)
+        assert float(row["leak_rate"]) == pytest.approx(leaked / len(these), abs=1e-5)
     conversations = _read(written["conversations"])
     assert len(conversations) == len(expected_conversations)
     for row in conversations:

@@ -192,7 +192,7 @@ def cells_rows(collected: _Collected) -> list[dict[str, Any]]:
 
 
 def domains_rows(collected: _Collected) -> list[dict[str, Any]]:
-    tallies: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    tallies: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
     for key, outcomes in collected.outcomes.items():
         row = collected.rows[key]
         for outcome in outcomes:
@@ -201,10 +201,11 @@ def domains_rows(collected: _Collected) -> list[dict[str, Any]]:
             tally[1] += outcome.actively_covered
             tally[2] += outcome.bled
             tally[3] += outcome.first_asked_turn is not None
+            tally[4] += outcome.leaked
     return [
         {**_group_dict(key[:-1]), "domain": key[-1], "n": n, "active_coverage_rate": covered / n,
-         "bleed_rate": bled / n, "asked_rate": asked / n}
-        for key, (n, covered, bled, asked) in sorted(tallies.items())
+         "bleed_rate": bled / n, "asked_rate": asked / n, "leak_rate": leaked / n}
+        for key, (n, covered, bled, asked, leaked) in sorted(tallies.items())
     ]
 
 
@@ -328,7 +329,7 @@ _GROUP_COLUMNS = list(GROUP)
 _ESTIMATE = ["mean_active_coverage", "mean_active_coverage_ci_low", "mean_active_coverage_ci_high", "n", "n_profiles"]
 TABLE_COLUMNS: dict[str, list[str]] = {
     "cells": [*_GROUP_COLUMNS, "phenotype", "alignment", *_ESTIMATE, "mean_bleed_rate"],
-    "domains": [*_GROUP_COLUMNS, "domain", "n", "active_coverage_rate", "bleed_rate", "asked_rate"],
+    "domains": [*_GROUP_COLUMNS, "domain", "n", "active_coverage_rate", "bleed_rate", "asked_rate", "leak_rate"],
     "trajectories": [*_GROUP_COLUMNS, "turn", "n", "mean_cumulative_coverage", *(f"share_{q}" for q in QUESTION_TYPES)],
     "agreement": ["judge_a", "judge_b", "conversations", "label", "n", "raw_agreement", "kappa", "prevalence_a", "prevalence_b"],
     "clinicians": [*_GROUP_COLUMNS, "judge_mode", "judged", *_ESTIMATE, "mean_bleed_rate",
