@@ -106,7 +106,7 @@ async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, 
             if writer is None:
                 writer = writers[item.clinician] = JsonlWriter(paths.conversations(item.clinician))
             writer.write(conversation)
-            totals.count_record(conversation, patient, tracker)
+            totals.count_record(conversation)
             refresh(totals)
             if on_done is not None:
                 outcome = on_done(conversation)
