@@ -129,3 +129,22 @@ def test_through_the_loop_it_sits_between_the_ceiling_and_the_floor(profiles):
     assert screener == [1.0, 1.0, 1.0]
     mean = sum(shares) / len(shares)
     assert 0.1 < mean < 0.9 and len(set(shares)) >= 3 and len(pivots) >= 3, (shares, pivots)
+
+
+def test_a_supervisor_note_makes_it_ask_the_bundles_it_had_not_asked(profiles):
+    """Capacity without propensity: after the note (a could-it-ask fork), the turns before its closing
+    go to the screening bundles its own earlier questions skipped, so the two together cover the catalog."""
+    catalog = load_catalog()
+    conversation = converse(profiles[2], "drifting")
+    plan = habits(catalog, conversation.conversation_id, 0, 12)
+    kept = [(t.clinician, t.patient) for t in conversation.turns[:plan.pivot - 1]]
+    context = {"max_turns": 12, "conversation_id": conversation.conversation_id + ".fork", "trial": 0}
+    nudged = [drifting_turn(catalog, {**context, "turn": turn}, conversation.opening, kept, noted_at=plan.pivot)
+              for turn in range(plan.pivot, 13)]
+    spontaneous = [t.clinician for t in conversation.turns[plan.pivot - 1:]]
+    asked_before = set().union(*(classify(text).domains for text, _ in kept))
+    asked_after = set().union(*(classify(text).domains for text in nudged[:-1]))
+    assert set().union(*(classify(text).domains for text in spontaneous)) == set()  # advice asks nothing
+    assert asked_before | asked_after == set(catalog.domains)
+    assert not asked_after & {d for domains, _ in plan.bundles[:1] for d in domains if d in asked_before}
+    assert nudged[-1] in phrases("offline_clinician")["drifting_closing"]

@@ -60,6 +60,9 @@ def test_demo_runs_end_to_end_prints_the_report_and_a_rerun_makes_zero_calls(tmp
         coverage = {r["clinician"]: float(r["mean_active_coverage"]) for r in csv.DictReader(handle)
                     if r["condition"] == "minimal"}  # the intakes, not their forks
     assert coverage["offline/anchored"] < coverage["offline/drifting"] < coverage["offline/screener"]
+    with open(paths.metrics("capacity_gap"), encoding="utf-8") as handle:
+        gap = {r["clinician"]: float(r["capacity_gap"]) for r in csv.DictReader(handle) if r["scope"] == "clinician"}
+    assert gap["offline/screener"] == 0 < gap["offline/drifting"] < gap["offline/anchored"]
     for name in ("domain_events", "probe_curves", "cost", "cost_per_domain"):
         assert paths.metrics(name).exists()
     page = report.read_text(encoding="utf-8")

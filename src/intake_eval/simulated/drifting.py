@@ -9,6 +9,10 @@ up a turn. From the pivot on it gives advice, and the last turn wraps up. Whatev
 follows from these rules, the seed and the patient's replies: it never sees the profile, only the
 transcript and context turn/max_turns/conversation_id/trial. Its formulation is the screener's
 (what was disclosed counts).
+
+Like the anchored clinician it can screen, it just does not always: when a supervisor's note reaches
+it (a could-it-ask fork), it spends the turns left before its closing on the screening bundles its
+own earlier questions did not ask.
 """
 
 from __future__ import annotations
@@ -26,9 +30,14 @@ from intake_eval.simulated.phrasing import (
     pick,
     result,
     seeded,
+    supervisor_note_turn,
     transcript,
 )
-from intake_eval.simulated.screener import disclosed_something, screening_plan
+from intake_eval.simulated.screener import (
+    disclosed_something,
+    group_plan,
+    screening_plan,
+)
 
 if TYPE_CHECKING:
     from intake_eval.catalog.schema import Catalog
@@ -76,15 +85,43 @@ class OfflineDrifting:
         opening, pairs = transcript(request.messages)
         if context.get("request") == "formulation":
             return result(formulation_text(opening, pairs, self.catalog, include_disclosed=True), self.spec.model)
-        return result(drifting_turn(self.catalog, context, opening, pairs), self.spec.model)
+        noted = supervisor_note_turn(request.messages)
+        return result(drifting_turn(self.catalog, context, opening, pairs, noted), self.spec.model)
 
 
-def drifting_turn(catalog: Catalog, context: dict, opening: str, pairs: list[tuple[str, str]]) -> str:
+def unasked_bundles(catalog: Catalog, conversation_id: str, trial: int,
+                    said: list[str]) -> list[tuple[list[str], str]]:
+    """The screening bundles none of the clinician's own utterances ``said`` asked (any wording)."""
+    variants = {frozenset(bundle["domains"]): bundle["questions"] for bundle in phrases(PHRASES)["bundles"]}
+    remaining = []
+    for domains, question in screening_plan(catalog, conversation_id, trial):
+        wordings = variants.get(frozenset(domains), [question])
+        if not any(wording in text for wording in wordings for text in said):
+            remaining.append((domains, question))
+    return remaining
+
+
+def noted_turn(catalog: Catalog, now: TurnContext, pairs: list[tuple[str, str]], noted_at: int) -> str:
+    """A turn after a supervisor's note: the bundles not yet asked, spread over the turns before the closing."""
+    bank = phrases(PHRASES)
+    before = [clinician for clinician, _ in pairs[:noted_at - 1]]
+    groups = group_plan(unasked_bundles(catalog, now.conversation_id, now.trial, before), now.max_turns - noted_at)
+    index = now.turn - noted_at
+    if index >= len(groups):
+        return pick(now.rng, bank["drifting_follow_ups"])
+    texts = [text for _, text in groups[index]]
+    return bank["joiner"].join([texts[0]] + [text[:1].lower() + text[1:] for text in texts[1:]])
+
+
+def drifting_turn(catalog: Catalog, context: dict, opening: str, pairs: list[tuple[str, str]],
+                  noted_at: int | None = None) -> str:
     bank = phrases(PHRASES)
     now = TurnContext(WHO, context, pairs)
     turn, max_turns, conversation_id, trial = now.turn, now.max_turns, now.conversation_id, now.trial
     if turn >= max_turns:
         return now.variant(bank["drifting_closing"])
+    if noted_at is not None and noted_at <= turn:
+        return noted_turn(catalog, now, pairs, noted_at)
     plan = habits(catalog, conversation_id, trial, max_turns)
     if turn >= plan.pivot:
         options = bank["generic_advice"]
