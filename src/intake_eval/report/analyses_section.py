@@ -49,6 +49,8 @@ def leak_rows(clinicians) -> list[list[str]]:
 def _series(curves, curve: str, domain: str) -> dict[str, dict[str, Any]]:
     series: dict[str, dict[str, Any]] = {}
     chosen = curves[(curves["curve"] == curve) & (curves["domain"] == domain)]
+    if not len(chosen):
+        return series
     for arm, rows in chosen.groupby(chosen.apply(_arm, axis=1), sort=True):
         rows = rows.sort_values("turn")
         series[str(arm)] = {
