@@ -147,7 +147,7 @@ def _summarize(out, paths, result, *, formulation: bool = False) -> None:
         out.print(f"formulations requested for {sum(totals.formulations.values())} conversations already on disk "
                   f"({statuses})")
     if formulation:
-        from intake_eval.interview.formulation_resume import provider_error_formulations
+        from intake_eval.interview.backfill import provider_error_formulations
 
         unanswered = provider_error_formulations(paths, sorted(result.per_clinician))
         if unanswered:
