@@ -8,7 +8,12 @@ from typing import Annotated
 
 import typer
 
-from intake_eval.commands.common import ForceOption, ModelsOption, NoCacheOption, checked_run_dir
+from intake_eval.commands.common import (
+    ForceOption,
+    ModelsOption,
+    NoCacheOption,
+    checked_run_dir,
+)
 
 ConfigArgument = Annotated[
     Path, typer.Argument(help="Study config YAML (e.g. configs/paper.yaml, configs/demo.yaml).", show_default=False)
@@ -72,7 +77,8 @@ def demo(
     = Path("runs/demo"),
 ) -> None:
     """The offline study end to end (configs/demo.yaml) in a fresh run folder: simulated patients,
-    a screening clinician (the ceiling) and an anchored one (the floor), a rule-based judge.
+    a screening clinician (the ceiling), an anchored one (the floor) and a drifting one in between,
+    a rule-based judge.
 
     No network, no keys, under a minute. Prints where the report is.
     """
