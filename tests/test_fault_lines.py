@@ -286,3 +286,14 @@ def test_sweep_case(base, tmp_path, name):
     case = next(case for case in all_cases() if case.name == name)
     result = run_case(case, base, tmp_path / "case")
     assert result["verdict"] == "pass", result
+
+
+def test_a_timeout_names_its_cause_instead_of_an_empty_detail():
+    import asyncio
+
+    from intake_eval.llm.retry import classify_failure
+
+    for error in (asyncio.TimeoutError(), TimeoutError()):
+        failure = classify_failure(error)
+        assert failure.reason == "timeout" and failure.detail == "no reply within the request timeout"
+    assert classify_failure(ConnectionResetError()).detail == "ConnectionResetError"

@@ -112,7 +112,7 @@ def retry_after_seconds(headers: Any, now: float | None = None) -> float | None:
 
 
 def _short(error: BaseException, secret: str | None = None) -> str:
-    text = " ".join(str(getattr(error, "message", None) or error).split())
+    text = " ".join(str(getattr(error, "message", None) or error).split()) or type(error).__name__  # never empty
     if secret and len(secret) >= 6:
         text = text.replace(secret, "***")  # some providers echo the key they rejected
     return text[:240] + ("…" if len(text) > 240 else "")
@@ -124,6 +124,8 @@ def classify_failure(error: BaseException, secret: str | None = None) -> Failure
 
     detail = _short(error, secret)
     if isinstance(error, (openai.APITimeoutError, asyncio.TimeoutError, TimeoutError)):
+        if not str(error).strip():  # asyncio's timeout carries no message
+            detail = "no reply within the request timeout"
         return Failure(True, "timeout", detail=detail)
     status = getattr(error, "status_code", None)
     if not isinstance(status, int):
