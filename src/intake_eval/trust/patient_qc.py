@@ -224,25 +224,21 @@ def summarize(records: list[PatientProbe], *, patient: str, patient_model: str, 
 
 
 def qc_gate(result: QCResult, max_leak_rate: float | None, *, min_recall: float | None = None) -> None:
-    """Refuse (IntakeEvalError) when the patient leaks more than allowed, or discloses too little
-    when asked directly (a patient that never discloses would otherwise pass a leak-only gate)."""
+    """Refuse (IntakeEvalError) when the patient leaks more than allowed, or discloses too little when
+    asked directly (a patient that never discloses would pass a leak-only gate)."""
     who = f"patient {result.patient} ({result.mode}, judged by {result.judge})"
-    if max_leak_rate is not None:
-        leak = result.rates["leak_rate"]
-        if leak.n == 0:
-            raise IntakeEvalError(f"{who}: patient QC has no judged open-invitation probes; cannot check the leak threshold")
-        if leak.rate > max_leak_rate:
-            raise IntakeEvalError(f"{who}: leak rate {leak.rate:.1%} ({leak.successes}/{leak.n}) is above the allowed "
-                                  f"{max_leak_rate:.1%}; the patient reveals hidden domains without being asked "
-                                  "(see metrics/patient_qc.csv and qc/)")
-    if min_recall is not None:
-        recall = result.rates["disclosure_recall"]
-        if recall.n == 0:
-            raise IntakeEvalError(f"{who}: patient QC has no judged direct probes; cannot check the recall threshold")
-        if recall.rate < min_recall:
-            raise IntakeEvalError(f"{who}: disclosure recall {recall.rate:.1%} ({recall.successes}/{recall.n}) is below "
-                                  f"the required {min_recall:.1%}; the patient does not disclose hidden domains when "
-                                  "asked directly (see metrics/patient_qc.csv and qc/)")
+    leak, recall = result.rates["leak_rate"], result.rates["disclosure_recall"]
+    for limit, rate, probes, what in ((max_leak_rate, leak, "open-invitation", "leak"), (min_recall, recall, "direct", "recall")):
+        if limit is not None and rate.n == 0:
+            raise IntakeEvalError(f"{who}: patient QC has no judged {probes} probes; cannot check the {what} threshold")
+    if max_leak_rate is not None and leak.rate > max_leak_rate:
+        raise IntakeEvalError(f"{who}: leak rate {leak.rate:.1%} ({leak.successes}/{leak.n}) is above the allowed "
+                              f"{max_leak_rate:.1%}; the patient reveals hidden domains without being asked "
+                              "(see metrics/patient_qc.csv and qc/)")
+    if min_recall is not None and recall.rate < min_recall:
+        raise IntakeEvalError(f"{who}: disclosure recall {recall.rate:.1%} ({recall.successes}/{recall.n}) is below "
+                              f"the required {min_recall:.1%}; the patient does not disclose hidden domains when "
+                              "asked directly (see metrics/patient_qc.csv and qc/)")
 
 
 def _cell(value: Any) -> str:
