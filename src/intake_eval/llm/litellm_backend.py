@@ -1,8 +1,8 @@
 """Real providers behind the one call shape: one attempt per ``complete`` (retries live in retry.py).
 
-litellm speaks to every provider. For OpenAI-compatible endpoints (``openai/…`` or
-``hosted_vllm/…`` with an ``api_base``: vLLM, Ollama, llama.cpp, a local test server) a plain
-aiohttp POST is used instead (openai_http.py): same wire format, a fraction of the CPU per call
+litellm speaks to every provider. For OpenAI-compatible endpoints (the providers listed in
+providers.py, and ``openai/…`` or ``hosted_vllm/…`` with an ``api_base``: vLLM, llama.cpp, a local
+test server) a plain aiohttp POST is used instead (openai_http.py): same wire format, a fraction of the CPU per call
 (see scripts/bench_models.py). Both paths feed the same normalisation below, so a result looks the
 same whichever path produced it. The API key is read from its variable at call time and is
 never logged, cached or put in a message.
@@ -23,11 +23,11 @@ from intake_eval.llm.base import (
     is_local_base,
 )
 from intake_eval.llm.openai_http import OpenAICompatibleClient
+from intake_eval.llm.providers import direct_route
 from intake_eval.llm.reasoning import split_reasoning
 
 # Providers whose json_schema response_format litellm forwards faithfully.
 _SCHEMA_PROVIDERS = {"openai", "hosted_vllm", "gemini", "vertex_ai", "anthropic", "azure", "fireworks_ai"}
-_OPENAI_COMPATIBLE = {"openai", "hosted_vllm"}
 _NO_KEY = "not-needed"  # OpenAI-compatible servers expect some Bearer value; local ones ignore it
 
 
@@ -63,7 +63,7 @@ def api_key_for(spec: ModelSpec) -> str | None:
 
 
 def uses_direct_http(spec: ModelSpec) -> bool:
-    return bool(spec.api_base) and spec.provider in _OPENAI_COMPATIBLE
+    return direct_route(spec) is not None
 
 
 def _strip_key(schema: Any, key: str) -> Any:
@@ -159,8 +159,9 @@ class ProviderBackend:
             raise ValueError(f"client must be 'auto' or 'litellm', not {client!r}")
         self.spec = spec
         self._http = None  # client="litellm" forces litellm even for OpenAI-compatible endpoints
-        if client == "auto" and uses_direct_http(spec):
-            self._http = OpenAICompatibleClient(spec.api_base or "", spec.timeout_s)
+        self._route = direct_route(spec) if client == "auto" else None
+        if self._route is not None:
+            self._http = OpenAICompatibleClient(self._route.base_url, spec.timeout_s)
         priced_by_litellm = not is_local_base(spec.api_base) and (
             spec.input_cost_per_token is None and spec.output_cost_per_token is None)
         if self._http is None or priced_by_litellm:
@@ -188,11 +189,12 @@ class ProviderBackend:
     async def complete(self, request: ChatRequest) -> ChatResult:
         spec = self.spec
         params = self.request_params(request)
-        api_key = api_key_for(spec)
         started = time.monotonic()
-        if self._http is not None:
-            response = await self._http.chat({"model": spec.model.split("/", 1)[1], **params}, api_key or _NO_KEY)
+        if self._http is not None and self._route is not None:
+            route = self._route
+            response = route.fix_usage(await self._http.chat(route.body(params), route.api_key(spec)))
         else:
+            api_key = api_key_for(spec)
             litellm = import_litellm()
             response = await litellm.acompletion(
                 model=spec.model, api_key=api_key, api_base=spec.api_base, timeout=spec.timeout_s,
