@@ -35,6 +35,7 @@ class ModelSpec(BaseModel):
     timeout_s: float = 120.0
     input_cost_per_token: float | None = None  # override litellm's price table
     output_cost_per_token: float | None = None
+    batch_cost_factor: float | None = None  # batch price ÷ online price (judge --batch); None → one half
     supports_json_schema: bool | None = None  # None → decided by provider prefix
     extra_params: dict[str, Any] = Field(default_factory=dict)  # passed through to the provider
     description: str = ""
