@@ -26,6 +26,7 @@ BATCH_PROVIDERS = {"openai", "together_ai", "groq", "gemini"}  # hosted provider
 DEFAULT_BATCH_COST_FACTOR = 0.5
 TERMINAL = {"completed", "failed", "expired", "cancelled", "not_found"}
 CHAT_ENDPOINT = "/v1/chat/completions"
+FILE_PURPOSE = {"together_ai": "batch-api"}  # the purpose a provider wants on a batch input file; else "batch"
 
 
 def batch_route(spec: ModelSpec) -> DirectRoute | None:
@@ -112,7 +113,8 @@ class BatchClient:
 
     async def upload(self, path: Path) -> str:
         form = aiohttp.FormData()
-        form.add_field("purpose", "batch")
+        form.add_field("purpose", FILE_PURPOSE.get(self.route.provider.name, "batch") if not self.spec.api_base
+                       else "batch")
         with open(path, "rb") as handle:
             form.add_field("file", handle, filename=path.name, content_type="application/jsonl")
             raw = await self._call("POST", "/files", data=form)

@@ -10,6 +10,7 @@ never logged, cached or put in a message.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from typing import Any
@@ -31,6 +32,7 @@ _SCHEMA_PROVIDERS = {"openai", "hosted_vllm", "gemini", "vertex_ai", "anthropic"
 _NO_KEY = "not-needed"  # OpenAI-compatible servers expect some Bearer value; local ones ignore it
 
 
+@functools.cache  # once: setting logger levels clears every logger's cache, on each call otherwise
 def import_litellm():
     """Import litellm offline-safe: local price map, no .env loading, no banner on stdout."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
