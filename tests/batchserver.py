@@ -75,6 +75,7 @@ class FakeBatchServer(FakeOpenAIServer):
         self.polls_to_finish = polls_to_finish
         self.files: dict[str, bytes] = {}
         self.uploads: list[str] = []
+        self.purposes: list[str] = []
         self.batches: dict[str, dict[str, Any]] = {}
         self.batch_auth: list[str] = []
         self.batch_lines = 0  # requests answered inside batches
@@ -85,7 +86,8 @@ class FakeBatchServer(FakeOpenAIServer):
         with self._batch_lock:
             file_id = f"file-{next(self._ids)}"
             self.files[file_id] = content
-            if purpose == "batch":
+            self.purposes.append(purpose)
+            if purpose in ("batch", "batch-api"):
                 self.uploads.append(file_id)
             return file_id
 

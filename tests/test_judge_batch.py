@@ -128,6 +128,33 @@ def test_sigkill_between_submit_and_collect_does_not_resubmit(tmp_path):
     _same_labels(_judgments(paths), online)
 
 
+def test_two_judges_and_a_provider_priced_by_the_price_table(tmp_path, monkeypatch):
+    """Together through its real route (key variable, file purpose, litellm's prices), pointed at 127.0.0.1."""
+    from intake_eval.llm.base import ModelSpec
+    from intake_eval.llm.litellm_backend import call_cost
+
+    together = "together_ai/meta-llama/Llama-3.3-70B-Instruct-Turbo"
+    monkeypatch.setenv("TOGETHER_API_KEY", "together-test-key")
+    with FakeBatchServer(_answer) as server:
+        monkeypatch.setenv("INTAKE_EVAL_BASE_URL_TOGETHER_AI", server.url)
+        models = _models_file(tmp_path, server, f"  tj:\n    model: {together}\n    temperature: 0.0\n"
+                                                 "    max_tokens: 2000\n")
+        paths = _run_folder(tmp_path)
+        result = CliRunner().invoke(app, ["judge", "--judge", "tj", "--judge", "fakejudge", "--models", models,
+                                          "--run-dir", str(paths.root), "--batch", "--batch-poll", "0.05"])
+        assert result.exit_code == 0, result.output
+        assert sorted(server.purposes) == ["batch", "batch-api"] and len(server.batches) == 2
+        assert "Bearer together-test-key" in server.batch_auth and server.request_count == 0
+    table = ModelSpec(model=together)
+    tj = [r for c in CLINICIANS for r in iter_json_lines(paths.judgments("tj", c))]
+    assert len(tj) == 2 and all(r["status"] == "ok" for r in tj)
+    for record in tj:
+        usage = record["usage"]
+        full, known = call_cost(table, usage["prompt_tokens"], usage["completion_tokens"])
+        assert known and full > 0 and usage["cost_usd"] == pytest.approx(full / 2, rel=1e-6)
+    assert [r["turns"] for r in tj] == [r["turns"] for r in _judgments(paths).values()]
+
+
 def test_a_judge_without_a_batch_api_is_one_line(tmp_path):
     paths = _run_folder(tmp_path)
     result = CliRunner().invoke(app, ["judge", "--judge", "offline/judge", "--batch", "--run-dir", str(paths.root)])

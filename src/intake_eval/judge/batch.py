@@ -12,6 +12,7 @@ after a crash collects it instead of submitting (and paying for) the same reques
 
 from __future__ import annotations
 
+import asyncio
 import json
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -203,12 +204,13 @@ async def batch_judges(runner: "StageRunner", setups: Sequence[Any], *, limit: i
                        catalog: "Catalog | None", settings: BatchSettings) -> list[Any]:
     """Submit (or pick up) each judge's batches and wait for them; the JudgeSetups to judge with
     (judge.stage imports this module, so they are not named here)."""
-    batched = []
-    for setup in setups:
+    async def one(setup: Any) -> Any:
         try:
             answers = await _answers_for(runner, setup, limit=limit, catalog=catalog, settings=settings)
         except ProviderHTTPError as error:
             raise IntakeEvalError(f"judge {setup.label} --batch: the batch API at {batch_route(setup.model.spec).base_url} "
                                   f"failed ({error}); rerun the same command to resume") from None
-        batched.append(replace(setup, model=answers))
-    return batched
+        return replace(setup, model=answers)
+
+    # every judge's batches are in flight at once: the providers work on them in parallel
+    return list(await asyncio.gather(*(one(setup) for setup in setups)))
