@@ -85,7 +85,8 @@ class BatchClient:
     def __init__(self, spec: ModelSpec, route: DirectRoute, timeout_s: float = 300.0):
         self.spec = spec
         self.route = route
-        self.timeout = aiohttp.ClientTimeout(total=timeout_s)
+        # no total: a batch file may be hundreds of MB; a stalled read still fails
+        self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=60, sock_read=timeout_s)
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> "BatchClient":
