@@ -163,3 +163,39 @@ def test_a_judge_without_a_batch_api_is_one_line(tmp_path):
     assert not paths.judge_dir("offline/judge").exists()
     assert json.loads(paths.manifest.read_text()).get("stages", {}).get("judge:offline/judge") is None \
         if paths.manifest.exists() else True
+
+
+def test_requests_are_split_within_the_batch_caps(tmp_path):
+    """Small caps force several batch files; the judgments are still those of one batch."""
+    from intake_eval.judge import batch as judge_batch
+
+    with FakeBatchServer(_answer) as server:
+        models = _models_file(tmp_path, server)
+        online = _online_reference(tmp_path, server, models)
+        paths = _run_folder(tmp_path / "batch")
+        from intake_eval.judge.stage import execute_judge
+
+        settings = judge_batch.BatchSettings(poll_s=0.05, max_requests=2, max_bytes=10**9)
+        execute_judge(paths, ["fakejudge"], models_file=models, batch=settings)
+        sizes = [len(server.files[b["input_file_id"]].splitlines()) for b in server.batches.values()]
+    assert sizes == [2, 1]  # three distinct requests, two per file
+    _same_labels(_judgments(paths), online)
+
+
+def test_a_failed_batch_line_is_asked_online(tmp_path):
+    seen: list[str] = []
+
+    def respond(body, index):
+        prompt = body["messages"][0]["content"]
+        if "Label turn 2 only" in prompt and not seen:
+            seen.append(prompt)
+            return Reply(status=500, error_message="overloaded")
+        return Reply(content=_valid_answer(body))
+
+    with FakeBatchServer(respond) as server:
+        paths = _run_folder(tmp_path)
+        result = CliRunner().invoke(app, _args(paths, _models_file(tmp_path, server), "--batch", "--batch-poll", "0.05"))
+        online = [body["messages"][0]["content"] for body in server.requests]
+    assert result.exit_code == 0, result.output
+    assert online and all(prompt == seen[0] for prompt in online)  # only the failed line went online
+    assert all(record["status"] == "ok" for record in _judgments(paths).values())

@@ -36,13 +36,15 @@ if TYPE_CHECKING:
     from intake_eval.runner.stage import StageRunner
 
 BATCH_EVENT = "judge_batch"
-MAX_BATCH_REQUESTS = 50_000  # OpenAI's cap per batch file
+MAX_BATCH_REQUESTS = 50_000  # OpenAI's caps per batch file: 50,000 requests, 200 MB
+MAX_BATCH_BYTES = 190_000_000
 
 
 @dataclass(frozen=True)
 class BatchSettings:
     poll_s: float = 30.0
     max_requests: int = MAX_BATCH_REQUESTS
+    max_bytes: int = MAX_BATCH_BYTES
     on_progress: Callable[[str], None] | None = None
 
 
@@ -125,19 +127,23 @@ async def _collect(paths: RunPaths, setup: Any, limit: int | None, catalog: "Cat
     return keys
 
 
-def _chunks(source: Path, wanted: set[str], folder: Path, size: int) -> list[tuple[Path, int]]:
+def _chunks(source: Path, wanted: set[str], folder: Path, settings: BatchSettings) -> list[tuple[Path, int]]:
+    """The wanted lines of ``source`` in files within the provider's per-batch caps: (path, lines)."""
     files: list[tuple[Path, int]] = []
     handle = None
-    with open(source, encoding="utf-8") as lines:
-        for text in lines:
-            if json.loads(text)["custom_id"] not in wanted:
+    size = 0
+    with open(source, "rb") as lines:
+        for raw in lines:
+            if json.loads(raw)["custom_id"] not in wanted:
                 continue
-            if handle is None or files[-1][1] >= size:
+            if handle is None or files[-1][1] >= settings.max_requests or size + len(raw) > settings.max_bytes:
                 if handle is not None:
                     handle.close()
                 files.append((folder / f"batch-{len(files)}.jsonl", 0))
-                handle = open(files[-1][0], "w", encoding="utf-8")
-            handle.write(text)
+                handle = open(files[-1][0], "wb")
+                size = 0
+            handle.write(raw)
+            size += len(raw)
             files[-1] = (files[-1][0], files[-1][1] + 1)
     if handle is not None:
         handle.close()
@@ -185,7 +191,7 @@ async def _answers_for(runner: "StageRunner", setup: Any, *, limit: int | None,
                     if line.body is not None and line.custom_id in keys:
                         answers[line.custom_id] = line.body
             submitted = []
-            for path, count in _chunks(source, keys - answers.keys(), Path(folder), settings.max_requests):
+            for path, count in _chunks(source, keys - answers.keys(), Path(folder), settings):
                 file_id = await client.upload(path)
                 batch = await client.create(file_id)
                 # logged before waiting: a crash from here on is resumed by collecting, not resubmitting
