@@ -1,13 +1,13 @@
 """Hosted-provider ids against a loopback server impersonating the provider: direct HTTP vs litellm.
 
     .venv/bin/python scripts/bench_providers.py [--conversations 64] [--concurrency 32] [--turns 5]
-                                                 [--delay 0.2] [--profile litellm|direct]
+                                                 [--delay 0.2] [--model PROVIDER/ID] [--profile litellm|direct]
 
 C conversations of T sequential calls each, K conversations at a time, against scripts/bench_models.py's
 server (a child process answering after --delay seconds). The bound is ⌈C/K⌉ × T × delay: what the
-run would take with a client that costs nothing. Rows: a Together id over the direct path (the
-provider pointed at the server with INTAKE_EVAL_BASE_URL_TOGETHER_AI, key and price table as for
-the real host) and the same id forced through litellm. --profile runs one row under cProfile and
+run would take with a client that costs nothing. Rows: a provider id (default a Together one) over
+the direct path (the provider pointed at the server with INTAKE_EVAL_BASE_URL_<PROVIDER>, key and
+price table as for the real host) and the same id forced through litellm. --profile runs one row under cProfile and
 prints where the client's CPU goes.
 """
 
@@ -34,26 +34,29 @@ os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
 MODEL = "together_ai/meta-llama/Llama-3.3-70B-Instruct-Turbo"
 
 
-def _pool(url: str, client: str, concurrency: int):
+def _pool(url: str, client: str, concurrency: int, model: str = MODEL):
     from intake_eval.llm.base import ModelSpec
     from intake_eval.llm.pool import ModelPool
+    from intake_eval.llm.providers import BASE_URL_OVERRIDE, PROVIDERS
 
-    os.environ["TOGETHER_API_KEY"] = "bench-key"  # loopback only: the server ignores it
-    os.environ["INTAKE_EVAL_BASE_URL_TOGETHER_AI"] = url
+    provider = PROVIDERS[model.split("/", 1)[0]]
+    key_env = provider.key_env or "BENCH_API_KEY"
+    os.environ[key_env] = "bench-key"  # loopback only: the server ignores it
+    os.environ[BASE_URL_OVERRIDE.format(provider.name.upper())] = url
     # litellm needs the loopback URL as api_base; the direct path finds it through the override
-    spec = ModelSpec(alias="bench", model=MODEL, timeout_s=60, api_key_env="TOGETHER_API_KEY",
+    spec = ModelSpec(alias="bench", model=model, timeout_s=60, api_key_env=key_env,
                      api_base=url if client == "litellm" else None)
     return ModelPool({"bench": spec}, use_cache=False, max_concurrency=concurrency, client=client)
 
 
 def run_row(url: str, client: str, conversations: int, concurrency: int, turns: int, delay: float,
-            profile: bool = False) -> dict[str, float]:
+            profile: bool = False, model: str = MODEL) -> dict[str, float]:
     from intake_eval.llm.base import ChatRequest
 
     async def main() -> dict[str, float]:
-        pool = _pool(url, client, concurrency)
-        model = pool.get("bench")
-        await model.complete(ChatRequest(messages=[{"role": "user", "content": "warm-up"}]))
+        pool = _pool(url, client, concurrency, model)
+        chat = pool.get("bench")
+        await chat.complete(ChatRequest(messages=[{"role": "user", "content": "warm-up"}]))
         gate = asyncio.Semaphore(concurrency)
 
         async def conversation(index: int) -> None:
@@ -61,7 +64,7 @@ def run_row(url: str, client: str, conversations: int, concurrency: int, turns: 
                 history = [{"role": "system", "content": "You are a clinician."}]
                 for turn in range(turns):
                     history.append({"role": "user", "content": f"Patient {index}, turn {turn}: I sleep badly."})
-                    result = await model.complete(ChatRequest(messages=list(history)))
+                    result = await chat.complete(ChatRequest(messages=list(history)))
                     history.append({"role": "assistant", "content": result.text})
 
         profiler = cProfile.Profile() if profile else None
@@ -90,6 +93,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--delay", type=float, default=0.2)
+    parser.add_argument("--model", default=MODEL, help="a provider id whose provider has an OpenAI-compatible endpoint")
     parser.add_argument("--profile", choices=["direct", "litellm"])
     parser.add_argument("--row", choices=["direct", "litellm"], help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -98,19 +102,20 @@ def main() -> None:
     if args.row:  # one row in this process, its figures as the last line
         import json
 
-        row = run_row(args.url, "auto" if args.row == "direct" else "litellm", *sizes, profile=args.profile == args.row)
+        row = run_row(args.url, "auto" if args.row == "direct" else "litellm", *sizes, profile=args.profile == args.row,
+                      model=args.model)
         print(json.dumps(row))
         return
     server = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "bench_models.py"), "--serve", "--delay",
                                str(args.delay)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         url = server.stdout.readline().strip()
-        print(f"{MODEL} at a loopback server ({args.delay * 1000:.0f} ms per answer): C={args.conversations} "
+        print(f"{args.model} at a loopback server ({args.delay * 1000:.0f} ms per answer): C={args.conversations} "
               f"conversations × {args.turns} calls, K={args.concurrency} at a time")
         print(f"{'path':10} {'wall s':>7} {'bound s':>8} {'wall/bound':>10} {'CPU ms/call':>12}")
         for which in ("direct", "litellm"):
             command = [sys.executable, __file__, "--row", which, "--url", url, "--conversations", str(args.conversations),
-                       "--concurrency", str(args.concurrency), "--turns", str(args.turns), "--delay", str(args.delay)]
+                       "--concurrency", str(args.concurrency), "--turns", str(args.turns), "--delay", str(args.delay), "--model", args.model]
             if args.profile:
                 command += ["--profile", args.profile]
             done = subprocess.run(command, capture_output=True, text=True, check=True)
