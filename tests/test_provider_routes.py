@@ -151,6 +151,8 @@ def test_missing_provider_key_is_fatal_and_named(monkeypatch):
 def test_real_hosts_and_litellm_only_providers(monkeypatch):
     for name in PROVIDERS:
         monkeypatch.delenv(f"INTAKE_EVAL_BASE_URL_{name.upper()}", raising=False)
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_BASE"):
+        monkeypatch.delenv(name, raising=False)
     expected = {
         "openai/gpt-4o": "https://api.openai.com/v1",
         "together_ai/meta-llama/Llama-3.3-70B-Instruct-Turbo": "https://api.together.xyz/v1",
@@ -167,3 +169,11 @@ def test_real_hosts_and_litellm_only_providers(monkeypatch):
                   "hosted_vllm/qwen", "offline/judge"):
         assert direct_route(ModelSpec(model=model)) is None, model
     assert direct_route(ModelSpec(model="hosted_vllm/qwen", api_base="http://127.0.0.1:8000/v1")) is not None
+
+
+def test_openai_base_url_variable_is_still_honoured(monkeypatch):
+    monkeypatch.delenv("INTAKE_EVAL_BASE_URL_OPENAI", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://proxy.example/v1/")
+    route = direct_route(resolve_spec("openai/gpt-4o", {}))
+    assert route is not None and route.base_url == "https://proxy.example/v1"
+    assert route.max_tokens_field == "max_completion_tokens" and route.key_env == "OPENAI_API_KEY"

@@ -32,11 +32,13 @@ class Provider:
     max_tokens_field: str = "max_tokens"
     # Gemini's OpenAI-compatible usage may leave the thinking tokens out of completion_tokens.
     completion_from_total: bool = False
+    base_url_env: tuple[str, ...] = ()  # variables litellm honours for this provider's URL, kept honoured
 
 
 PROVIDERS: dict[str, Provider] = {p.name: p for p in (
     # OpenAI's reasoning models refuse max_tokens; max_completion_tokens is accepted by every model.
-    Provider("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", max_tokens_field="max_completion_tokens"),
+    Provider("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", max_tokens_field="max_completion_tokens",
+             base_url_env=("OPENAI_BASE_URL", "OPENAI_API_BASE")),
     Provider("together_ai", "https://api.together.xyz/v1", "TOGETHER_API_KEY"),
     Provider("fireworks_ai", "https://api.fireworks.ai/inference/v1", "FIREWORKS_API_KEY"),
     Provider("deepseek", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY"),
@@ -92,8 +94,12 @@ class DirectRoute:
         return response
 
 
-def base_url_override(provider: str) -> str | None:
-    return os.environ.get(BASE_URL_OVERRIDE.format(provider.upper()), "").strip() or None
+def base_url_override(provider: Provider) -> str | None:
+    for name in (BASE_URL_OVERRIDE.format(provider.name.upper()), *provider.base_url_env):
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return None
 
 
 def direct_route(spec: ModelSpec) -> DirectRoute | None:
@@ -111,7 +117,7 @@ def direct_route(spec: ModelSpec) -> DirectRoute | None:
     if spec.api_base:
         # any server that speaks the protocol: older ones know only max_tokens
         return DirectRoute(provider, spec.api_base.rstrip("/"), wire_model, spec.api_key_env)
-    base_url = base_url_override(provider.name) or provider.base_url
+    base_url = base_url_override(provider) or provider.base_url
     if base_url is None:
         return None
     return DirectRoute(provider, base_url.rstrip("/"), wire_model, spec.api_key_env or provider.key_env,
