@@ -19,7 +19,7 @@ import aiohttp
 
 from intake_eval.llm.base import ChatRequest, ChatResult, ModelCallError, ModelSpec
 from intake_eval.llm.litellm_backend import ProviderBackend, normalise
-from intake_eval.llm.openai_http import ProviderHTTPError, _error_message
+from intake_eval.llm.openai_http import ProviderHTTPError
 from intake_eval.llm.providers import DirectRoute, direct_route
 
 BATCH_PROVIDERS = {"openai", "together_ai", "groq", "gemini"}  # hosted providers that serve the protocol
@@ -79,6 +79,14 @@ def batch_result(spec: ModelSpec, route: DirectRoute, request: ChatRequest, body
     return result.model_copy(update={"usage": usage})
 
 
+def _message(raw: bytes) -> str:
+    try:
+        error = json.loads(raw).get("error")
+    except (ValueError, AttributeError):
+        return raw[:300].decode(errors="replace").strip() or "no body"
+    return str(error.get("message") if isinstance(error, dict) else error)[:300]
+
+
 class BatchClient:
     """Files and batches on one server; the key is read at call time and never kept."""
 
@@ -107,7 +115,7 @@ class BatchClient:
                                              **kwargs) as response:
                 raw = await response.read()
                 if response.status >= 400:
-                    raise ProviderHTTPError(response.status, _error_message(raw), dict(response.headers))
+                    raise ProviderHTTPError(response.status, _message(raw), dict(response.headers))
         except (aiohttp.ClientError, asyncio.TimeoutError) as error:
             raise ProviderHTTPError(0, f"{type(error).__name__}: {error}", {}) from None
         return raw
