@@ -199,3 +199,18 @@ def test_a_failed_batch_line_is_asked_online(tmp_path):
     assert result.exit_code == 0, result.output
     assert online and all(prompt == seen[0] for prompt in online)  # only the failed line went online
     assert all(record["status"] == "ok" for record in _judgments(paths).values())
+
+
+def test_an_unreachable_batch_api_is_one_line_and_nothing_is_logged(tmp_path):
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    paths = _run_folder(tmp_path)
+    models = tmp_path / "models.yaml"
+    models.write_text(f"models:\n  fakejudge:\n    model: openai/fake-judge\n    api_base: http://127.0.0.1:{port}/v1\n")
+    result = CliRunner().invoke(app, _args(paths, str(models), "--batch", "--batch-poll", "0.05"))
+    assert result.exit_code == 2, result.output
+    assert "the batch API at http://127.0.0.1" in result.output and "Traceback" not in result.output
+    assert not [e for e in iter_json_lines(paths.stage_log) if e.get("event") == "judge_batch"]

@@ -79,6 +79,16 @@ def batch_result(spec: ModelSpec, route: DirectRoute, request: ChatRequest, body
     return result.model_copy(update={"usage": usage})
 
 
+def _with_id(raw: bytes, what: str) -> dict[str, Any]:
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict) or not payload.get("id"):
+        raise ProviderHTTPError(200, f"{what} answered without an id: {raw[:200]!r}", {})
+    return payload
+
+
 def _message(raw: bytes) -> str:
     try:
         error = json.loads(raw).get("error")
@@ -127,11 +137,11 @@ class BatchClient:
         with open(path, "rb") as handle:
             form.add_field("file", handle, filename=path.name, content_type="application/jsonl")
             raw = await self._call("POST", "/files", data=form)
-        return str(json.loads(raw)["id"])
+        return str(_with_id(raw, "file upload")["id"])
 
     async def create(self, input_file_id: str) -> dict[str, Any]:
         body = {"input_file_id": input_file_id, "endpoint": CHAT_ENDPOINT, "completion_window": "24h"}
-        return json.loads(await self._call("POST", "/batches", json=body))
+        return _with_id(await self._call("POST", "/batches", json=body), "batch creation")
 
     async def get(self, batch_id: str) -> dict[str, Any]:
         return json.loads(await self._call("GET", f"/batches/{batch_id}"))
