@@ -62,6 +62,16 @@ def message_end(messages: list[Message], index: int) -> tuple[int, int]:
     return index, len(str(messages[index].get("content", "")))
 
 
+def history_cache_points(messages: list[Message], static_end: int, previous_end: int | None = None) -> tuple[tuple[int, int], ...]:
+    """Cache points of a growing chat: the static block, the previous call's whole prompt (this call
+    extends it by one exchange: read from the cache) and this call's whole prompt (the next one
+    extends it: written for it)."""
+    last = len(messages) - 1
+    previous = last - 2 if previous_end is None else previous_end
+    ends = sorted({i for i in (static_end, previous, last) if 0 <= i <= last})
+    return tuple(message_end(messages, i) for i in ends)
+
+
 def with_breakpoints(spec: ModelSpec, messages: list[Message],
                      points: tuple[tuple[int, int], ...]) -> list[dict[str, Any]]:
     """The messages as sent: for a provider that caches only at explicit breakpoints, the content
