@@ -19,6 +19,7 @@ from intake_eval.report import (
     diagnosis_section,
     fmt,
     html,
+    spend_section,
     summary,
     tables,
     trust_section,
@@ -229,7 +230,8 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
     summary_path = paths.report_summary
     write_text_atomic(summary_path, summary.render_markdown(run, views, data.notes, labels,
                                                               extra=diagnosis_section.summary_markdown(data)
-                                                              + trust_section.summary_markdown(data)))
+                                                              + trust_section.summary_markdown(data)
+                                                              + spend_section.summary_markdown(data)))
     headline_path = paths.report_headline
     write_text_atomic(headline_path, headline_csv(views["headline"]))
     step(None)
