@@ -43,7 +43,10 @@ class PromptCacheModel:
     def _prefix_tokens(self, messages: list[Message], index: int, offset: int) -> int:
         """Tokens of the messages before ``index`` plus ``offset`` characters of message ``index``."""
         head = self.count_messages(messages[:index]) - 3 if index else 0  # without the reply priming
-        return head + 3 + self.count_text(str(messages[index].get("content", ""))[:offset])
+        text = str(messages[index].get("content", ""))
+        if offset * 2 > len(text):  # the whole text is counted already: subtract the short rest (±1 token at the cut)
+            return head + 3 + max(0, self.count_text(text) - self.count_text(text[offset:]))
+        return head + 3 + self.count_text(text[:offset])
 
     def _shared_tokens(self, before: list[Message], now: list[Message]) -> int:
         index = 0
