@@ -5,11 +5,16 @@ serialized messages a loopback server received), and Anthropic-bound requests ca
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 
 from intake_eval.core.prompts import PROMPTS_DIR
-from intake_eval.interview.conversation import Participants, PlannedConversation, run_conversation
+from intake_eval.interview.conversation import (
+    Participants,
+    PlannedConversation,
+    run_conversation,
+)
 from intake_eval.judge.judging import judge_conversation
 from intake_eval.llm.base import ModelSpec
 from intake_eval.llm.pool import ModelPool
@@ -73,7 +78,7 @@ def _conversation(clinician_server: FakeOpenAIServer, patient_server: FakeOpenAI
 
 def _growing(bodies: list[dict]) -> None:
     """Each request's messages are the previous request's messages plus the new exchange."""
-    for before, after in zip(bodies, bodies[1:]):
+    for before, after in itertools.pairwise(bodies):
         previous = json.dumps(before["messages"])[:-1]  # without the closing bracket
         assert json.dumps(after["messages"]).startswith(previous)
         assert len(after["messages"]) == len(before["messages"]) + 2
