@@ -107,10 +107,12 @@ def turn_prompt(conversation: Conversation, profile: Profile, turn: int, catalog
     )
 
 
-def conversation_prompt(conversation: Conversation, profile: Profile, catalog: "Catalog | None" = None) -> str:
+def conversation_prompt(conversation: Conversation, profile: Profile, catalog: "Catalog | None" = None, *,
+                        rules: str | None = None) -> str:
     turns = _turn_dicts(conversation, None)
     return render_prompt(
-        "judge_conversation", rules=rules_prompt(profile, catalog), hidden=domain_briefs(profile, catalog),
+        "judge_conversation", rules=rules if rules is not None else rules_prompt(profile, catalog),
+        hidden=domain_briefs(profile, catalog),
         opening=conversation.opening, turns=turns, last_turn=turns[-1]["turn"] if turns else 0,
     )
 
@@ -214,10 +216,13 @@ async def judge_conversation(conversation: Conversation, profile: Profile, judge
             if outcomes[-1].provider_error is not None:
                 break  # the conversation is retried as a whole later; the other turns would be paid twice
     else:
-        outcomes = [await _ask(judge_model, OFFLINE_PROMPT if offline else conversation_prompt(conversation, profile, catalog),
+        # the rules are this profile's static block, shared with its other conversations' judgments
+        rules = "" if offline else rules_prompt(profile, catalog)
+        prompt = OFFLINE_PROMPT if offline else conversation_prompt(conversation, profile, catalog, rules=rules)
+        outcomes = [await _ask(judge_model, prompt,
                                lambda text: parse_conversation(text, turn_numbers, hidden), mode=mode, hidden=hidden,
                                context={**base_context, "turn": None}, meter=meter, sample_index=attempt,
-                               what="conversation",
+                               what="conversation", cache_points=((0, len(rules)),) if rules else (),
                                max_tokens=max(judge_model.spec.max_tokens or 0, CONVERSATION_TOKENS_PER_TURN * len(turn_numbers)))]
     turns = sorted((t for outcome in outcomes for t in outcome.turns), key=lambda t: t.turn)
     provider = next((o.provider_error for o in outcomes if o.provider_error is not None), None)
