@@ -15,12 +15,12 @@ from intake_eval.core.records import QUESTION_TYPES
 from intake_eval.core.store import RunPaths, write_text_atomic
 from intake_eval.report import (
     agreement_view,
+    analyses_section,
     charts,
     diagnosis_section,
     fmt,
     forks_section,  # noqa: F401  (registers the capacity-gap section)
     html,
-    spend_section,
     summary,
     tables,
     trust_section,
@@ -232,7 +232,7 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
     write_text_atomic(summary_path, summary.render_markdown(run, views, data.notes, labels,
                                                               extra=diagnosis_section.summary_markdown(data)
                                                               + trust_section.summary_markdown(data)
-                                                              + spend_section.summary_markdown(data)))
+                                                              + analyses_section.summary_markdown(data)))
     headline_path = paths.report_headline
     write_text_atomic(headline_path, headline_csv(views["headline"]))
     step(None)
