@@ -177,7 +177,8 @@ def _print_estimate(result, out) -> None:
     out.print("[dim]Provider prompt caching: each call reads the prefix it shares with the same role's previous "
               "call (Anthropic: up to the breakpoints it marked), once that prefix reaches the provider's minimum; "
               "cached input at the provider's published cached price (litellm's table or the alias's override), "
-              "the input price where none is published. 'cached' = share of prompt tokens read from the cache; "
+              "the input price where none is published (no saving claimed). 'cached' = share of prompt tokens a prefix "
+              "cache would serve; "
               "'uncached' = the same study without provider prompt caching.[/dim]")
     for alias, cache in a.get("prompt_cache", {}).items():
         if cache["read_cost_per_token"] is not None:
