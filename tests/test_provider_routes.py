@@ -33,7 +33,7 @@ def _completion(message: dict, usage: dict, **top) -> bytes:
 SHAPES = {
     "together_ai": ("together_ai/moonshotai/Kimi-K2.6", _completion(
         {"content": "How long has it lasted?", "reasoning": "Ask about duration.", "tool_calls": []},
-        {"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42, "cached_tokens": 0}, prompt=[]),
+        {"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42, "cached_tokens": 16}, prompt=[]),
         "How long has it lasted?", "Ask about duration.", 30, 12, 0),
     "fireworks_ai": ("fireworks_ai/accounts/fireworks/models/qwen3-8b", _completion(
         {"content": "<think>Sleep first.</think>\n\nWhen did it start?"},
@@ -41,8 +41,8 @@ SHAPES = {
         "When did it start?", "Sleep first.", 25, 20, 0),
     "deepseek": ("deepseek/deepseek-reasoner", _completion(
         {"content": "Do you wake early?", "reasoning_content": "Early waking hints at mood."},
-        {"prompt_tokens": 40, "completion_tokens": 50, "total_tokens": 90, "prompt_cache_hit_tokens": 0,
-         "prompt_cache_miss_tokens": 40, "completion_tokens_details": {"reasoning_tokens": 44}},
+        {"prompt_tokens": 40, "completion_tokens": 50, "total_tokens": 90, "prompt_cache_hit_tokens": 32,
+         "prompt_cache_miss_tokens": 8, "completion_tokens_details": {"reasoning_tokens": 44}},
         system_fingerprint="fp_x"),
         "Do you wake early?", "Early waking hints at mood.", 40, 50, 44),
     "openrouter": ("openrouter/openai/gpt-4o", _completion(
@@ -98,7 +98,8 @@ def test_provider_shape_over_direct_http(provider, monkeypatch):
     usage = result.usage
     assert (usage.prompt_tokens, usage.completion_tokens, usage.reasoning_tokens) == (
         prompt_tokens, completion_tokens, reasoning_tokens)
-    expected_cost, known = call_cost(spec, prompt_tokens, completion_tokens)
+    expected_cost, known = call_cost(spec, prompt_tokens, completion_tokens, cached_tokens=usage.cached_prompt_tokens)
+    assert usage.cached_prompt_tokens == {"deepseek": 32}.get(provider, 0)  # DeepSeek's own field, mapped
     assert usage.cost_known == known and usage.cost_usd == pytest.approx(expected_cost)
     # litellm's bundled table prices none of OpenRouter's ids: unknown, as on the litellm path
     assert known == (provider != "openrouter") and (expected_cost > 0) == known

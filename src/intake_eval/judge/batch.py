@@ -3,7 +3,8 @@
 Two passes over the same ``judge_conversation`` the online judge uses, so prompts, parsing,
 validation and repair cannot drift apart:
 1. collect: every conversation still to judge is "judged" by a stand-in model that records each
-   request (nothing is written); the requests become JSONL batch files, uploaded and submitted.
+   request and answers it with a placeholder label (nothing is written); the requests become JSONL
+   batch files, uploaded and submitted.
 2. answer: the real judging runs with a model that answers from the batch output; what the batch
    did not answer (repair requests, failed lines) goes to the provider online.
 Every submitted batch is recorded in the run folder's stage log before it is awaited, so a rerun
@@ -24,7 +25,7 @@ from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import Conversation, Profile
 from intake_eval.core.store import RunPaths, done_keys, iter_json_lines, iter_records
 from intake_eval.judge.judging import judge_conversation
-from intake_eval.llm.base import ChatModel, ChatRequest, ChatResult, ModelCallError, ModelSpec
+from intake_eval.llm.base import ChatModel, ChatRequest, ChatResult, ModelSpec
 from intake_eval.llm.batch import BatchClient, batch_result, batch_route, request_line
 from intake_eval.llm.cache import cache_key
 from intake_eval.llm.litellm_backend import ProviderBackend
@@ -58,15 +59,29 @@ def check_batchable(specs: Mapping[str, ModelSpec]) -> None:
 
 
 class _Recorder:
-    """A stand-in judge: records each request it is asked, answers none."""
+    """A stand-in judge: records each first request and answers it with a valid "nothing asked" label,
+    so judge_conversation goes on to the next turn (the labels are thrown away)."""
 
     def __init__(self, spec: ModelSpec, record: Callable[[ChatRequest], None]):
         self.spec = spec
         self.record = record
 
     async def complete(self, request: ChatRequest) -> ChatResult:
-        self.record(request)
-        raise ModelCallError("collected for a batch", kind="fatal")
+        if len(request.messages) == 1:  # a repair request depends on an answer: never batched
+            self.record(request)
+        context = request.context or {}
+        profile, conversation = context["profile"], context["conversation"]
+        hidden = profile.hidden_domains
+
+        def label(number: int) -> dict[str, Any]:
+            return {"turn": number, "reasoning": "", "question_type": "other", "patient_faithful": True,
+                    "domains": [{"domain": d, "reasoning": "", "asked_about": False, "disclosed": False} for d in hidden]}
+
+        if context.get("turn") is not None:
+            answer: dict[str, Any] = label(int(context["turn"]))
+        else:
+            answer = {"turns": [label(n) for n in [0] + sorted(t.turn for t in conversation.turns)]}
+        return ChatResult(text=json.dumps(answer))
 
 
 class BatchAnswers:

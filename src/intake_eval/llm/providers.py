@@ -84,14 +84,20 @@ class DirectRoute:
         return body
 
     def fix_usage(self, response: dict[str, Any]) -> dict[str, Any]:
-        """Completion tokens include reasoning tokens, as OpenAI counts them (and litellm reports them)."""
+        """Usage in OpenAI's shape, as litellm reports it: completion tokens include reasoning tokens,
+        and DeepSeek's prompt-cache hits are ``prompt_tokens_details.cached_tokens``."""
         usage = response.get("usage") if isinstance(response, dict) else None
-        if not self.provider.completion_from_total or not isinstance(usage, dict):
+        if not isinstance(usage, dict):
             return response
-        prompt, completion, total = (int(usage.get(k) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens"))
-        if total > prompt + completion:
-            response = {**response, "usage": {**usage, "completion_tokens": total - prompt}}
-        return response
+        fixed = dict(usage)
+        details = fixed.get("prompt_tokens_details") if isinstance(fixed.get("prompt_tokens_details"), dict) else {}
+        if fixed.get("prompt_cache_hit_tokens") and not details.get("cached_tokens"):
+            fixed["prompt_tokens_details"] = {**details, "cached_tokens": int(fixed["prompt_cache_hit_tokens"])}
+        if self.provider.completion_from_total:
+            prompt, completion, total = (int(fixed.get(k) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens"))
+            if total > prompt + completion:
+                fixed["completion_tokens"] = total - prompt
+        return response if fixed == usage else {**response, "usage": fixed}
 
 
 def base_url_override(provider: Provider) -> str | None:
