@@ -13,6 +13,7 @@ from intake_eval import __version__
 from intake_eval.commands import (
     annotate,
     classify,
+    compare,
     generate,
     judge,
     models,
@@ -102,6 +103,7 @@ def _register() -> None:
     app.command("run")(run.run)
     app.command("judge")(judge.judge)
     app.command("report")(report.report)
+    app.command("compare")(compare.compare)
     app.command("study")(study.study)
     app.command("demo")(study.demo)
     app.command("estimate")(study.estimate)

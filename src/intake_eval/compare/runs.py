@@ -1,0 +1,152 @@
+"""The runs being compared: loaded through the Python API, checked to share profiles, and cut into
+per-profile values per scorer (run × judge) and entity (clinician, or clinician · condition · mode).
+
+Runs are comparable only when their profiles came from the same generate configuration (the
+generate stage's config hash in manifest.json). Entities are matched across runs by clinician when
+every run has one condition and patient mode per clinician (so "minimal" in one run pairs with
+"screening" in the other), else by the full arm.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from intake_eval.api import Run, load_run
+from intake_eval.core.errors import IntakeEvalError
+from intake_eval.report.load import order_judges
+
+HEADLINE_METRICS = ("active_coverage_rate", "bleed_rate", "first_treatment_planning_turn", "premature_closure_turn",
+                    "patient_leak_count")
+METRIC_NAMES = {"active_coverage_rate": "active coverage", "bleed_rate": "bleed rate",
+                "first_treatment_planning_turn": "first treatment-planning turn",
+                "premature_closure_turn": "premature closure turn", "patient_leak_count": "patient leaks"}
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """Who produced a set of numbers: a run folder and one of its judges."""
+
+    run: str
+    judge: str
+    primary: bool
+
+    @property
+    def label(self) -> str:
+        return f"{self.run} · {self.judge}"
+
+
+@dataclass
+class LoadedRun:
+    name: str
+    run: Run
+    manifest: dict[str, Any]
+    judges: list[str]  # primary first
+    frame: Any  # ok rows of metrics/conversations.csv
+    facts: dict[str, str] = field(default_factory=dict)  # what describes the run: conditions, patient, judges
+
+
+def _manifest(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise IntakeEvalError(f"{path}: no manifest.json; not a run folder") from None
+    except ValueError:
+        raise IntakeEvalError(f"{path / 'manifest.json'}: not valid JSON") from None
+
+
+def generate_hash(name: str, manifest: dict[str, Any]) -> str:
+    stage = (manifest.get("stages") or {}).get("generate") or {}
+    value = stage.get("config_hash")
+    if not value:
+        raise IntakeEvalError(f"{name}: manifest.json has no generate stage; compare needs the runs' profiles")
+    return str(value)
+
+
+def _facts(frame: Any, manifest: dict[str, Any], judges: list[str]) -> dict[str, str]:
+    models = manifest.get("models") or {}
+    patient = models.get("patient")
+    patients = patient if isinstance(patient, list) else [patient] if patient else []
+    names = sorted({str(p.get("alias") if isinstance(p, dict) else p) for p in patients})
+    return {"condition": ", ".join(sorted(set(frame["condition"].astype(str)))),
+            "patient mode": ", ".join(sorted(set(frame["patient_mode"].astype(str)))),
+            "patient": ", ".join(names), "judge": ", ".join(judges),
+            "clinicians": ", ".join(sorted(set(frame["clinician"].astype(str))))}
+
+
+def load_runs(paths: list[Path]) -> list[LoadedRun]:
+    if len(paths) < 2:
+        raise IntakeEvalError("compare: give at least two run folders")
+    loaded: list[LoadedRun] = []
+    names = unique_names(paths)
+    reference = None
+    for path, name in zip(paths, names):
+        if not path.is_dir():
+            raise IntakeEvalError(f"{path}: no such run folder")
+        manifest = _manifest(path)
+        hashed = generate_hash(name, manifest)
+        if reference is None:
+            reference = (name, hashed)
+        elif hashed != reference[1]:
+            raise IntakeEvalError(f"{name}: profiles come from a different generate config than {reference[0]} "
+                                  "(generate config hash differs); compare runs that share profiles.jsonl")
+        run = load_run(path)
+        if "conversations" not in run.metrics:
+            raise IntakeEvalError(f"{path}: no judged conversations yet (metrics/conversations.csv); judge the run first")
+        frame = run.conversations
+        frame = frame[frame["status"] == "ok"].copy()
+        frame["profile_id"] = frame["profile_id"].astype(str)
+        judged = {str(j): list(group["conversation_id"]) for j, group in frame.groupby("judge")}
+        judges = order_judges(judged, manifest, None)
+        loaded.append(LoadedRun(name, run, manifest, judges, frame, _facts(frame, manifest, judges)))
+    return loaded
+
+
+def unique_names(paths: list[Path]) -> list[str]:
+    """Short names for the runs: the folder name, with its parent when two folders share a name."""
+    names = [p.name or str(p) for p in paths]
+    if len(set(names)) == len(names):
+        return names
+    names = [f"{p.parent.name}/{p.name}" for p in paths]
+    return names if len(set(names)) == len(names) else [str(p) for p in paths]
+
+
+def entity_columns(runs: list[LoadedRun]) -> list[str]:
+    """Match across runs by clinician alone when each run has one scope per clinician."""
+    for loaded in runs:
+        scopes = loaded.frame.groupby("clinician")[["condition", "patient_mode"]].nunique()
+        if len(scopes) and (scopes > 1).any().any():
+            return ["clinician", "condition", "patient_mode"]
+    return ["clinician"]
+
+
+def entity_of(row: Any, columns: list[str]) -> str:
+    return " · ".join(str(row[c]) for c in columns)
+
+
+def profile_values(loaded: LoadedRun, judge: str, metric: str, columns: list[str]) -> dict[str, dict[str, float]]:
+    """entity → profile id → the metric averaged over trials (undefined values left out)."""
+    frame = loaded.frame[(loaded.frame["judge"] == judge) & loaded.frame[metric].notna()]
+    if not len(frame):
+        return {}
+    frame = frame.assign(entity=frame.apply(lambda r: entity_of(r, columns), axis=1))
+    means = frame.groupby(["entity", "profile_id"])[metric].mean()
+    out: dict[str, dict[str, float]] = {}
+    for (entity, profile), value in means.items():
+        out.setdefault(str(entity), {})[str(profile)] = float(value)
+    return out
+
+
+def scorers(runs: list[LoadedRun]) -> list[Scorer]:
+    """Every (run, judge); the first run's primary judge first: the reference."""
+    return [Scorer(loaded.name, judge, i == 0) for loaded in runs for i, judge in enumerate(loaded.judges)]
+
+
+def what_differs(a: LoadedRun, b: LoadedRun) -> str:
+    """'condition minimal → screening; patient x → y', or 'nothing recorded' when the design matches.
+    Judges are left out: which judge scored is said per scorer."""
+    changes = [f"{key} {a.facts[key]} → {b.facts[key]}" for key in a.facts
+               if key != "judge" and a.facts[key] != b.facts.get(key)]
+    return "; ".join(changes) or "nothing recorded (same design)"
