@@ -18,6 +18,7 @@ from intake_eval.report import (
     calibration_section,
     charts,
     diagnosis_section,
+    figure_files,
     fmt,
     html,
     summary,
@@ -43,6 +44,7 @@ class ReportResult:
     views: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    figures: list[Path] = field(default_factory=list)  # report/figures/* when asked for
 
 
 def _steps(progress: Callable[[str], None] | None):
@@ -172,13 +174,19 @@ def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str],
 
 
 def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[[str], None] | None = None,
-                 shard_progress: Callable[[int], None] | None = None) -> ReportResult:
+                 shard_progress: Callable[[int], None] | None = None, figures: tuple[str, ...] = ()) -> ReportResult:
     step, timings = _steps(progress)
     paths = RunPaths(Path(run_dir))
     step("reading records and metrics")
     data = load_run(paths)
     try:
-        return _build(data, paths, judge, step, timings, shard_progress)
+        result = _build(data, paths, judge, step, timings, shard_progress)
+        if figures:
+            step("writing figure files")
+            result.figures = figure_files.write_figures(render_charts, result.views, domain_labels(data),
+                                                        paths.report_dir / "figures", figures)
+            step(None)
+        return result
     finally:
         data.close()  # the record files held open for the viewer shards
 

@@ -1,0 +1,78 @@
+"""`report --figures png,svg,pdf`: every chart of the report as a standalone file in report/figures/,
+with human-readable labels (phenotype names from the catalog instead of ids, domain labels).
+
+The charts are drawn by the same code as the page's inline SVGs (build.render_charts); while it runs,
+charts.FIGURE_SINK keeps each figure open so it can be saved again in every requested format.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from intake_eval.catalog.load import load_catalog
+from intake_eval.core.errors import IntakeEvalError
+from intake_eval.report import charts
+
+FIGURE_FORMATS = ("png", "svg", "pdf")
+METADATA = {"png": {"Software": None}, "svg": {"Date": None, "Creator": None},
+            "pdf": {"CreationDate": None, "Creator": None, "Producer": None}}  # no dates: reruns give equal files
+FIGURE_NAMES = {"forest": "coverage_by_clinician", "matrix": "coverage_by_phenotype", "domains": "coverage_by_domain",
+                "trajectory": "coverage_by_turn", "qmix": "question_types_by_turn"}
+
+
+def parse_formats(text: str) -> tuple[str, ...]:
+    """'png,svg' → ('png', 'svg'); an unknown format is a one-line error naming the flag."""
+    formats = tuple(dict.fromkeys(part.strip().lower().lstrip(".") for part in text.split(",") if part.strip()))
+    unknown = [f for f in formats if f not in FIGURE_FORMATS]
+    if not formats or unknown:
+        raise IntakeEvalError(f"--figures {text}: formats are a comma-separated list of {', '.join(FIGURE_FORMATS)}")
+    return formats
+
+
+def phenotype_names() -> dict[str, str]:
+    try:
+        return {pid: phenotype.name for pid, phenotype in load_catalog().phenotypes.items()}
+    except IntakeEvalError:  # a run made with another catalog: its ids stay as they are
+        return {}
+
+
+def readable_views(views: dict[str, Any]) -> dict[str, Any]:
+    """The views with phenotype ids replaced by their catalog names."""
+    names = phenotype_names()
+    shown = copy.copy(views)
+    matrix = dict(views["matrix"])
+    matrix["alignment"] = {names.get(p, p): a for p, a in views["matrix"].get("alignment", {}).items()}
+    matrix["phenotypes"] = [names.get(p, p) for p in views["matrix"]["phenotypes"]]
+    shown["matrix"] = matrix
+    return shown
+
+
+def write_figures(render: Callable[[dict[str, Any], dict[str, str]], dict[str, str]], views: dict[str, Any],
+                  labels: dict[str, str], folder: Path, formats: tuple[str, ...]) -> list[Path]:
+    """Draw every chart with ``render`` (build.render_charts) and save each in every format."""
+    plt = charts._plt()
+    sink: list = []
+    charts.FIGURE_SINK = sink
+    try:
+        drawn = render(readable_views(views), labels)
+    finally:
+        charts.FIGURE_SINK = None
+    by_svg = {svg: fig for svg, fig in sink}
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    try:
+        for key, svg in drawn.items():
+            fig = by_svg.get(svg)
+            if fig is None:
+                continue  # the chart was not drawn (no data for it)
+            for fmt in formats:
+                target = folder / f"{FIGURE_NAMES.get(key, key)}.{fmt}"
+                fig.savefig(target, format=fmt, bbox_inches="tight", dpi=200, metadata=METADATA[fmt])
+                written.append(target)
+    finally:
+        for _, fig in sink:
+            plt.close(fig)
+    return written
