@@ -24,6 +24,7 @@ from intake_eval.commands import (
     show,
     status,
     study,
+    view,
 )
 
 _DEFAULT_SHOW_IMPL = warnings._showwarnmsg_impl  # prints; a recorder replaces it while recording
@@ -104,6 +105,7 @@ def _register() -> None:
     app.command("judge")(judge.judge)
     app.command("report")(report.report)
     app.command("compare")(compare.compare)
+    app.command("view")(view.view)
     app.command("study")(study.study)
     app.command("demo")(study.demo)
     app.command("estimate")(study.estimate)
