@@ -133,6 +133,7 @@ class ConversationTurn(BaseModel):
     patient: str
     clinician_reasoning: str | None = None
     tracker: TrackerDecision | None = None
+    nudge: str | None = None  # a fork's supervisor note, given to the clinician just before this turn
 
 
 class Conversation(Record):
@@ -154,10 +155,23 @@ class Conversation(Record):
     error: str | None = None
     usage: dict[str, Usage] = Field(default_factory=dict)  # role -> usage
     formulation: dict | None = None  # post-intake case formulation, validated elsewhere
+    fork: dict | None = None  # a counterfactual fork: {parent, at, turn, nudge}; None for an original intake
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def arm_condition(self) -> str:
+        return arm_condition(self.condition, self.fork)
+
+
+def arm_condition(condition: str, fork: dict | None) -> str:
+    """The condition a conversation is analysed under: a fork is its own arm ("minimal+review@closure"),
+    never mixed with the intakes it was forked from."""
+    if not fork:
+        return condition
+    return f"{condition}+{fork.get('nudge', '')}@{fork.get('at', '')}"
 
 
 # ---------------------------------------------------------------- judgments

@@ -15,7 +15,7 @@ import json
 import os
 import re
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -295,6 +295,21 @@ def compact(path: Path, key: str) -> int:
             handle.write(latest[k] + "\n")
     os.replace(tmp, path)
     return len(latest)
+
+
+def drop_records(path: Path, unwanted: Callable[[dict[str, Any]], bool]) -> int:
+    """Rewrite a JSONL file without the records ``unwanted`` picks (atomically); returns how many went."""
+    if not path.exists():
+        return 0
+    kept, dropped = [], 0
+    for data in iter_json_lines(path):
+        if unwanted(data):
+            dropped += 1
+        else:
+            kept.append(dumps_record(data) + "\n")
+    if dropped:
+        write_text_atomic(path, "".join(kept))
+    return dropped
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -39,10 +39,23 @@ def _add(total: dict[str, Usage], alias: str, usage: Usage) -> None:
     total[alias] = total.get(alias, Usage()).add(usage)
 
 
-def conversation_usage(paths: RunPaths, clinicians: Iterable[str], owners: Mapping[str, str]) -> dict[str, Usage]:
-    """Per alias over the conversations of ``clinicians``; ``owners`` maps patient/tracker roles to aliases."""
+def belongs_to(stage_name: str, data: Mapping[str, Any]) -> bool:
+    """Whether a conversation record is the run stage's (an intake) or a given fork stage's."""
+    fork = data.get("fork") if isinstance(data.get("fork"), Mapping) else None
+    if stage_name.startswith("fork:"):
+        _, at, nudge = (stage_name.split(":", 2) + ["", ""])[:3]
+        return fork is not None and fork.get("at") == at and fork.get("nudge") == nudge
+    return fork is None
+
+
+def conversation_usage(paths: RunPaths, clinicians: Iterable[str], owners: Mapping[str, str],
+                       stage_name: str = "run") -> dict[str, Usage]:
+    """Per alias over the conversations of ``clinicians`` that belong to ``stage_name`` (the intakes, or one
+    fork stage's forks); ``owners`` maps patient/tracker roles to aliases."""
     total: dict[str, Usage] = {}
     for data in latest_lines([paths.conversations(alias) for alias in clinicians], "conversation_id").values():
+        if not belongs_to(stage_name, data):
+            continue
         clinician = str(data.get("clinician", ""))
         for role, raw in (data.get("usage") or {}).items():
             _add(total, clinician if role in CLINICIAN_ROLES else owners.get(role, role), _usage(raw))
@@ -91,11 +104,12 @@ def stage_usage(paths: RunPaths, name: str, stage: Mapping[str, Any]) -> dict[st
     config = stage.get("config") or {}
     if name == "generate":
         return {str(config.get("generator", "generator")): profile_usage(paths)}
-    if name == "run":
+    if name == "run" or name.startswith("fork:"):
         clinicians = sorted((stage.get("additive_models") or {}).get("clinician", {}))
-        patient = str(config.get("patient", "patient"))
-        owners = {"patient": patient, "tracker": str(config.get("tracker") or patient)}
-        return conversation_usage(paths, clinicians, owners)
+        roles = (config.get("models") or {})
+        patient = next(iter(roles.get("patient") or {}), str(config.get("patient", "patient")))
+        tracker = next(iter(roles.get("tracker") or {}), str(config.get("tracker") or patient))
+        return conversation_usage(paths, clinicians, {"patient": patient, "tracker": tracker}, name)
     if name.startswith("judge:"):
         return {str(config.get("alias", name.removeprefix("judge:"))): judgment_usage(paths, name.removeprefix("judge:"))}
     if name.startswith("qc-patient "):
@@ -123,9 +137,10 @@ def records_done(paths: RunPaths, name: str, stage: Mapping[str, Any]) -> int | 
 
     if name == "generate":
         return len(latest_lines([paths.profiles], "profile_id"))
-    if name == "run":
+    if name == "run" or name.startswith("fork:"):
         clinicians = sorted((stage.get("additive_models") or {}).get("clinician", {}))
-        return ok(latest_lines([paths.conversations(alias) for alias in clinicians], "conversation_id"))
+        lines = latest_lines([paths.conversations(alias) for alias in clinicians], "conversation_id")
+        return ok({key: data for key, data in lines.items() if belongs_to(name, data)})
     if name.startswith("judge:"):
         folder = paths.judge_dir(name.removeprefix("judge:"))
         return ok(latest_lines(sorted(folder.glob("*.jsonl")) if folder.is_dir() else [], "conversation_id"))

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.prompts import prompt_hashes
-from intake_eval.core.records import Conversation, Profile, Usage
+from intake_eval.core.records import Conversation, Profile
 from intake_eval.core.store import (
     RunPaths,
     done_keys,
@@ -94,7 +94,6 @@ class RunTotals:
     per_clinician: dict[str, dict[str, int]] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)  # reason -> count
     formulations: dict[str, int] = field(default_factory=dict)  # re-requested for ok records: status -> count
-    usage: dict[str, Usage] = field(default_factory=dict)  # model alias -> usage (from records)
 
     @property
     def not_started(self) -> int:
@@ -106,7 +105,7 @@ class RunTotals:
             self.dollars += result.usage.cost_usd
             self.cost_known = self.cost_known and result.usage.cost_known
 
-    def count_record(self, conversation: Conversation, patient: str, tracker: str | None) -> None:
+    def count_record(self, conversation: Conversation) -> None:
         cell = self.per_clinician.setdefault(conversation.clinician, {"ok": 0, "failed": 0})
         if conversation.ok:
             self.ok += 1
@@ -115,11 +114,6 @@ class RunTotals:
             self.failed += 1
             cell["failed"] += 1
             self.failures[conversation.status] = self.failures.get(conversation.status, 0) + 1
-        owners = {"clinician": conversation.clinician, "formulation": conversation.clinician, "patient": patient,
-                  "tracker": tracker or patient}
-        for role, usage in conversation.usage.items():
-            alias = owners.get(role, role)
-            self.usage[alias] = self.usage.get(alias, Usage()).add(usage)
 
 
 def pending(plan: list[PlannedConversation], paths: RunPaths) -> tuple[list[PlannedConversation], int]:

@@ -20,6 +20,7 @@ from intake_eval.report import (
     diagnosis_section,
     figure_files,
     fmt,
+    forks_section,  # noqa: F401  (registers the capacity-gap section)
     html,
     summary,
     tables,

@@ -45,6 +45,13 @@ class QCConfig(Strict):
     profiles: int = Field(10, ge=1)
 
 
+class ForkConfig(Strict):
+    """A counterfactual fork: re-run each intake from ``at`` with the supervisor's ``nudge``."""
+
+    at: str = Field("closure", description="closure | first-planning | a turn number")
+    nudge: str = Field("review", pattern=r"^[A-Za-z0-9_-]+$", description="prompts/nudge_<nudge>.j2")
+
+
 class StudyConfig(Strict):
     name: str = Field(..., min_length=1, pattern=r"^[A-Za-z0-9._-]+$", description="run name → runs/<name>")
     description: str = ""
@@ -63,6 +70,7 @@ class StudyConfig(Strict):
     budget: float | None = Field(None, gt=0, description="dollars; stop launching new work once reached")
     cache: bool = True
     qc: QCConfig = Field(default_factory=QCConfig)
+    forks: list[ForkConfig] = Field(default_factory=list, description="could-it-ask forks, judged like any intake")
 
     @field_validator("clinicians", "judges", "conditions")
     @classmethod

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.store import JsonlWriter, RunPaths
+from intake_eval.forks.plan import parse_fork_at
+from intake_eval.forks.stage import run_fork_stage
 from intake_eval.interview.plan import (
     RunSettings,
     RunTotals,
@@ -160,10 +162,34 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
                                                             catalog=catalog,
                                                             on_done=lambda judgment: progress.judged(judgment.ok)))
     run = finish_run_stage(runner, plan, totals, interrupted=interrupted)
+    forks: dict[str, dict[str, int]] = {}
+    if not interrupted and config.forks:
+        if laps is not None:
+            laps("judge sweep")
+        forks, sweep, interrupted = _forks(config, runner, settings, setups, force=force)
+        if laps is not None:
+            laps("forks")
     judged = finish_judge_stages(runner, setups, interrupted=interrupted,
                                  aborted=sweep.aborted if sweep is not None else None)
     if interrupted:
         raise KeyboardInterrupt
-    if laps is not None:
+    if laps is not None and not config.forks:
         laps("judge sweep")
-    return {"run": run.counts, "judge": judged}
+    return {"run": run.counts, "judge": judged, **({"forks": forks} if forks else {})}
+
+
+def _forks(config: StudyConfig, runner: StageRunner, settings: RunSettings, setups: list, *,
+           force: bool) -> tuple[dict[str, dict[str, int]], Any, bool]:
+    """Every configured fork (after the intakes are judged: a closure fork needs the labels), then one
+    judge sweep so the forks are judged like any intake."""
+    counts = {}
+    for fork in config.forks:
+        result = run_fork_stage(runner, settings, at=parse_fork_at(fork.at, config.turns), nudge=fork.nudge,
+                                force=force)
+        counts[result.stage] = {"planned": result.planned, "ok": result.ok, "failed": result.failed,
+                                "not_forked": sum(result.skipped.values())}
+        if result.interrupted:
+            return counts, None, True
+    sweep, interrupted = runner.run(lambda: judge_stage(runner.paths, setups, concurrency=config.concurrency,
+                                                        catalog=runner.catalog))
+    return counts, sweep, interrupted

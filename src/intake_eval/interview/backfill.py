@@ -107,14 +107,12 @@ async def request_missing_formulations(plan: list[PlannedConversation], pool: An
                 totals.budget_reached = True
                 return
             item, conversation = todo.popleft()
-            updated, spent = await complete_formulation(item, conversation, pool.get(item.clinician), on_call=on_call)
+            updated, _ = await complete_formulation(item, conversation, pool.get(item.clinician), on_call=on_call)
             if item.clinician not in writers:
                 writers[item.clinician] = JsonlWriter(paths.conversations(item.clinician))
             writers[item.clinician].write(updated)
             status = str((updated.formulation or {}).get("status", "missing"))
             totals.formulations[status] = totals.formulations.get(status, 0) + 1
-            if spent.calls:
-                totals.usage[item.clinician] = totals.usage.get(item.clinician, Usage()).add(spent)
             done += 1
             refresh(totals)
             await asyncio.sleep(0)  # offline clinicians never suspend: let Ctrl-C and other workers in
