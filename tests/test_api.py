@@ -68,3 +68,10 @@ def test_import_intake_eval_stays_light():
     code = "import sys, intake_eval; print(any(m.startswith(('pandas', 'intake_eval.api')) for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_tables_are_read_only_when_used(run_dir):
+    run = intake_eval.load_run(run_dir)
+    assert "turn_labels" in run.metrics and len(run.metrics) == len(list((run_dir / "metrics").glob("*.csv")))
+    run.conversations
+    assert sorted(run.metrics._read) == ["conversations"]

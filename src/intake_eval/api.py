@@ -14,6 +14,7 @@ conversation × judge), ``run.turn_labels`` (one row per conversation × judge �
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,31 @@ class RunRecords:
         return [found[key] for key in sorted(found)]
 
 
+class MetricsTables(Mapping):
+    """The metrics CSVs of a folder as a read-only mapping; a table is read on first access (turn_labels
+    of a large study is big, and most uses need one or two tables)."""
+
+    def __init__(self, folder: Path) -> None:
+        self._paths = {path.stem: path for path in sorted(folder.glob("*.csv"))} if folder.is_dir() else {}
+        self._read: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._read:
+            import pandas as pd
+
+            self._read[name] = pd.read_csv(self._paths[name])  # KeyError for an unknown table, as a dict does
+        return self._read[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+    def __repr__(self) -> str:
+        return f"MetricsTables({sorted(self._paths)})"
+
+
 class Run:
     """One run folder: ``records`` (typed), ``conversations``, ``turn_labels`` and ``metrics`` (DataFrames)."""
 
@@ -66,12 +92,9 @@ class Run:
         return f"Run({str(self.path)!r}, tables={sorted(self.metrics)})"
 
     @cached_property
-    def metrics(self) -> dict[str, Any]:
-        """metrics/<name>.csv → DataFrame, for every CSV in the folder."""
-        import pandas as pd
-
-        folder = self.paths.metrics_dir
-        return {path.stem: pd.read_csv(path) for path in sorted(folder.glob("*.csv"))} if folder.is_dir() else {}
+    def metrics(self) -> Mapping[str, Any]:
+        """metrics/<name>.csv → DataFrame, for every CSV in the folder (each read when first used)."""
+        return MetricsTables(self.paths.metrics_dir)
 
     def table(self, name: str) -> Any:
         try:
