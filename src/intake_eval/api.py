@@ -70,6 +70,9 @@ class MetricsTables(Mapping):
             self._read[name] = pd.read_csv(self._paths[name])  # KeyError for an unknown table, as a dict does
         return self._read[name]
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._paths  # without reading the table
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._paths)
 
