@@ -90,7 +90,18 @@ def test_runs_of_other_profiles_are_refused_in_one_line(runs, tmp_path):
     assert result.exit_code == 2
     assert result.output.strip().count("\n") == 0
     assert "different generate config" in result.output
-    assert invoke("compare", str(runs[0])).exit_code == 2
+    single = invoke("compare", str(other))
+    assert single.exit_code == 2 and "nothing to compare" in single.output
+
+
+def test_one_run_with_two_judges_gets_the_judge_sensitivity_alone(runs, tmp_path):
+    minimal = runs[0]
+    if not (minimal / "judgments" / CONTRARY).exists():
+        add_contrary_judge(minimal)
+    result = invoke("compare", str(minimal), "--out", str(tmp_path / "one"))
+    assert result.exit_code == 0, result.output
+    assert "depends on judge: ordering flips" in result.output
+    assert "One run: no run-to-run differences." in (tmp_path / "one" / "compare.html").read_text()
 
 
 def test_verdict_names_changed_conclusions_without_flips():

@@ -9,10 +9,11 @@ import typer
 
 
 def compare(
-    run_dirs: Annotated[list[Path], typer.Argument(help="Run folders whose profiles come from the same generate config; the first is the reference.", show_default=False)],
+    run_dirs: Annotated[list[Path], typer.Argument(help="Run folders whose profiles come from the same generate config (the first is the reference), or one run with several judges.", show_default=False)],
     out: Annotated[Path | None, typer.Option("--out", help="Folder for compare.html, compare.md and compare_paired.csv (default: RUN_A/compare).", show_default=False)] = None,
 ) -> None:
-    """Compare runs that interviewed the same profiles (e.g. another condition, patient model or judge).
+    """Compare runs that interviewed the same profiles (e.g. another condition, patient model or judge),
+    or the judges of one run.
 
     Paired differences with 95% CIs for every headline metric (later run minus the first, matched
     profiles); clinician rankings per run × judge with Kendall's τ, flipped orderings and changed

@@ -93,12 +93,18 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(clean(c) for c in row) + " |" for row in rows]
 
 
+def _no_pairs(comparison: Comparison) -> str:
+    return "One run: no run-to-run differences." if len(comparison.runs) == 1 else "No matched profiles."
+
+
 def markdown(comparison: Comparison) -> str:
     lines = ["# Comparison: " + " vs ".join(r.name for r in comparison.runs), "", f"**Verdict:** {comparison.verdict}", "",
              "## Runs", ""] + _md_table(RUNS_HEADER, runs_rows(comparison)) + [""]
     lines += ["## Paired differences (later run minus first, matched profiles, 95% bootstrap CI over profiles)", ""]
     for title, rows in paired_table(comparison).items():
         lines += [f"### {title}", ""] + _md_table(PAIRED_HEADER, rows) + [""]
+    if not comparison.paired:
+        lines += [_no_pairs(comparison), ""]
     lines += ["## Sensitivity of conclusions", "", "Reference: the first run's primary judge.", ""]
     lines += _md_table(RANK_HEADER, rank_rows(comparison)) + ["", "### Paired tests per scorer", ""]
     lines += _md_table(TEST_HEADER, test_rows(comparison))
@@ -122,7 +128,7 @@ def page(comparison: Comparison) -> str:
     names = " vs ".join(r.name for r in comparison.runs)
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     paired = "".join(f"<h3>{escape(title)}</h3>" + _html_table(PAIRED_HEADER, rows)
-                     for title, rows in paired_table(comparison).items()) or "<p class='empty'>No matched profiles.</p>"
+                     for title, rows in paired_table(comparison).items()) or f"<p class='empty'>{escape(_no_pairs(comparison))}</p>"
     cards = [
         _card("verdict", "Verdict", "Does every ranking and paired conclusion hold across judges and runs?",
               f"<p><b>{escape(comparison.verdict)}</b></p>"),

@@ -77,8 +77,8 @@ def _facts(frame: Any, manifest: dict[str, Any], judges: list[str]) -> dict[str,
 
 
 def load_runs(paths: list[Path]) -> list[LoadedRun]:
-    if len(paths) < 2:
-        raise IntakeEvalError("compare: give at least two run folders")
+    if not paths:
+        raise IntakeEvalError("compare: give one run folder with several judges, or two or more run folders")
     loaded: list[LoadedRun] = []
     names = unique_names(paths)
     reference = None
@@ -101,6 +101,9 @@ def load_runs(paths: list[Path]) -> list[LoadedRun]:
         judged = {str(j): list(group["conversation_id"]) for j, group in frame.groupby("judge")}
         judges = order_judges(judged, manifest, None)
         loaded.append(LoadedRun(name, run, manifest, judges, frame, _facts(frame, manifest, judges)))
+    if len(loaded) == 1 and len(loaded[0].judges) < 2:
+        raise IntakeEvalError(f"{paths[0]}: one run with one judge has nothing to compare; give a second run folder "
+                              "or judge this run with another judge")
     return loaded
 
 
