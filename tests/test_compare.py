@@ -80,6 +80,7 @@ def test_a_contrary_judge_flips_the_ranking_and_the_verdict_says_so(runs, tmp_pa
     assert f"minimal · {CONTRARY}: depends on judge: ordering flips for offline/anchored vs offline/screener" in \
         result.output.replace("\n", " ")
     assert "| -1.00 |" in markdown  # Kendall's τ of the reversed ranking
+    assert f"| minimal · {CONTRARY} | -1.00 | +1.00 | -1.00 |" in markdown  # its row of the τ matrix
     assert "robust to condition minimal → screening" in markdown
     assert "offline/anchored > offline/screener" in markdown  # the contrary judge's paired conclusion
 

@@ -10,7 +10,7 @@ from typing import Any
 from markupsafe import escape
 
 from intake_eval.compare.runs import METRIC_NAMES, LoadedRun
-from intake_eval.compare.sensitivity import ScorerView, Sensitivity
+from intake_eval.compare.sensitivity import ScorerView, Sensitivity, kendall_tau
 from intake_eval.report import fmt
 
 PAIRED_HEADER = ["Clinician", "Metric", "Pairs", "First run", "Later run", "Difference [95% CI]", "Permutation p"]
@@ -82,6 +82,17 @@ def rank_rows(comparison: Comparison) -> list[list[str]]:
     return rows
 
 
+def tau_table(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
+    """Kendall's τ between the rankings of every two scorers."""
+    labels = [view.scorer.label for view in comparison.views]
+    rows = []
+    for view in comparison.views:
+        cells = [fmt.DASH if (tau := kendall_tau(view.scores, other.scores)) is None else f"{tau:+.2f}"
+                 for other in comparison.views]
+        rows.append([view.scorer.label, *cells])
+    return ["Kendall's τ", *labels], rows
+
+
 def test_rows(comparison: Comparison) -> list[list[str]]:
     return [[view.scorer.label, f"{a} vs {b}", result] for view in comparison.views
             for (a, b), result in sorted(view.tests.items())]
@@ -106,7 +117,8 @@ def markdown(comparison: Comparison) -> str:
     if not comparison.paired:
         lines += [_no_pairs(comparison), ""]
     lines += ["## Sensitivity of conclusions", "", "Reference: the first run's primary judge.", ""]
-    lines += _md_table(RANK_HEADER, rank_rows(comparison)) + ["", "### Paired tests per scorer", ""]
+    lines += _md_table(RANK_HEADER, rank_rows(comparison)) + ["", "### Kendall's τ between every two rankings", ""]
+    lines += _md_table(*tau_table(comparison)) + ["", "### Paired tests per scorer", ""]
     lines += _md_table(TEST_HEADER, test_rows(comparison))
     return "\n".join(lines) + "\n"
 
@@ -138,7 +150,8 @@ def page(comparison: Comparison) -> str:
               "each run's primary judge; 95% CI from resampling profiles; paired permutation test.", paired),
         _card("sensitivity", "Sensitivity of conclusions", "Clinicians ranked by mean active coverage for every run × judge; "
               "Kendall's τ and flipped orderings against the reference (the first run's primary judge).",
-              _html_table(RANK_HEADER, rank_rows(comparison)) + "<h3>Paired tests per scorer</h3>"
+              _html_table(RANK_HEADER, rank_rows(comparison)) + "<h3>Kendall's τ between every two rankings</h3>"
+              + _html_table(*tau_table(comparison)) + "<h3>Paired tests per scorer</h3>"
               + _html_table(TEST_HEADER, test_rows(comparison))),
     ]
     nav = "".join(f"<a href='#{i}'>{t}</a>" for i, t in (("verdict", "Verdict"), ("runs", "Runs"), ("paired", "Paired differences"),
