@@ -12,7 +12,8 @@ from intake_eval.commands.common import DEFAULT_RUN_DIR, ForceOption, RunDirOpti
 app = typer.Typer(
     help=(
         "Validate a judge against people: `export` a blinded annotation pack (offline HTML form + CSV sheet) "
-        "of judged turns; `import` the filled CSVs to get judge-vs-human and human-vs-human Cohen's κ."
+        "of judged turns; `import` the filled CSVs to get judge-vs-human and human-vs-human Cohen's κ "
+        "(and, for an `export --for-calibration` pack, active coverage corrected for judge error)."
     ),
     no_args_is_help=True,
 )
@@ -76,7 +77,8 @@ def _export_calibration(paths, n: int, judge: str | None, seed: int, ci_width: f
                    *(f"if {e:.0%} disagree" for e in PLANNING_DISAGREEMENTS)):
         table.add_column(column, justify="left" if column == "arm" else "right")
     for plan in result.plans:
-        needs = ["not reachable" if k is None else f"{k} ({round(k * plan.items_per_conversation)} items)"
+        needs = ["not reachable" if k is None else f"all {plan.conversations} are too few" if k > plan.conversations
+                 else f"{k} ({round(k * plan.items_per_conversation)} items)"
                  for k in (plan.needed[e] for e in PLANNING_DISAGREEMENTS)]
         table.add_row(arm_name(plan.arm), str(plan.conversations), str(plan.sampled), f"{plan.judge_mean:.3f}",
                       f"{plan.judge_sd:.3f}", f"{plan.items_per_conversation:.0f}", *needs)
