@@ -185,7 +185,7 @@ def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[
         if figures:
             step("writing figure files")
             result.figures = figure_files.write_figures(render_charts, result.views, domain_labels(data),
-                                                        paths.report_dir / "figures", figures)
+                                                        paths.report_dir / "figures", figures, paths)
             step(None)
         return result
     finally:

@@ -1,5 +1,6 @@
 """`report --figures png,svg,pdf`: every chart of the report as a standalone file in report/figures/,
-with human-readable labels (phenotype names from the catalog instead of ids, domain labels).
+with human-readable labels (phenotype names from the catalog instead of ids, domain labels), 95 %
+bands on the coverage trajectories and a per-domain dot plot with intervals (paper_figures.py).
 
 The charts are drawn by the same code as the page's inline SVGs (build.render_charts); while it runs,
 charts.FIGURE_SINK keeps each figure open so it can be saved again in every requested format.
@@ -14,13 +15,15 @@ from typing import Any
 
 from intake_eval.catalog.load import load_catalog
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.store import RunPaths
 from intake_eval.report import charts
+from intake_eval.report.paper_figures import domain_rates, trajectory_bands, with_bands
 
 FIGURE_FORMATS = ("png", "svg", "pdf")
 METADATA = {"png": {"Software": None}, "svg": {"Date": None, "Creator": None},
             "pdf": {"CreationDate": None, "Creator": None, "Producer": None}}  # no dates: reruns give equal files
 FIGURE_NAMES = {"forest": "coverage_by_clinician", "matrix": "coverage_by_phenotype", "domains": "coverage_by_domain",
-                "trajectory": "coverage_by_turn", "qmix": "question_types_by_turn"}
+                "trajectory": "coverage_by_turn", "qmix": "question_types_by_turn", "domain_rates": "coverage_by_domain_ci"}
 
 
 def parse_formats(text: str) -> tuple[str, ...]:
@@ -51,13 +54,19 @@ def readable_views(views: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_figures(render: Callable[[dict[str, Any], dict[str, str]], dict[str, str]], views: dict[str, Any],
-                  labels: dict[str, str], folder: Path, formats: tuple[str, ...]) -> list[Path]:
-    """Draw every chart with ``render`` (build.render_charts) and save each in every format."""
+                  labels: dict[str, str], folder: Path, formats: tuple[str, ...], paths: RunPaths) -> list[Path]:
+    """Draw every chart with ``render`` (build.render_charts), trajectories with their CI bands and
+    the per-domain rates with intervals, and save each in every format."""
     plt = charts._plt()
+    shown = readable_views(views)
+    shown["trajectories"] = with_bands(views["trajectories"], trajectory_bands(
+        paths, views.get("primary"), views.get("arm_labels", {})))
     sink: list = []
     charts.FIGURE_SINK = sink
     try:
-        drawn = render(readable_views(views), labels)
+        drawn = dict(render(shown, labels))
+        if views["domains"]["domains"]:
+            drawn["domain_rates"] = domain_rates(views["domains"], labels)
     finally:
         charts.FIGURE_SINK = None
     by_svg = {svg: fig for svg, fig in sink}
@@ -68,6 +77,9 @@ def write_figures(render: Callable[[dict[str, Any], dict[str, str]], dict[str, s
             fig = by_svg.get(svg)
             if fig is None:
                 continue  # the chart was not drawn (no data for it)
+            if key == "trajectory" and any("lo" in line for line in shown["trajectories"].values()):
+                axes = fig.axes[0]
+                axes.set_title(axes.get_title(loc="left") + "; shaded: 95% CI over profiles", loc="left")
             for fmt in formats:
                 target = folder / f"{FIGURE_NAMES.get(key, key)}.{fmt}"
                 fig.savefig(target, format=fmt, bbox_inches="tight", dpi=200, metadata=METADATA[fmt])
