@@ -48,6 +48,8 @@ def test_every_chart_is_written_in_every_format_and_opens(run_dir):
     for pid in shown:
         assert any(catalog.phenotypes[pid].name in text for text in texts)
         assert not any(text.split("  ")[0] == pid for text in texts)
+    trajectory = ET.parse(folder / "coverage_by_turn.svg").getroot()
+    assert any("95% CI" in (el.text or "") for el in trajectory.iter() if el.tag.endswith("text"))
     assert "coverage_by_phenotype" not in (run_dir / "report" / "index.html").read_text()  # the page keeps inline SVGs
 
 
