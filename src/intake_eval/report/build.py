@@ -15,6 +15,7 @@ from intake_eval.core.records import QUESTION_TYPES
 from intake_eval.core.store import RunPaths, write_text_atomic
 from intake_eval.report import (
     agreement_view,
+    analyses_section,
     calibration_section,
     charts,
     diagnosis_section,
@@ -185,7 +186,8 @@ def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[
         if figures:
             step("writing figure files")
             result.figures = figure_files.write_figures(render_charts, result.views, domain_labels(data),
-                                                        paths.report_dir / "figures", figures, paths)
+                                                        paths.report_dir / "figures", figures, paths,
+                                                        sections=lambda: html.optional_sections(data))
             step(None)
         return result
     finally:
@@ -240,6 +242,7 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
     write_text_atomic(summary_path, summary.render_markdown(run, views, data.notes, labels,
                                                               extra=diagnosis_section.summary_markdown(data)
                                                               + trust_section.summary_markdown(data)
+                                                              + analyses_section.summary_markdown(data)
                                                               + calibration_section.summary_markdown(data)))
     headline_path = paths.report_headline
     write_text_atomic(headline_path, headline_csv(views["headline"]))

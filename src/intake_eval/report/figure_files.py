@@ -53,10 +53,27 @@ def readable_views(views: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
+def section_charts(sections: list[Any], sink: list) -> dict[str, str]:
+    """File name → svg for the charts drawn inside optional sections (named after their section)."""
+    named: dict[str, str] = {}
+    for svg, _ in sink:
+        owner = next((section for section in sections if svg in section.html), None)
+        if owner is None:
+            continue
+        base = owner.id.replace("-", "_")
+        name, number = base, 2
+        while name in named:
+            name, number = f"{base}_{number}", number + 1
+        named[name] = svg
+    return named
+
+
 def write_figures(render: Callable[[dict[str, Any], dict[str, str]], dict[str, str]], views: dict[str, Any],
-                  labels: dict[str, str], folder: Path, formats: tuple[str, ...], paths: RunPaths) -> list[Path]:
-    """Draw every chart with ``render`` (build.render_charts), trajectories with their CI bands and
-    the per-domain rates with intervals, and save each in every format."""
+                  labels: dict[str, str], folder: Path, formats: tuple[str, ...], paths: RunPaths,
+                  sections: Callable[[], list[Any]] | None = None) -> list[Path]:
+    """Draw every chart with ``render`` (build.render_charts), trajectories with their CI bands, the
+    per-domain rates with intervals and the charts of the optional sections (``sections`` renders
+    them again), and save each in every format."""
     plt = charts._plt()
     shown = readable_views(views)
     shown["trajectories"] = with_bands(views["trajectories"], trajectory_bands(
@@ -67,6 +84,9 @@ def write_figures(render: Callable[[dict[str, Any], dict[str, str]], dict[str, s
         drawn = dict(render(shown, labels))
         if views["domains"]["domains"]:
             drawn["domain_rates"] = domain_rates(views["domains"], labels)
+        if sections is not None:
+            section_sink = len(sink)
+            drawn.update(section_charts(sections(), sink[section_sink:]))
     finally:
         charts.FIGURE_SINK = None
     by_svg = {svg: fig for svg, fig in sink}
