@@ -25,7 +25,9 @@ def test_every_chart_is_written_in_every_format_and_opens(run_dir):
     result = CliRunner().invoke(app, ["report", "--run-dir", str(run_dir), "--figures", "png,svg,pdf"])
     assert result.exit_code == 0, result.output
     folder = run_dir / "report" / "figures"
-    names = sorted(FIGURE_NAMES.values())
+    names = sorted({p.stem for p in folder.iterdir()})
+    assert set(FIGURE_NAMES.values()) <= set(names)  # the page's charts and the interval plots
+    assert "probe_curves" in names  # a chart drawn inside an optional section, named after it
     assert sorted(p.name for p in folder.iterdir()) == sorted(f"{n}.{f}" for n in names for f in ("png", "svg", "pdf"))
     for name in names:
         with Image.open(folder / f"{name}.png") as image:
@@ -74,6 +76,11 @@ def test_trajectory_bands_surround_the_mean_of_every_turn(run_dir):
         banded = with_bands({label: line}, bands)[label]
         assert len(banded["lo"]) == len(banded["hi"]) == len(line["turns"])
     assert checked > 10 and widths > 0  # some turns vary across profiles
+
+
+def test_a_second_call_leaves_only_the_formats_asked_for(run_dir):
+    assert CliRunner().invoke(app, ["report", "--run-dir", str(run_dir), "--figures", "svg", "-q"]).exit_code == 0
+    assert {p.suffix for p in (run_dir / "report" / "figures").iterdir()} == {".svg"}
 
 
 def test_unknown_formats_are_one_line_errors(run_dir):

@@ -91,6 +91,9 @@ def write_figures(render: Callable[[dict[str, Any], dict[str, str]], dict[str, s
         charts.FIGURE_SINK = None
     by_svg = {svg: fig for svg, fig in sink}
     folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.iterdir():  # the folder is ours: files of an earlier call must not linger
+        if stale.suffix.lstrip(".") in FIGURE_FORMATS:
+            stale.unlink()
     written = []
     try:
         for key, svg in drawn.items():
