@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from intake_eval.cli import app
 from intake_eval.compare.runs import Scorer
-from intake_eval.compare.sensitivity import ScorerView, compare_views
+from intake_eval.metrics.sensitivity import ScorerView, compare_views
 from tests.offline_runs import offline_run
 
 CONTRARY = "contrary-judge"
@@ -114,3 +114,15 @@ def test_verdict_names_changed_conclusions_without_flips():
     assert found.verdict == "depends on judge: test conclusion changes for x vs y: x > y → no difference"
     same = compare_views(reference, ScorerView(b, {"x": 0.9, "y": 0.1}, {("x", "y"): "x > y"}), "judge choice")
     assert same.verdict == "robust to judge choice"
+
+
+def test_the_report_of_a_run_with_two_judges_shows_the_judge_sensitivity(runs):
+    minimal, screening = runs
+    if not (minimal / "judgments" / CONTRARY).exists():
+        add_contrary_judge(minimal)
+    assert invoke("report", "--run-dir", str(minimal), "--quiet").exit_code == 0
+    page = (minimal / "report" / "index.html").read_text()
+    assert "Sensitivity to judge choice" in page
+    assert "depends on judge: ordering flips for offline/anchored vs offline/screener" in page
+    assert invoke("report", "--run-dir", str(screening), "--quiet").exit_code == 0
+    assert "Sensitivity to judge choice" not in (screening / "report" / "index.html").read_text()  # one judge

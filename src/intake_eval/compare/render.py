@@ -10,7 +10,7 @@ from typing import Any
 from markupsafe import escape
 
 from intake_eval.compare.runs import METRIC_NAMES, LoadedRun
-from intake_eval.compare.sensitivity import ScorerView, Sensitivity, kendall_tau
+from intake_eval.metrics.sensitivity import ScorerView, Sensitivity, kendall_tau
 from intake_eval.report import fmt
 
 PAIRED_HEADER = ["Clinician", "Metric", "Pairs", "First run", "Later run", "Difference [95% CI]", "Permutation p"]

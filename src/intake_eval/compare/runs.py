@@ -16,6 +16,7 @@ from typing import Any
 
 from intake_eval.api import Run, load_run
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.metrics.sensitivity import entity_profile_values
 from intake_eval.report.load import order_judges
 
 HEADLINE_METRICS = ("active_coverage_rate", "bleed_rate", "first_treatment_planning_turn", "premature_closure_turn",
@@ -125,21 +126,9 @@ def entity_columns(runs: list[LoadedRun]) -> list[str]:
     return ["clinician"]
 
 
-def entity_of(row: Any, columns: list[str]) -> str:
-    return " · ".join(str(row[c]) for c in columns)
-
-
 def profile_values(loaded: LoadedRun, judge: str, metric: str, columns: list[str]) -> dict[str, dict[str, float]]:
     """entity → profile id → the metric averaged over trials (undefined values left out)."""
-    frame = loaded.frame[(loaded.frame["judge"] == judge) & loaded.frame[metric].notna()]
-    if not len(frame):
-        return {}
-    frame = frame.assign(entity=frame.apply(lambda r: entity_of(r, columns), axis=1))
-    means = frame.groupby(["entity", "profile_id"])[metric].mean()
-    out: dict[str, dict[str, float]] = {}
-    for (entity, profile), value in means.items():
-        out.setdefault(str(entity), {})[str(profile)] = float(value)
-    return out
+    return entity_profile_values(loaded.frame, judge, metric, columns)
 
 
 def scorers(runs: list[LoadedRun]) -> list[Scorer]:

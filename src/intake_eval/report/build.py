@@ -23,6 +23,7 @@ from intake_eval.report import (
     fmt,
     forks_section,  # noqa: F401  (registers the capacity-gap section)
     html,
+    sensitivity_section,  # noqa: F401  (registers the judge-sensitivity section)
     summary,
     tables,
     trust_section,
