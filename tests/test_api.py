@@ -14,6 +14,8 @@ from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import Conversation, Judgment, Profile
 from tests.offline_runs import offline_run
 
+pytestmark = pytest.mark.slow  # offline studies end to end
+
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
@@ -73,5 +75,5 @@ def test_import_intake_eval_stays_light():
 def test_tables_are_read_only_when_used(run_dir):
     run = intake_eval.load_run(run_dir)
     assert "turn_labels" in run.metrics and len(run.metrics) == len(list((run_dir / "metrics").glob("*.csv")))
-    run.conversations
+    assert len(run.conversations)
     assert sorted(run.metrics._read) == ["conversations"]

@@ -16,6 +16,8 @@ from intake_eval.cli import app
 from intake_eval.core.errors import IntakeEvalError
 from tests.offline_runs import offline_run
 
+pytestmark = pytest.mark.slow  # offline studies end to end
+
 LATE = 4  # the rule-following annotator: the judge is right, except that nothing after turn 4 counts as asked
 
 
@@ -71,7 +73,7 @@ def test_export_samples_whole_conversations_per_arm_and_plans_the_labels(run_dir
 def test_import_writes_the_calibrated_estimate_beside_the_judge_only_one(run_dir, tmp_path):
     assert invoke("annotate", "export", "--for-calibration", "--n", "5", "--run-dir", str(run_dir)).exit_code == 0
     key = json.loads((run_dir / "annotations" / "key.json").read_text())
-    one = sorted(key["sampled"].values())[0][0]
+    one = min(key["sampled"].values())[0]
     filled = fill(run_dir, tmp_path / "ann.csv", strict=True, skip_conversation=one)
     result = invoke("annotate", "import", str(filled), "--run-dir", str(run_dir))
     assert result.exit_code == 0, result.output

@@ -15,6 +15,8 @@ from intake_eval.cli import app
 from intake_eval.report.figure_files import FIGURE_NAMES
 from tests.offline_runs import offline_run
 
+pytestmark = pytest.mark.slow  # offline studies end to end
+
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:

@@ -15,6 +15,8 @@ from typer.testing import CliRunner
 from intake_eval.cli import app
 from tests.offline_runs import offline_run
 
+pytestmark = pytest.mark.slow  # offline studies end to end
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 

@@ -64,7 +64,11 @@ def _export_calibration(paths, n: int, judge: str | None, seed: int, ci_width: f
 
     from intake_eval.commands.common import console
     from intake_eval.core.store import RunLock
-    from intake_eval.trust.calibration import PLANNING_DISAGREEMENTS, arm_name, export_calibration_pack
+    from intake_eval.trust.calibration import (
+        PLANNING_DISAGREEMENTS,
+        arm_name,
+        export_calibration_pack,
+    )
 
     with RunLock(paths):
         result = export_calibration_pack(paths, per_arm=n, judge=judge, seed=seed, ci_width=ci_width, force=force)

@@ -25,7 +25,7 @@ def paired_rows(runs: list[LoadedRun], columns: list[str]) -> list[dict[str, Any
             values_b = profile_values(other, judge_b, metric, columns)
             for entity in sorted(values_a.keys() & values_b.keys()):
                 a, b = values_a[entity], values_b[entity]
-                seed = "|".join(("compare", first.name, other.name, entity, metric))
+                seed = f"compare|{first.name}|{other.name}|{entity}|{metric}"
                 test = paired_comparison(b, a, seed=seed)
                 if not test.n_pairs:
                     continue

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
@@ -99,7 +99,9 @@ def test_rows(comparison: Comparison) -> list[list[str]]:
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    clean = lambda text: str(text).replace("|", "\\|")  # noqa: E731
+    def clean(text: object) -> str:
+        return str(text).replace("|", "\\|")
+
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(":---" if i == 0 else "---:" for i in range(len(header))) + " |"]
     return lines + ["| " + " | ".join(clean(c) for c in row) + " |" for row in rows]
 
@@ -138,7 +140,7 @@ def _card(section_id: str, title: str, lede: str, body: str) -> str:
 def page(comparison: Comparison) -> str:
     css = resources.files("intake_eval.report").joinpath("assets/report.css").read_text(encoding="utf-8")
     names = " vs ".join(r.name for r in comparison.runs)
-    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     paired = "".join(f"<h3>{escape(title)}</h3>" + _html_table(PAIRED_HEADER, rows)
                      for title, rows in paired_table(comparison).items()) or f"<p class='empty'>{escape(_no_pairs(comparison))}</p>"
     cards = [

@@ -14,7 +14,7 @@ HOST = "127.0.0.1"
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - the stdlib's name
+    def log_message(self, format: str, *args) -> None:
         pass  # one line per request would bury the URL
 
 

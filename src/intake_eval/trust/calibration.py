@@ -27,7 +27,12 @@ from typing import Any
 
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import Profile
-from intake_eval.core.store import RunPaths, iter_records, stable_hash, write_text_atomic
+from intake_eval.core.store import (
+    RunPaths,
+    iter_records,
+    stable_hash,
+    write_text_atomic,
+)
 from intake_eval.metrics.figures import figures
 from intake_eval.metrics.ppi import labels_needed, mean_ci, ppi_mean_ci
 from intake_eval.metrics.reading import iter_judgment_labels, write_csv
@@ -250,7 +255,7 @@ def import_calibration(paths: RunPaths, files: list[Path]) -> tuple[list[dict[st
     sampled = {cid for cids in key.get("sampled", {}).values() for cid in cids}
     missing = sampled - judged.keys()
     if missing:
-        raise IntakeEvalError(f"{paths.annotation_key}: sampled conversation {sorted(missing)[0]} is no longer judged "
+        raise IntakeEvalError(f"{paths.annotation_key}: sampled conversation {min(missing)} is no longer judged "
                               f"ok by {alias}; export a new pack")
     human, incomplete = human_rates(key, humans, {cid: j.hidden for cid, j in judged.items()})
     rows = calibrated_rows(alias, judged, human, incomplete)
