@@ -34,3 +34,19 @@ def test_judge_sensitivity_over_conversation_rows():
     assert found[0].flips == ["a vs b"]  # a tie against a strict order counts as a flip
     assert found[0].verdict.startswith("depends on judge: ordering flips for a vs b; test conclusion changes")
     assert judge_sensitivity(pd.DataFrame(rows), ["primary"], ["clinician"]) == ([], [])
+
+
+def test_arms_pair_across_runs_that_differ_in_condition_forks_included():
+    from intake_eval.compare.runs import LoadedRun, assign_entities
+
+    def run(name: str, conditions: list[str]) -> LoadedRun:
+        frame = pd.DataFrame([{"clinician": c, "condition": cond, "patient_mode": "tracked"}
+                              for c in ("x", "y") for cond in conditions])
+        return LoadedRun(name, None, {}, ["judge"], frame)
+
+    first, second = run("a", ["minimal", "minimal+review@closure"]), run("b", ["screening", "screening+review@closure"])
+    assert assign_entities([first, second]) == ["entity"]
+    assert list(first.frame["entity"]) == list(second.frame["entity"]) == ["x", "x +review@closure", "y", "y +review@closure"]
+    same_a, same_b = run("a", ["minimal", "screening"]), run("b", ["minimal", "screening"])
+    assign_entities([same_a, same_b])  # the runs share their conditions: they stay in the entity
+    assert list(same_a.frame["entity"]) == ["x · minimal", "x · screening", "y · minimal", "y · screening"]

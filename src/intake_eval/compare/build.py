@@ -8,7 +8,7 @@ from pathlib import Path
 
 from intake_eval.compare.paired import PAIRED_COLUMNS, paired_rows
 from intake_eval.compare.render import Comparison, markdown, page
-from intake_eval.compare.runs import entity_columns, load_runs
+from intake_eval.compare.runs import assign_entities, load_runs
 from intake_eval.compare.sensitivity import sensitivity
 from intake_eval.core.store import write_text_atomic
 from intake_eval.metrics.reading import write_csv
@@ -24,7 +24,7 @@ class CompareResult:
 
 def compare_runs(run_dirs: list[Path], out: Path | None = None) -> CompareResult:
     runs = load_runs([Path(p) for p in run_dirs])
-    columns = entity_columns(runs)
+    columns = assign_entities(runs)
     views, sensitivities, entities = sensitivity(runs, columns)
     comparison = Comparison(runs, columns, paired_rows(runs, columns), views, sensitivities, entities)
     folder = Path(out) if out is not None else Path(run_dirs[0]) / "compare"

@@ -30,6 +30,8 @@ class Comparison:
 
     @property
     def verdict(self) -> str:
+        if len(self.entities) < 2:
+            return "fewer than two clinicians were scored by every run and judge: no ranking to check"
         if not self.sensitivities:
             return "one scorer only: nothing to check the conclusions against"
         shaky = [s for s in self.sensitivities if s.flips or s.changed]

@@ -2,9 +2,10 @@
 per-profile values per scorer (run × judge) and entity (clinician, or clinician · condition · mode).
 
 Runs are comparable only when their profiles came from the same generate configuration (the
-generate stage's config hash in manifest.json). Entities are matched across runs by clinician when
-every run has one condition and patient mode per clinician (so "minimal" in one run pairs with
-"screening" in the other), else by the full arm.
+generate stage's config hash in manifest.json). Entities (what is ranked and paired) are clinicians,
+with the condition and patient mode where the runs share them (``assign_entities``): "minimal" in one
+run pairs with "screening" in the other, and their forks (minimal+review@closure with
+screening+review@closure) pair too.
 """
 
 from __future__ import annotations
@@ -117,13 +118,35 @@ def unique_names(paths: list[Path]) -> list[str]:
     return names if len(set(names)) == len(names) else [str(p) for p in paths]
 
 
-def entity_columns(runs: list[LoadedRun]) -> list[str]:
-    """Match across runs by clinician alone when each run has one scope per clinician."""
+def _base(condition: str) -> str:
+    return condition.split("+", 1)[0]  # a fork's arm is its base condition + the nudge (e.g. minimal+review@closure)
+
+
+def _part(values: list[set[str]], same: bool, one_base: bool, value: str) -> str:
+    """How one arm column enters the entity: itself when every run has the same values (and there are
+    several), the fork suffix when each run has one base value (the runs differ in it), else itself."""
+    if same:
+        return value if len(values[0]) > 1 else ""
+    if one_base:
+        return value[len(_base(value)):]
+    return value
+
+
+def assign_entities(runs: list[LoadedRun]) -> list[str]:
+    """Give every row an ``entity`` that matches across runs: the clinician, plus the condition and
+    patient mode where the runs share them. What the runs differ in (one condition each, e.g. minimal
+    vs screening, forks of each pairing up) is left out so the arms pair. Returns ["entity"]."""
+    for column in ("condition", "patient_mode"):
+        values = [set(loaded.frame[column].astype(str)) for loaded in runs]
+        same = all(v == values[0] for v in values)
+        one_base = all(len({_base(x) for x in v}) == 1 for v in values)
+        for loaded in runs:
+            loaded.frame[f"_{column}_part"] = [_part(values, same, one_base, str(x)) for x in loaded.frame[column]]
     for loaded in runs:
-        scopes = loaded.frame.groupby("clinician")[["condition", "patient_mode"]].nunique()
-        if len(scopes) and (scopes > 1).any().any():
-            return ["clinician", "condition", "patient_mode"]
-    return ["clinician"]
+        frame = loaded.frame
+        frame["entity"] = [" · ".join([str(c)] + [p for p in (cond, mode) if p]).replace(" · +", " +")
+                           for c, cond, mode in zip(frame["clinician"], frame["_condition_part"], frame["_patient_mode_part"])]
+    return ["entity"]
 
 
 def profile_values(loaded: LoadedRun, judge: str, metric: str, columns: list[str]) -> dict[str, dict[str, float]]:
@@ -139,6 +162,11 @@ def scorers(runs: list[LoadedRun]) -> list[Scorer]:
 def what_differs(a: LoadedRun, b: LoadedRun) -> str:
     """'condition minimal → screening; patient x → y', or 'nothing recorded' when the design matches.
     Judges are left out: which judge scored is said per scorer."""
-    changes = [f"{key} {a.facts[key]} → {b.facts[key]}" for key in a.facts
-               if key != "judge" and a.facts[key] != b.facts.get(key)]
+    def shown(loaded: LoadedRun, key: str) -> str:
+        if key != "condition":
+            return loaded.facts.get(key, "")
+        return ", ".join(sorted({_base(c) for c in loaded.facts[key].split(", ")}))  # forks pair up: bases differ
+
+    changes = [f"{key} {shown(a, key)} → {shown(b, key)}" for key in a.facts
+               if key != "judge" and shown(a, key) != shown(b, key)]
     return "; ".join(changes) or "nothing recorded (same design)"
