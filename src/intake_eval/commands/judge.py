@@ -27,8 +27,9 @@ def judge(
         "conversation: one call labels every turn (cheaper; recorded as judge '<alias>+conversation' so both can "
         "be compared).")] = "per-turn",
     concurrency: Annotated[int, typer.Option(
-        "--concurrency", help="Conversations judged at once (per-turn mode sends all of a conversation's turns "
-        "together; each model's rate limits still apply).")] = 8,
+        "--concurrency", help="Conversations judged at once (per-turn mode sends a conversation's turns one after "
+        "another, each reusing the previous one's prompt from the provider's prompt cache; each model's rate limits "
+        "still apply).")] = 64,
     limit: Annotated[int | None, typer.Option(
         "--limit", help="Only the first N ok conversations (by id): a cheap pilot.", show_default=False)] = None,
     no_cache: NoCacheOption = False,

@@ -23,6 +23,7 @@ from intake_eval.llm.base import (
     is_local_base,
 )
 from intake_eval.llm.openai_http import OpenAICompatibleClient
+from intake_eval.llm.prompt_cache import with_breakpoints
 from intake_eval.llm.reasoning import split_reasoning
 
 # Providers whose json_schema response_format litellm forwards faithfully.
@@ -90,20 +91,67 @@ def response_format_for(spec: ModelSpec, schema: dict[str, Any] | None) -> dict[
     return {"type": "json_schema", "json_schema": {"name": "response", "schema": schema, "strict": False}}
 
 
-def call_cost(spec: ModelSpec, prompt_tokens: int, completion_tokens: int) -> tuple[float, bool]:
-    """(dollars, known). The alias's prices win; local servers are free; else litellm's table."""
+def cache_prices(spec: ModelSpec) -> tuple[float | None, float | None]:
+    """Dollars per input token read from / written to the provider's prompt cache: the alias's
+    override, else litellm's table (not when the alias sets its own input/output prices); None
+    where neither says, and such tokens then cost the plain input price."""
+    read, write = spec.cache_read_cost_per_token, spec.cache_write_cost_per_token
+    overridden = spec.input_cost_per_token is not None or spec.output_cost_per_token is not None
+    if (read is None or write is None) and not overridden and not is_local_base(spec.api_base) and not spec.is_offline:
+        litellm = import_litellm()
+        try:
+            info = dict(litellm.get_model_info(spec.model))
+        except Exception:  # an unmapped model: no cached prices
+            info = {}
+        read = read if read is not None else info.get("cache_read_input_token_cost")
+        write = write if write is not None else info.get("cache_creation_input_token_cost")
+    return read, write
+
+
+def call_cost(spec: ModelSpec, prompt_tokens: int, completion_tokens: int, *, cached_tokens: int = 0,
+              cache_write_tokens: int = 0) -> tuple[float, bool]:
+    """(dollars, known). The alias's prices win; local servers are free; else litellm's table.
+    ``prompt_tokens`` counts every input token; the cached and cache-written ones among them are
+    priced at the provider's cache rates where known."""
+    cached = min(max(cached_tokens, 0), prompt_tokens)
+    written = min(max(cache_write_tokens, 0), prompt_tokens - cached)
     if spec.input_cost_per_token is not None or spec.output_cost_per_token is not None:
-        return ((spec.input_cost_per_token or 0.0) * prompt_tokens
-                + (spec.output_cost_per_token or 0.0) * completion_tokens), True
-    if spec.api_base and is_local_base(spec.api_base):
+        per_input = spec.input_cost_per_token or 0.0
+        full_prompt = per_input * prompt_tokens
+        completion_cost = (spec.output_cost_per_token or 0.0) * completion_tokens
+    elif spec.api_base and is_local_base(spec.api_base):
         return 0.0, True
-    litellm = import_litellm()
-    try:
-        prompt_cost, completion_cost = litellm.cost_per_token(
-            model=spec.model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
-    except Exception:  # litellm raises several types for an unmapped model; unknown is not an error
-        return 0.0, False
-    return float(prompt_cost) + float(completion_cost), True
+    else:
+        litellm = import_litellm()
+        try:
+            full_prompt, completion_cost = litellm.cost_per_token(
+                model=spec.model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+        except Exception:  # litellm raises several types for an unmapped model; unknown is not an error
+            return 0.0, False
+        per_input = float(full_prompt) / prompt_tokens if prompt_tokens else 0.0
+    if not (cached or written):
+        return float(full_prompt) + float(completion_cost), True
+    read_price, write_price = cache_prices(spec)
+    read_price = per_input if read_price is None else read_price
+    write_price = per_input if write_price is None else write_price
+    prompt_cost = float(full_prompt) - per_input * (cached + written) + read_price * cached + write_price * written
+    return prompt_cost + float(completion_cost), True
+
+
+def cache_tokens(response: Any, usage: Any) -> tuple[int, int]:
+    """(read from, written to) the provider's prompt cache, from its own usage shape: OpenAI and vLLM
+    ``prompt_tokens_details.cached_tokens`` (also litellm's mapping of Anthropic's and Gemini's counts),
+    Anthropic ``cache_read_input_tokens`` / ``cache_creation_input_tokens``, llama.cpp ``timings.cache_n``."""
+    details = _field(usage, "prompt_tokens_details")
+    read = _field(details, "cached_tokens")
+    if read is None:
+        read = _field(usage, "cache_read_input_tokens")
+    if read is None:
+        read = _field(_field(response, "timings"), "cache_n")
+    written = _field(usage, "cache_creation_input_tokens")
+    if written is None:
+        written = _field(details, "cache_creation_tokens")
+    return int(read or 0), int(written or 0)
 
 
 def _field(obj: Any, name: str) -> Any:
@@ -132,6 +180,7 @@ def normalise(spec: ModelSpec, request: ChatRequest, response: Any, latency_s: f
     prompt_tokens = int(_field(usage, "prompt_tokens") or 0)
     completion_tokens = int(_field(usage, "completion_tokens") or 0)
     reasoning_tokens = int(_field(_field(usage, "completion_tokens_details"), "reasoning_tokens") or 0)
+    cached, written = cache_tokens(response, usage)
     if not text and finish_reason == "length":
         limit = request.max_tokens if request.max_tokens is not None else spec.max_tokens
         raise ModelCallError(
@@ -139,12 +188,13 @@ def normalise(spec: ModelSpec, request: ChatRequest, response: Any, latency_s: f
             f"({reasoning_tokens or completion_tokens} tokens spent, reasoning included); raise max_tokens for this alias",
             kind="empty_after_length",
         )
-    cost, known = call_cost(spec, prompt_tokens, completion_tokens)
+    cost, known = call_cost(spec, prompt_tokens, completion_tokens, cached_tokens=cached, cache_write_tokens=written)
     return ChatResult(
         text=text,
         reasoning=reasoning,
         usage=CallUsage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                        reasoning_tokens=reasoning_tokens, cost_usd=cost, cost_known=known),
+                        reasoning_tokens=reasoning_tokens, cached_prompt_tokens=min(cached, prompt_tokens),
+                        cache_write_tokens=written, cost_usd=cost, cost_known=known),
         latency_s=latency_s,
         finish_reason=finish_reason,
         model=spec.model,
@@ -168,7 +218,7 @@ class ProviderBackend:
 
     def request_params(self, request: ChatRequest) -> dict[str, Any]:
         spec = self.spec
-        params: dict[str, Any] = {"messages": request.messages}
+        params: dict[str, Any] = {"messages": with_breakpoints(spec, request.messages, request.cache_points)}
         temperature = request.temperature if request.temperature is not None else spec.temperature
         max_tokens = request.max_tokens if request.max_tokens is not None else spec.max_tokens
         if temperature is not None:

@@ -64,6 +64,7 @@ CONVERSATION_COLUMNS = (
     "premature_closure_turn", "patient_leak_count", "n_turns", *(f"n_{q}" for q in QUESTION_TYPES),
     "caught_domains", "missed_domains", "bled_domains", "judge_calls", "judge_prompt_tokens",
     "judge_completion_tokens", "judge_cost_usd", "judge_errors", "leak_adjusted_active_coverage_rate", "overshared",
+    "judge_cached_prompt_tokens",
 )
 
 
@@ -116,6 +117,7 @@ def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: dict[
         "trial": judgment.trial, "alignment": (facts or {}).get("alignment", ""), "n_hidden": len(hidden),
         "status": judgment.status, "judge_calls": judgment.usage.calls,
         "judge_prompt_tokens": judgment.usage.prompt_tokens, "judge_completion_tokens": judgment.usage.completion_tokens,
+        "judge_cached_prompt_tokens": judgment.usage.cached_prompt_tokens,
         "judge_cost_usd": judgment.usage.cost_usd if judgment.usage.cost_known else None,
         "judge_errors": " | ".join(judgment.errors),
     }
