@@ -55,6 +55,7 @@ from intake_eval.metrics.stats import (
     median_with_undefined,
     paired_comparison,
 )
+from intake_eval.metrics.turn_labels import TURN_LABELS_TABLE, TurnLabelRows
 
 GROUP = ("judge", "clinician", "condition", "patient_mode")
 CONVERSATION_COLUMNS = (
@@ -353,7 +354,13 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
     """Compute every table from the run folder and write metrics/<name>.csv. Returns name → path."""
 
     diagnosis = RowCollector(paths, load_default_catalog())
-    collected = collect(paths, also=diagnosis.add)
+    turn_labels = TurnLabelRows()
+
+    def also(*seen: Any) -> None:
+        diagnosis.add(*seen)
+        turn_labels.add(*seen)
+
+    collected = collect(paths, also=also)
     conversation_rows = [collected.rows[key] for key in sorted(collected.rows)]
     tables = {
         "conversations": (CONVERSATION_COLUMNS, conversation_rows),
@@ -369,6 +376,7 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
     }
     tables.update(cost_tables(collected.conversations, collected.rows, collected.outcomes))
     written = {name: write_csv(paths.metrics(name), columns, rows) for name, (columns, rows) in tables.items()}
+    written[TURN_LABELS_TABLE] = turn_labels.write(paths)
     # safety.csv (+ diagnosis.csv when conversations carry formulations), see metrics/clinical.py
     written.update(write_diagnosis_metrics(paths, collector=diagnosis))
     capacity = write_capacity_gap(paths)  # could-it-ask forks, when the run has them
