@@ -297,3 +297,26 @@ def test_a_timeout_names_its_cause_instead_of_an_empty_detail():
         failure = classify_failure(error)
         assert failure.reason == "timeout" and failure.detail == "no reply within the request timeout"
     assert classify_failure(ConnectionResetError()).detail == "ConnectionResetError"
+
+
+def test_only_filesystem_faults_become_error_lines(tmp_path):
+    import errno
+
+    from intake_eval.core.errors import IntakeEvalError
+    from intake_eval.core.fs import describe_os_error, filesystem_errors
+
+    # root bypasses permissions, so EACCES is built by hand here; its wording is what a user would read
+    denied = describe_os_error(PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "run" / ".lock")))
+    assert denied == f"{tmp_path / 'run' / '.lock'}: permission denied; fix its permissions or choose another --run-dir"
+    # a network error is an OSError too, but not about the run folder: it must keep its own handling
+    assert describe_os_error(ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")) is None
+    with pytest.raises(ConnectionRefusedError), filesystem_errors():
+        raise ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")
+    # a fault inside an exception group (a TaskGroup's) is found and named
+    blocked = tmp_path / "file"
+    blocked.write_text("x")
+    with pytest.raises(IntakeEvalError, match="is a file, not a folder"), filesystem_errors():
+        try:
+            (blocked / "sub").mkdir()
+        except OSError as error:
+            raise ExceptionGroup("tasks", [error]) from None
