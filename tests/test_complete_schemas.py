@@ -184,8 +184,8 @@ def test_formulation_schema_is_closed_and_complete():
 
 @pytest.mark.parametrize(("path", "value", "problem"), [
     (("principal_diagnosis", "name"), "...", "principal_diagnosis.name is a placeholder"),
-    (("principal_diagnosis", "name"), "", "principal_diagnosis.name is empty"),
-    (("principal_diagnosis", "icd10"), "...", "principal_diagnosis.icd10 is a placeholder"),
+    (("principal_diagnosis", "name"), " ", "principal_diagnosis.name is empty"),
+    (("principal_diagnosis", "icd10"), "...", "principal_diagnosis.icd10 is not an ICD-10 code"),
     (("principal_diagnosis", "icd10"), "F..", "principal_diagnosis.icd10"),
     (("chief_complaint",), "<the main concern>", "chief_complaint is a placeholder"),
     (("differential", 0, "name"), "…", "differential.0.name is a placeholder"),

@@ -49,19 +49,21 @@ def repair_instruction(error: str) -> str:
 
 
 def response_schema() -> dict[str, Any]:
-    """The Formulation as a plain JSON schema for structured output: types, enum, required and maxItems
-    only (no $ref, titles, defaults or additionalProperties, which some providers' dialects reject)."""
-    diagnosis = {"type": "object", "properties": {"name": {"type": "string"}, "icd10": {"type": "string"}},
-                 "required": ["name", "icd10"]}
-    properties = {
-        "chief_complaint": {"type": "string"},
-        "problems": {"type": "array", "items": {"type": "string"}},
+    """The Formulation as a plain JSON schema for structured output: every property required, no
+    others allowed, names non-empty (no $ref, titles or defaults, which some dialects reject;
+    Gemini's dialect loses additionalProperties on the way out, see llm/structured.py)."""
+    def closed(properties: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+    diagnosis = closed({"name": {"type": "string", "minLength": 1}, "icd10": {"type": "string"}})
+    return closed({
+        "chief_complaint": {"type": "string", "minLength": 1},
+        "problems": {"type": "array", "items": {"type": "string", "minLength": 1}},
         "principal_diagnosis": diagnosis,
         "differential": {"type": "array", "items": diagnosis, "maxItems": MAX_DIFFERENTIAL},
         "risk_level": {"type": "string", "enum": list(RISK_LEVELS)},
         "risk_evidence": {"type": "string"},
-    }
-    return {"type": "object", "properties": properties, "required": list(properties)}
+    })
 
 
 async def request_formulation(clinician_model: ChatModel, clinician_messages: list[Message], *,

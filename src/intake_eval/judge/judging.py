@@ -112,10 +112,8 @@ def conversation_prompt(conversation: Conversation, profile: Profile, catalog: "
     )
 
 
-def _repair_prompt(error: str, mode: str, hidden: Sequence[str]) -> str:
-    expectation = ("one turn object {\"turn\", \"reasoning\", \"question_type\", \"patient_faithful\", \"domains\": [...]}"
-                   if mode == "per-turn" else "{\"turns\": [one turn object per turn]}")
-    return render_prompt("judge_repair", error=error, expectation=expectation, hidden_ids=list(hidden),
+def _repair_prompt(error: str, mode: str, hidden: Sequence[str], turns: Sequence[int]) -> str:
+    return render_prompt("judge_repair", error=error, mode=mode, turns=list(turns), hidden_ids=list(hidden),
                          question_types=list(QUESTION_TYPES))
 
 
@@ -129,11 +127,11 @@ class _Outcome:
 
 
 async def _ask(model: ChatModel, prompt: str, parse: Callable[[str], list[TurnJudgment]], *, mode: str,
-               hidden: Sequence[str], context: dict[str, Any], meter: UsageMeter, sample_index: int,
-               what: str, max_tokens: int | None = None) -> _Outcome:
+               hidden: Sequence[str], turns: Sequence[int], context: dict[str, Any], meter: UsageMeter,
+               sample_index: int, what: str, max_tokens: int | None = None) -> _Outcome:
     """One judge request and, if its answer does not validate, one repair request."""
     messages = [{"role": "user", "content": prompt}]
-    schema = response_schema(hidden, mode)
+    schema = response_schema(hidden, mode, turns)
     for attempt in range(2):
         request = ChatRequest(messages=messages, sample_index=sample_index, response_schema=schema,
                               purpose="judge", context=context, max_tokens=max_tokens)
@@ -149,7 +147,7 @@ async def _ask(model: ChatModel, prompt: str, parse: Callable[[str], list[TurnJu
                 return _Outcome(judge_error=f"{what}: {exc} (after one repair request)")
             messages = messages + [
                 {"role": "assistant", "content": result.text},
-                {"role": "user", "content": _repair_prompt(str(exc), mode, hidden)},
+                {"role": "user", "content": _repair_prompt(str(exc), mode, hidden, turns)},
             ]
     raise AssertionError("unreachable")
 
@@ -180,13 +178,14 @@ async def judge_conversation(conversation: Conversation, profile: Profile, judge
         rules = "" if offline else rules_prompt(profile, catalog)
         outcomes = await asyncio.gather(*[
             _ask(judge_model, OFFLINE_PROMPT if offline else turn_prompt(conversation, profile, number, catalog, rules=rules),
-                 lambda text, n=number: [parse_turn(text, n, hidden)], mode=mode, hidden=hidden,
+                 lambda text, n=number: [parse_turn(text, n, hidden)], mode=mode, hidden=hidden, turns=[number],
                  context={**base_context, "turn": number}, meter=meter, sample_index=attempt, what=f"turn {number}")
             for number in turn_numbers
         ])
     else:
         outcomes = [await _ask(judge_model, OFFLINE_PROMPT if offline else conversation_prompt(conversation, profile, catalog),
                                lambda text: parse_conversation(text, turn_numbers, hidden), mode=mode, hidden=hidden,
+                               turns=turn_numbers,
                                context={**base_context, "turn": None}, meter=meter, sample_index=attempt,
                                what="conversation",
                                max_tokens=max(judge_model.spec.max_tokens or 0, CONVERSATION_TOKENS_PER_TURN * len(turn_numbers)))]

@@ -128,10 +128,12 @@ class StructuredOutput:
         self.floor = 0  # index of the highest level not known to be refused
         self.worked: str | None = None  # the level that last answered
         self.rejected: dict[str, str] = {}  # level -> the server's words
+        self.used = False  # a schema request was made
         self._loop: asyncio.AbstractEventLoop | None = None
         self._probe: asyncio.Lock | None = None
 
     def level_for(self, start: str) -> str:
+        self.used = True
         return LEVELS[max(LEVELS.index(start), self.floor)]
 
     def reject(self, level: str, message: str) -> str | None:
