@@ -12,6 +12,7 @@ metered like the rest.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -92,6 +93,9 @@ class PooledModel:
 
     def _refused(self, level: str, error: Exception) -> None:
         words = " ".join(error_text(error).split())
+        secret = os.environ.get(self.spec.api_key_env, "") if self.spec.api_key_env else ""
+        if len(secret) >= 6:
+            words = words.replace(secret, "***")  # some servers echo the request's key
         words = words[:300] + ("…" if len(words) > 300 else "")
         following = self.structured.reject(level, words)
         if self.health is not None and following is not None:

@@ -105,6 +105,8 @@ async def _run_and_judge(plan: list, settings: Any, setups: list, pool: Any, pat
                 if item is None:
                     return
                 setup, conversation = item
+                if pool.stopped(setup.alias):
+                    continue  # its endpoint takes no more requests; the sweep reports why
                 judgment = await judge_conversation(conversation, profiles[conversation.profile_id], setup.model,
                                                     setup.mode, judge=setup.label, catalog=catalog)
                 out = paths.judgments(setup.label, conversation.clinician)
@@ -119,7 +121,7 @@ async def _run_and_judge(plan: list, settings: Any, setups: list, pool: Any, pat
     try:
         await run_conversations(plan, pool, paths=paths, patient=settings.patient, tracker=settings.tracker,
                                 concurrency=settings.concurrency, budget=settings.budget, on_done=on_done,
-                                totals=totals, on_update=progress.update_run)
+                                totals=totals, on_update=progress.update_run, stopped=pool.stopped)
         await queue.join()
     finally:
         for _ in workers:
@@ -157,7 +159,7 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
             laps("run+judge")
         compact_conversations(paths, settings.clinicians)
         sweep, interrupted = runner.run(lambda: judge_stage(paths, setups, concurrency=config.concurrency,
-                                                            catalog=catalog,
+                                                            catalog=catalog, stopped=runner.pool.stopped,
                                                             on_done=lambda judgment: progress.judged(judgment.ok)))
     run = finish_run_stage(runner, plan, totals, interrupted=interrupted)
     judged = finish_judge_stages(runner, setups, interrupted=interrupted,
