@@ -17,17 +17,21 @@ import pytest
 
 from intake_eval.core.formulation import parse_formulation
 from intake_eval.core.placeholders import is_placeholder
-from intake_eval.core.records import QUESTION_TYPES
+from intake_eval.core.records import QUESTION_TYPES, ConversationTurn
 from intake_eval.interview.formulation import request_formulation
 from intake_eval.interview.formulation import response_schema as formulation_schema
 from intake_eval.interview.participants import clinician_messages
 from intake_eval.interview.tracker import parse_tracker_answer, tracker_schema
 from intake_eval.judge.judging import judge_conversation
-from intake_eval.judge.schema import JudgeOutputError, parse_conversation, parse_turn, response_schema
+from intake_eval.judge.schema import (
+    JudgeOutputError,
+    parse_conversation,
+    parse_turn,
+    response_schema,
+)
 from intake_eval.llm.base import ModelSpec
 from intake_eval.llm.pool import ModelPool
 from intake_eval.llm.retry import RetryPolicy
-from intake_eval.core.records import ConversationTurn
 from tests.fakeserver import FakeOpenAIServer
 from tests.judgment_builders import conversation, profile
 from tests.server_dialects import instance_of, level_sent, llama_cpp_python, schema_sent

@@ -18,7 +18,13 @@ from intake_eval.llm.pool import ModelPool
 from intake_eval.llm.retry import RetryPolicy
 from intake_eval.llm.structured import response_format, strip_keywords
 from tests.fakeserver import FakeOpenAIServer
-from tests.server_dialects import DIALECTS, EXPECTED_LEVELS, instance_of, level_sent, llama_cpp_python
+from tests.server_dialects import (
+    DIALECTS,
+    EXPECTED_LEVELS,
+    instance_of,
+    level_sent,
+    llama_cpp_python,
+)
 
 POLICY = RetryPolicy(max_attempts=4, base_delay_s=0.01, max_delay_s=0.05, deadline_s=20.0)
 CLIENTS = ["auto", "litellm"]

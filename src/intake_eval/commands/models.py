@@ -106,25 +106,17 @@ def models(
 
 
 def _check(specs, names: list[str]) -> None:
-    """One request per model, concurrently; a table of latency or error; exit 1 if any failed."""
+    """One request per model, concurrently; one line each with latency or error; exit 1 if any failed."""
     import asyncio
-
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
     from intake_eval.llm.check import check_models
 
     results = asyncio.run(check_models(specs, names))
-    table = Table(title="model check: one tiny request each", title_justify="left")
-    for column in ("model", "provider id", "result", "latency"):
-        table.add_column(column, overflow="fold")
     for result in results:
-        where = result.model + (f"\n@ {result.api_base}" if result.api_base else "")
-        status = "[green]ok[/green]" if result.ok else "[red]failed[/red]"
-        latency = f"{result.latency_s:.2f} s" if result.latency_s is not None else "-"
-        table.add_row(result.name, escape(where), f"{status}: {escape(result.detail)}", latency)
-    Console(width=max(120, Console().width)).print(table)
+        where = result.model + (f" @ {result.api_base}" if result.api_base else "")
+        latency = f" in {result.latency_s:.2f} s" if result.latency_s is not None else ""
+        status = "ok" if result.ok else "FAILED"
+        typer.echo(f"{status:6} {result.name} ({where}){latency}: {result.detail}")
     failed = [result.name for result in results if not result.ok]
     if failed:
         typer.echo(f"failed: {', '.join(failed)}", err=True)

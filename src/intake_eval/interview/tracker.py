@@ -17,7 +17,13 @@ from typing import Any
 
 from intake_eval.core.prompts import render_prompt
 from intake_eval.core.records import QUESTION_TYPES, DomainDraw
-from intake_eval.llm.base import ChatModel, ChatRequest, ChatResult, Message, ModelCallError
+from intake_eval.llm.base import (
+    ChatModel,
+    ChatRequest,
+    ChatResult,
+    Message,
+    ModelCallError,
+)
 
 TRACKER_MAX_TOKENS = 300
 

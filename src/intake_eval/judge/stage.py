@@ -132,6 +132,7 @@ async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concur
                 result.judge_errors[setup.label] += 1
             else:
                 result.provider_errors[setup.label] += 1
+                halted(setup)  # the endpoint may have stopped while this conversation was judged
                 if stopped is None and judgment.status.endswith("fatal"):  # a bad key or model id: all would fail
                     result.aborted.setdefault(setup.label, judgment.errors[0] if judgment.errors else judgment.status)
             if on_done is not None:

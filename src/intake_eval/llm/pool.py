@@ -33,7 +33,13 @@ from intake_eval.llm.limiter import EndpointLimiter
 from intake_eval.llm.litellm_backend import ProviderBackend
 from intake_eval.llm.registry import resolve_spec
 from intake_eval.llm.retry import RetryPolicy, RetryStats, call_with_retry
-from intake_eval.llm.structured import LEVEL_NAMES, StructuredOutput, error_text, names_response_format, starting_level
+from intake_eval.llm.structured import (
+    LEVEL_NAMES,
+    StructuredOutput,
+    error_text,
+    names_response_format,
+    starting_level,
+)
 
 Endpoint = tuple[str, "str | None"]
 
@@ -64,11 +70,16 @@ class PooledModel:
 
     async def _send(self, request: ChatRequest, level: str | None, timing: dict[str, float]) -> ChatResult:
         if self.limiter is None:
-            return await self.backend.complete(request, level=level)
+            return await self._post(request, level)
         asked = time.monotonic()
         async with self.limiter.slot():
             timing["queue_s"] += time.monotonic() - asked
-            return await self.backend.complete(request, level=level)
+            return await self._post(request, level)
+
+    async def _post(self, request: ChatRequest, level: str | None) -> ChatResult:
+        if self.health is not None:
+            self.health.check()  # the breaker may have opened while this request waited its turn
+        return await self.backend.complete(request, level=level)
 
     async def _attempt(self, request: ChatRequest, timing: dict[str, float]) -> ChatResult:
         """One attempt; for a schema request, as many requests as the negotiation needs (a refused

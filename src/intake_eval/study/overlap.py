@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.store import JsonlWriter, RunPaths
+from intake_eval.interview.formulation_resume import provider_error_formulations
 from intake_eval.interview.plan import (
     RunSettings,
     RunTotals,
@@ -168,4 +169,12 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
         raise KeyboardInterrupt
     if laps is not None:
         laps("judge sweep")
-    return {"run": run.counts, "judge": judged}
+    counts: dict[str, Any] = {"run": run.counts, "judge": judged}
+    if settings.formulation:
+        invalid = sum(count for outcomes in (totals.formulations, totals.new_formulations)
+                      for status, count in outcomes.items() if status == "invalid")
+        counts["formulations"] = {"provider_error": provider_error_formulations(paths, settings.clinicians),
+                                  "invalid_this_time": invalid}
+    if totals.stopped:
+        counts["stopped"] = sorted(set(totals.stopped.values()))
+    return counts
