@@ -1,4 +1,4 @@
-"""The trust sections of the report (issue 9): patient QC, judge vs human annotation, repeated trials.
+"""The trust sections of the report: patient QC, judge vs human annotation, repeated trials.
 
 A synthetic run folder (real records) with a second trial per profile, patient QC from
 `intake-eval qc-patient`, an annotation pack exported, filled by two annotators and imported;

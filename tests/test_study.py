@@ -45,12 +45,14 @@ def test_demo_runs_end_to_end_prints_the_report_and_a_rerun_makes_zero_calls(tmp
     paths = RunPaths(run_dir)
     conversations = [c for alias in ("offline/screener", "offline/anchored")
                      for c in iter_records(paths.conversations(alias), Conversation)]
-    assert len(conversations) == 72 and all(c.ok for c in conversations)
+    intakes = [c for c in conversations if c.fork is None]
+    assert len(intakes) == 72 and all(c.ok for c in conversations)
+    assert len(conversations) == 72 + 72  # every intake closes at some turn, so each has its could-it-ask fork
     assert all(len(c.turns) >= 1 and c.opening for c in conversations)
     judged = [j for path in paths.judgment_files() for j in iter_records(path, Judgment)]
     assert sorted(j.conversation_id for j in judged) == sorted(c.conversation_id for c in conversations)
     rows = (paths.metrics("conversations")).read_text().strip().splitlines()
-    assert len(rows) == 1 + 72  # header + conversations × judges
+    assert len(rows) == 1 + 144  # header + (intakes and forks) × judges
     first = manifest(run_dir)["study"]["history"][-1]
     assert first["status"] == "done" and first["calls"] > 0
 

@@ -350,7 +350,6 @@ def _check_demographics(pheno: Phenotype, at: str, domains: dict[str, Domain], p
 def load_and_validate(directory: Path) -> Catalog:
     """Load domains.yaml (from ``directory``, else the shipped one) and every other *.yaml as a
     phenotype. Raises IntakeEvalError with one line per problem."""
-
     directory = Path(directory)
     if not directory.is_dir():
         raise IntakeEvalError(f"{display_path(directory)}: catalog folder does not exist")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -29,3 +29,13 @@ def console():
     from rich.console import Console
 
     return Console(stderr=True)
+
+
+def compact_number(value: Any) -> str:
+    """A count for an 80-column table: 473 → '473', 725760 → '725.8k', 12_400_000 → '12.4M' (never cut)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return str(value)
+    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e4, "k")):
+        if abs(value) >= limit:
+            return f"{value / limit:.1f}{suffix}" if suffix != "k" else f"{value / 1e3:.1f}k"
+    return f"{value:,}" if isinstance(value, int) else f"{value:.4g}"

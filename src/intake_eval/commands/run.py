@@ -47,6 +47,14 @@ def run(
         "(working diagnosis, differential, suicide/self-harm risk) in the same context; not a turn, never shown "
         "to the patient. Scored by `intake-eval judge` into metrics/diagnosis.csv and metrics/safety.csv. "
         "Conversations already on disk without one (made before, or a provider error) get it requested.")] = False,
+    fork_at: Annotated[str | None, typer.Option(
+        "--fork-at", help="Could it ask? After the run, re-run each finished intake from this turn with a "
+        "supervisor's nudge: closure (the primary judge's premature-closure turn; judge first), first-planning, or "
+        "a turn number. Turns before it are kept verbatim (no new calls); forks are their own records "
+        "(<id>.fork-<at>-<nudge>), judged like any intake and reported as the capacity gap.",
+        show_default=False)] = None,
+    nudge: Annotated[str, typer.Option(
+        "--nudge", help="With --fork-at: the note the clinician gets (prompts/nudge_<name>.j2).")] = "review",
     no_cache: NoCacheOption = False,
     force: ForceOption = False,
     run_dir: RunDirOption = DEFAULT_RUN_DIR,
@@ -91,9 +99,41 @@ def run(
         conditions=list(dict.fromkeys(conditions)), trials=trials, concurrency=concurrency, limit=limit, budget=budget,
         formulation=formulation,
     )
+    from intake_eval.forks.plan import nudge_text, parse_fork_at
+
+    at = parse_fork_at(fork_at, turns) if fork_at is not None else None
+    if at is not None:
+        nudge_text(nudge)  # an unknown nudge is named before any work
     paths = RunPaths(Path(run_dir))
     result = execute_run(paths, settings, models_file=models, use_cache=not no_cache, force=force, console=out)
+    code = 0
+    if at is not None and not result.interrupted:
+        code = _fork(out, paths, settings, at, nudge, models=models, use_cache=not no_cache, force=force)
     _summarize(out, paths, result, formulation=formulation)
+    if code:
+        raise typer.Exit(code)
+
+
+def _fork(out, paths, settings, at: str, nudge: str, *, models, use_cache: bool, force: bool) -> int:
+    """Run the fork stage and say what it did; returns the exit code it calls for."""
+    from intake_eval.forks.stage import execute_forks
+
+    forked = execute_forks(paths, settings, at=at, nudge=nudge, models_file=models, use_cache=use_cache, force=force,
+                           console=out)
+    reasons = ", ".join(f"{reason}: {n}" for reason, n in sorted(forked.skipped.items()))
+    out.print(f"forks {forked.stage}: {forked.ok}/{forked.planned} ok" + (f" · not forked: {reasons}" if reasons else ""))
+    if forked.skipped.get("intake not judged yet"):
+        out.print("[yellow]some intakes are not judged yet[/]: run `intake-eval judge`, then this command again "
+                  "to fork them; then judge again to label the forks.")
+    if forked.interrupted:
+        return 130
+    for reason in sorted(set(forked.totals.stopped.values())):
+        from rich.markup import escape
+
+        out.print(f"[red]stopped[/]: {escape(reason)}")
+    if forked.failed:
+        out.print(f"[red]{forked.failed} forks failed[/]; run the same command again to retry them.")
+    return 1 if forked.failed or forked.totals.stopped else 0
 
 
 def _summarize(out, paths, result, *, formulation: bool = False) -> None:

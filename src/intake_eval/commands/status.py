@@ -17,9 +17,10 @@ SHOWN_PARAMS = ("temperature", "max_tokens", "reasoning", "api_base", "api_key_e
 
 
 def _money(value: float, known: bool = True) -> str:
+    text = "$0" if value == 0 else f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
     if not known:
-        return f"≥ ${value:,.4f} (some unknown)" if value else "unknown"
-    return f"${value:,.4f}"
+        return f"≥{text}" if value else "unknown"
+    return text
 
 
 def _when(stamp: Any) -> str:
@@ -31,51 +32,82 @@ def _usage_rows(stage: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return sorted((stage.get("usage") or {}).items())
 
 
+def facts_from_records(paths: Any, data: dict[str, Any]) -> dict[str, Any]:
+    """Usage, retries, records done and the live status of each stage, from the records and the stage log
+    (the manifest's copies can be stale after a kill)."""
+    from intake_eval.core.store import RunLock
+    from intake_eval.core.usage import (
+        records_done,
+        retry_totals,
+        stage_aliases,
+        stage_usage,
+    )
+
+    held = RunLock.is_held(paths)
+    for name, stage in (data.get("stages") or {}).items():
+        if not isinstance(stage, dict):
+            continue
+        stage["usage"] = {alias: usage.model_dump() for alias, usage in stage_usage(paths, name, stage).items()}
+        stage["retries"] = retry_totals(paths, stage_aliases(stage))
+        done = records_done(paths, name, stage)
+        if done is not None:
+            stage.setdefault("counts", {})
+            stage["counts"] = {**(stage.get("counts") or {}), "done": done}
+        if stage.get("status") == "running" and not held:
+            stage["status"] = "interrupted"  # its process is gone: rerun the command to resume
+    return data
+
+
 def _stage_table(data: dict[str, Any]):
+    from rich import box
     from rich.table import Table
 
-    table = Table(title="Stages", title_justify="left")
-    for column in ("stage", "status", "done", "failed", "judge errors", "calls", "cache hits", "retries",
-                   "tokens", "dollars", "finished", "other counts"):
-        text = column in ("stage", "status", "other counts", "finished")
-        table.add_column(column, justify="left" if text else "right", no_wrap=column != "other counts",
-                         overflow="fold", min_width=22 if column == "other counts" else None)
+    from intake_eval.commands.common import compact_number
+
+    table = Table(title="Stages (done = records ok on disk; $ = what the records cost)", title_justify="left",
+                  box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+    table.add_column("stage", overflow="fold", min_width=18)
+    table.add_column("status", no_wrap=True)
+    for column in ("done", "failed", "calls", "retries", "tokens", "$"):
+        table.add_column(column, justify="right", no_wrap=True)
     for name, stage in data.get("stages", {}).items():
         counts = dict(stage.get("counts") or {})
         done = counts.pop("done", counts.pop("ok", counts.pop("profiles", "")))
         failed = counts.pop("failed", "")
-        judge_errors = counts.pop("judge_errors", "")
-        totals = {"calls": 0, "cache_hits": 0, "attempts": 0, "prompt_tokens": 0, "completion_tokens": 0,
-                  "cost_usd": 0.0}
+        errors = counts.pop("judge_errors", 0)
+        totals = {"calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
         known = True
         for _, usage in _usage_rows(stage):
             for key in totals:
                 totals[key] += usage.get(key, 0) or 0
             known = known and usage.get("cost_known", True)
-        retries = max(0, totals["attempts"] - (totals["calls"] - totals["cache_hits"]))
-        table.add_row(
-            name, stage.get("status", "?"), str(done), str(failed), str(judge_errors),
-            f"{totals['calls']:,}", f"{totals['cache_hits']:,}", f"{retries:,}",
-            f"{totals['prompt_tokens'] + totals['completion_tokens']:,}",
-            _money(totals["cost_usd"], known), _when(stage.get("finished")),
-            "\n".join(f"{k}={v}" for k, v in counts.items() if not isinstance(v, dict)),
-        )
+        retries = sum(r.get("retries", 0) for r in (stage.get("retries") or {}).values() if isinstance(r, dict))
+        failed_text = f"{failed}" + (f" +{errors} judge err" if errors else "")
+        table.add_row(name, str(stage.get("status", "?")), compact_number(done), failed_text,
+                      compact_number(totals["calls"]), compact_number(retries),
+                      compact_number(totals["prompt_tokens"] + totals["completion_tokens"]),
+                      _money(totals["cost_usd"], known))
     return table
 
 
 def _model_usage_table(data: dict[str, Any]):
+    from rich import box
     from rich.table import Table
 
-    table = Table(title="Usage per stage and model", title_justify="left")
-    for column in ("stage", "model", "calls", "cache hits", "retries", "prompt tok", "completion tok",
-                   "reasoning tok", "dollars"):
-        table.add_column(column, justify="left" if column in ("stage", "model") else "right")
+    from intake_eval.commands.common import compact_number
+
+    table = Table(title="Usage per stage and model", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
+                  pad_edge=False)
+    table.add_column("stage · model", overflow="fold", min_width=22)
+    for column in ("calls", "cached", "retries", "prompt", "output", "$"):
+        table.add_column(column, justify="right", no_wrap=True)
     for name, stage in data.get("stages", {}).items():
         for model, usage in _usage_rows(stage):
-            calls, hits, attempts = usage.get("calls", 0), usage.get("cache_hits", 0), usage.get("attempts", 0)
-            table.add_row(name, model, f"{calls:,}", f"{hits:,}", f"{max(0, attempts - (calls - hits)):,}",
-                          f"{usage.get('prompt_tokens', 0):,}", f"{usage.get('completion_tokens', 0):,}",
-                          f"{usage.get('reasoning_tokens', 0):,}",
+            retried = ((stage.get("retries") or {}).get(model) or {}).get("retries", 0)
+            table.add_row(f"{name} · {model}", compact_number(usage.get("calls", 0)),
+                          compact_number(usage.get("cache_hits", 0)), compact_number(retried),
+                          compact_number(usage.get("prompt_tokens", 0)),
+                          compact_number(usage.get("completion_tokens", 0) + usage.get("reasoning_tokens", 0)),
                           _money(usage.get("cost_usd", 0.0), usage.get("cost_known", True)))
     return table
 
@@ -154,7 +186,7 @@ def status(
     if not paths.manifest.exists():
         raise IntakeEvalError(f"{paths.manifest}: no manifest here; is --run-dir right? "
                               "(start with `intake-eval demo`)")
-    data = Manifest(paths).data
+    data = facts_from_records(paths, Manifest(paths).data)
     if as_json:
         typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
         return

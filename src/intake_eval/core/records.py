@@ -133,6 +133,7 @@ class ConversationTurn(BaseModel):
     patient: str
     clinician_reasoning: str | None = None
     tracker: TrackerDecision | None = None
+    nudge: str | None = None  # a fork's supervisor note, given to the clinician just before this turn
 
 
 class Conversation(Record):
@@ -153,11 +154,24 @@ class Conversation(Record):
     termination: str = "completed"  # completed | clinician_ended | model_error | empty_after_length | budget
     error: str | None = None
     usage: dict[str, Usage] = Field(default_factory=dict)  # role -> usage
-    formulation: dict | None = None  # post-intake case formulation (issue 8), validated elsewhere
+    formulation: dict | None = None  # post-intake case formulation, validated elsewhere
+    fork: dict | None = None  # a counterfactual fork: {parent, at, turn, nudge}; None for an original intake
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def arm_condition(self) -> str:
+        return arm_condition(self.condition, self.fork)
+
+
+def arm_condition(condition: str, fork: dict | None) -> str:
+    """The condition a conversation is analysed under: a fork is its own arm ("minimal+review@closure"),
+    never mixed with the intakes it was forked from."""
+    if not fork:
+        return condition
+    return f"{condition}+{fork.get('nudge', '')}@{fork.get('at', '')}"
 
 
 # ---------------------------------------------------------------- judgments
@@ -201,7 +215,7 @@ class Judgment(Record):
         return self.status == "ok"
 
 
-# ---------------------------------------------------------------- patient QC (issue 9)
+# ---------------------------------------------------------------- patient QC
 
 class PatientProbe(Record):
     """One fixed probe sent to a patient outside any interview (opening, then this one question),

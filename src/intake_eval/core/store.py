@@ -15,7 +15,7 @@ import json
 import os
 import re
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -120,7 +120,7 @@ class RunPaths:
         return self.root / "annotations"
 
     def qc_patient(self, patient: str, mode: str) -> Path:
-        """Per-probe records of a patient QC run (issue 9)."""
+        """Per-probe records of a patient QC run."""
         return self.qc_dir / f"patient_{file_safe(patient)}_{mode}.jsonl"
 
     @property
@@ -297,6 +297,21 @@ def compact(path: Path, key: str) -> int:
     return len(latest)
 
 
+def drop_records(path: Path, unwanted: Callable[[dict[str, Any]], bool]) -> int:
+    """Rewrite a JSONL file without the records ``unwanted`` picks (atomically); returns how many went."""
+    if not path.exists():
+        return 0
+    kept, dropped = [], 0
+    for data in iter_json_lines(path):
+        if unwanted(data):
+            dropped += 1
+        else:
+            kept.append(dumps_record(data) + "\n")
+    if dropped:
+        write_text_atomic(path, "".join(kept))
+    return dropped
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -326,8 +341,6 @@ class RunLock:
         self._fd = -1
 
     def acquire(self) -> "RunLock":
-        import fcntl
-
         self.paths.root.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -345,14 +358,26 @@ class RunLock:
 
     def release(self) -> None:
         if self._fd >= 0:
-            import fcntl
-
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = -1
 
     def __enter__(self) -> "RunLock":
         return self.acquire()
+
+    @staticmethod
+    def is_held(paths: RunPaths) -> bool:
+        """Whether a live process holds the folder's lock (a killed holder's lock is released by the OS)."""
+        if not paths.lock.exists():
+            return False
+        fd = os.open(paths.lock, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
 
     def __exit__(self, *exc: object) -> None:
         self.release()

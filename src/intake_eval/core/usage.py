@@ -39,10 +39,23 @@ def _add(total: dict[str, Usage], alias: str, usage: Usage) -> None:
     total[alias] = total.get(alias, Usage()).add(usage)
 
 
-def conversation_usage(paths: RunPaths, clinicians: Iterable[str], owners: Mapping[str, str]) -> dict[str, Usage]:
-    """Per alias over the conversations of ``clinicians``; ``owners`` maps patient/tracker roles to aliases."""
+def belongs_to(stage_name: str, data: Mapping[str, Any]) -> bool:
+    """Whether a conversation record is the run stage's (an intake) or a given fork stage's."""
+    fork = data.get("fork") if isinstance(data.get("fork"), Mapping) else None
+    if stage_name.startswith("fork:"):
+        _, at, nudge = (stage_name.split(":", 2) + ["", ""])[:3]
+        return fork is not None and fork.get("at") == at and fork.get("nudge") == nudge
+    return fork is None
+
+
+def conversation_usage(paths: RunPaths, clinicians: Iterable[str], owners: Mapping[str, str],
+                       stage_name: str = "run") -> dict[str, Usage]:
+    """Per alias over the conversations of ``clinicians`` that belong to ``stage_name`` (the intakes, or one
+    fork stage's forks); ``owners`` maps patient/tracker roles to aliases."""
     total: dict[str, Usage] = {}
     for data in latest_lines([paths.conversations(alias) for alias in clinicians], "conversation_id").values():
+        if not belongs_to(stage_name, data):
+            continue
         clinician = str(data.get("clinician", ""))
         for role, raw in (data.get("usage") or {}).items():
             _add(total, clinician if role in CLINICIAN_ROLES else owners.get(role, role), _usage(raw))
@@ -91,11 +104,12 @@ def stage_usage(paths: RunPaths, name: str, stage: Mapping[str, Any]) -> dict[st
     config = stage.get("config") or {}
     if name == "generate":
         return {str(config.get("generator", "generator")): profile_usage(paths)}
-    if name == "run":
+    if name == "run" or name.startswith("fork:"):
         clinicians = sorted((stage.get("additive_models") or {}).get("clinician", {}))
-        patient = str(config.get("patient", "patient"))
-        owners = {"patient": patient, "tracker": str(config.get("tracker") or patient)}
-        return conversation_usage(paths, clinicians, owners)
+        roles = (config.get("models") or {})
+        patient = next(iter(roles.get("patient") or {}), str(config.get("patient", "patient")))
+        tracker = next(iter(roles.get("tracker") or {}), str(config.get("tracker") or patient))
+        return conversation_usage(paths, clinicians, {"patient": patient, "tracker": tracker}, name)
     if name.startswith("judge:"):
         return {str(config.get("alias", name.removeprefix("judge:"))): judgment_usage(paths, name.removeprefix("judge:"))}
     if name.startswith("qc-patient "):
@@ -114,3 +128,55 @@ def run_folder_spend(paths: RunPaths, manifest: Mapping[str, Any]) -> tuple[floa
                 known = known and usage.cost_known
     return round(dollars, 8), known
 
+
+
+def records_done(paths: RunPaths, name: str, stage: Mapping[str, Any]) -> int | None:
+    """How many records of a stage are finished ok on disk now (None for stages without records)."""
+    def ok(lines: dict[str, dict[str, Any]]) -> int:
+        return sum(1 for data in lines.values() if data.get("status", "ok") == "ok")
+
+    if name == "generate":
+        return len(latest_lines([paths.profiles], "profile_id"))
+    if name == "run" or name.startswith("fork:"):
+        clinicians = sorted((stage.get("additive_models") or {}).get("clinician", {}))
+        lines = latest_lines([paths.conversations(alias) for alias in clinicians], "conversation_id")
+        return ok({key: data for key, data in lines.items() if belongs_to(name, data)})
+    if name.startswith("judge:"):
+        folder = paths.judge_dir(name.removeprefix("judge:"))
+        return ok(latest_lines(sorted(folder.glob("*.jsonl")) if folder.is_dir() else [], "conversation_id"))
+    return None
+
+
+def add_retry_stats(a: Mapping[str, Any], b: Mapping[str, Any], sign: int = 1) -> dict[str, Any]:
+    """Sum (or, with sign -1, difference) of two RetryStats dicts."""
+    out: dict[str, Any] = {}
+    for key in ("calls", "attempts", "retries", "failures", "waited_s"):
+        out[key] = round(a.get(key, 0) + sign * b.get(key, 0), 3) if key == "waited_s" else a.get(key, 0) + sign * b.get(key, 0)
+    reasons = {**a.get("by_reason", {})}
+    for reason, count in b.get("by_reason", {}).items():
+        reasons[reason] = reasons.get(reason, 0) + sign * count
+    out["by_reason"] = {reason: count for reason, count in sorted(reasons.items()) if count}
+    return out
+
+
+def subtract_retry_stats(now: Mapping[str, Any], before: Mapping[str, Any]) -> dict[str, Any]:
+    return add_retry_stats(now, before, sign=-1)
+
+
+def retry_totals(paths: RunPaths, aliases: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+    """HTTP attempts and retries per alias over every invocation on the run folder (from the stage log)."""
+    wanted = set(aliases) if aliases is not None else None
+    totals: dict[str, dict[str, Any]] = {}
+    for entry in iter_json_lines(paths.stage_log):
+        if entry.get("event") == "retries" and isinstance(entry.get("retries"), dict):
+            for alias, stats in entry["retries"].items():
+                if (wanted is None or alias in wanted) and isinstance(stats, dict):
+                    totals[alias] = add_retry_stats(totals.get(alias, {}), stats)
+    return dict(sorted(totals.items()))
+
+
+def stage_aliases(stage: Mapping[str, Any]) -> list[str]:
+    """Every model alias a manifest stage registered."""
+    aliases = [alias for role in ((stage.get("config") or {}).get("models") or {}).values() for alias in role]
+    aliases += [alias for role in (stage.get("additive_models") or {}).values() for alias in role]
+    return sorted(set(aliases))

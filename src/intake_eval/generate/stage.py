@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from intake_eval.catalog.load import load_catalog
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.manifest import Manifest
 from intake_eval.core.progress import ProgressBar
 from intake_eval.core.prompts import prompt_hash
 from intake_eval.core.records import Profile, RenderFailure
@@ -42,7 +43,7 @@ from intake_eval.generate.sampling import (
     profile_id,
     sample_profile,
 )
-from intake_eval.llm.registry import resolve_spec
+from intake_eval.llm.registry import load_model_specs, resolve_spec
 from intake_eval.runner.leakage import GENERATOR_ROLE, assert_generator_is_held_out
 from intake_eval.runner.stage import StageRunner
 from intake_eval.simulated import check_offline_name
@@ -218,6 +219,10 @@ def execute_generate(paths: RunPaths, *, n: int, mode: Mode, seed: int, generato
                      catalog: Catalog | None = None, concurrency: int = 8, max_attempts: int = MAX_ATTEMPTS,
                      qc_threshold: float = QC_THRESHOLD) -> GenerateSummary:
     """The generate stage as the CLI runs it: its own stage runner (lock, guards, pool)."""
-    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, catalog=catalog) as runner:
+    spec = resolve_spec(generator, load_model_specs(models_file))
+    if paths.manifest.exists():  # a design error is said before key problems (checked again under the lock)
+        assert_generator_is_held_out(Manifest(paths), generator, spec.model)
+    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, catalog=catalog,
+                     models=[generator]) as runner:
         return generate_profiles(runner, n=n, mode=mode, seed=seed, generator=generator, force=force,
                                  concurrency=concurrency, max_attempts=max_attempts, qc_threshold=qc_threshold)

@@ -35,6 +35,23 @@ def make_conversation_id(profile_id: str, clinician: str, condition: str, patien
     return f"{profile_id}.{file_safe(clinician)}.{condition}.{patient_mode}.t{trial}"
 
 
+def make_fork_id(parent_id: str, at: str, nudge: str) -> str:
+    """A fork's id: its parent's, the fork point and the nudge (``….t0.fork-closure-review``)."""
+    return f"{parent_id}.fork-{at}-{nudge}"
+
+
+@dataclass(frozen=True)
+class ForkStart:
+    """Where a counterfactual fork leaves its parent: turns before ``turn`` are kept verbatim, the
+    clinician hears ``nudge_text`` just before ``turn``, and the intake goes on to the turn budget."""
+
+    parent: Conversation
+    turn: int
+    at: str  # closure | first-planning | t<N>: how the turn was chosen
+    nudge: str  # the nudge's name (prompts/nudge_<name>.j2)
+    nudge_text: str
+
+
 @dataclass(frozen=True)
 class PlannedConversation:
     profile: Profile
@@ -47,12 +64,14 @@ class PlannedConversation:
     # first in plan order) carries its usage, whichever actually made the call, so records are
     # the same however a run was interrupted and resumed.
     records_opening_usage: bool = True
-    # Issue 8: after the last turn, ask the clinician for its case formulation (not a turn).
+    # After the last turn, ask the clinician for its case formulation (not a turn).
     formulation: bool = False
+    fork: ForkStart | None = None
 
     @property
     def conversation_id(self) -> str:
-        return make_conversation_id(self.profile.profile_id, self.clinician, self.condition, self.patient_mode, self.trial)
+        own = make_conversation_id(self.profile.profile_id, self.clinician, self.condition, self.patient_mode, self.trial)
+        return make_fork_id(own, self.fork.at, self.fork.nudge) if self.fork is not None else own
 
 
 @dataclass(frozen=True)
@@ -108,15 +127,25 @@ async def run_conversation(item: PlannedConversation, participants: Participants
     opening = ""
     turns: list[ConversationTurn] = []
     termination, error, role = "completed", None, "patient"
+    fork = item.fork
     try:
-        opening, result, made_call = await _opening(setup, openings, (item.profile.profile_id, item.patient_mode, item.trial))
-        count("patient", result, record=item.records_opening_usage, spent=made_call)
-        state = PatientState(opening=opening)
-        for number in range(1, item.max_turns + 1):
+        if fork is None:
+            opening, result, made_call = await _opening(setup, openings, (item.profile.profile_id, item.patient_mode, item.trial))
+            count("patient", result, record=item.records_opening_usage, spent=made_call)
+            state, first = PatientState(opening=opening), 1
+        else:  # the parent's opening and turns before the fork, verbatim: nothing is asked again
+            opening, first = fork.parent.opening, fork.turn
+            state = PatientState(opening=opening)
+            for kept in fork.parent.turns[: fork.turn - 1]:
+                turns.append(kept)
+                state = advance_patient(state, kept)
+        for number in range(first, item.max_turns + 1):
             role = "clinician"
+            nudge = fork.nudge_text if fork is not None and number == fork.turn else None
             said = await clinician_turn(
                 participants.clinician, condition=item.condition, opening=opening, turns=state.turns,
                 turn=number, max_turns=item.max_turns, conversation_id=conversation_id, trial=item.trial,
+                nudge=nudge,
             )
             count("clinician", said)
             text = (said.text or "").strip()
@@ -132,7 +161,7 @@ async def run_conversation(item: PlannedConversation, participants: Participants
             count("patient", reply.result)
             turn = ConversationTurn(
                 turn=number, clinician=text, patient=reply.text,
-                clinician_reasoning=said.reasoning or None, tracker=reply.tracker,
+                clinician_reasoning=said.reasoning or None, tracker=reply.tracker, nudge=nudge,
             )
             turns.append(turn)
             state = advance_patient(state, turn)
@@ -140,7 +169,7 @@ async def run_conversation(item: PlannedConversation, participants: Participants
         termination = "empty_after_length" if exc.kind == "empty_after_length" else "model_error"
         who = participants.clinician if role == "clinician" else participants.patient
         error = f"{role} {_name(who)} at turn {len(turns) + (1 if opening else 0)}: {exc.format_message()}"
-    # --- issue 8: post-intake case formulation (formulation_step.py); a failure is recorded, never fatal
+    # post-intake case formulation (interview/formulation.py); a failure is recorded, never fatal
     formulation = None
     if item.formulation and termination in ("completed", "clinician_ended"):
         formulation = await request_formulation(
@@ -148,7 +177,6 @@ async def run_conversation(item: PlannedConversation, participants: Participants
             conversation_id=conversation_id, turn=len(turns), max_turns=item.max_turns, trial=item.trial,
             on_result=lambda result: count("formulation", result),
         )
-    # --- end issue 8
     return Conversation(
         conversation_id=conversation_id,
         profile_id=item.profile.profile_id,
@@ -168,4 +196,6 @@ async def run_conversation(item: PlannedConversation, participants: Participants
         error=error,
         usage={name: meter.to_usage() for name, meter in meters.items() if meter.calls},
         formulation=formulation,
+        fork=None if fork is None else {"parent": fork.parent.conversation_id, "at": fork.at, "turn": fork.turn,
+                                        "nudge": fork.nudge},
     )

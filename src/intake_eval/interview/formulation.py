@@ -3,7 +3,7 @@
 It goes into the clinician's own conversation context (its view of the transcript plus the
 ``prompts/formulation.j2`` instruction as a final user message). It is not a turn: the patient never
 sees it and it is not in ``turns``. The answer is structured output where the provider supports it,
-validated with ``formulation_schema.parse_formulation``; an invalid answer gets ONE repair request
+validated with ``core.formulation.parse_formulation``; an invalid answer gets ONE repair request
 quoting the validation error. A formulation that still fails is recorded on the conversation and is
 never fatal to it (the conversation's status stays "ok").
 

@@ -1,4 +1,4 @@
-"""Formulations for conversations already on disk (issue 8, resume).
+"""Formulations for conversations already on disk (resume).
 
 ``run --formulation`` (and ``study`` with ``formulation: true``) asks again for the formulation of
 every planned conversation that is ok on disk but has none to show:
@@ -9,7 +9,7 @@ every planned conversation that is ok on disk but has none to show:
 
 The request is exactly the one ``conversation.run_conversation`` makes after the last turn: the
 clinician's own view of the recorded transcript (``participants.clinician_messages``) plus the
-formulation instruction (``formulation_step.request_formulation``). The conversation is appended again
+formulation instruction (``interview.formulation.request_formulation``). The conversation is appended again
 with the new formulation (the store keeps the latest record per id, the stage compacts), its turns and
 their usage untouched. An ``invalid`` formulation (the model answered but was still not valid after
 one repair) is a recorded outcome of the model and is never asked again.
@@ -107,14 +107,12 @@ async def request_missing_formulations(plan: list[PlannedConversation], pool: An
                 totals.budget_reached = True
                 return
             item, conversation = todo.popleft()
-            updated, spent = await complete_formulation(item, conversation, pool.get(item.clinician), on_call=on_call)
+            updated, _ = await complete_formulation(item, conversation, pool.get(item.clinician), on_call=on_call)
             if item.clinician not in writers:
                 writers[item.clinician] = JsonlWriter(paths.conversations(item.clinician))
             writers[item.clinician].write(updated)
             status = str((updated.formulation or {}).get("status", "missing"))
             totals.formulations[status] = totals.formulations.get(status, 0) + 1
-            if spent.calls:
-                totals.usage[item.clinician] = totals.usage.get(item.clinician, Usage()).add(spent)
             done += 1
             refresh(totals)
             await asyncio.sleep(0)  # offline clinicians never suspend: let Ctrl-C and other workers in

@@ -208,23 +208,32 @@ def opening_instruction() -> str:
     return render_prompt("patient_opening")
 
 
-def clinician_messages(condition: str, opening: str, turns: tuple[ConversationTurn, ...] | list[ConversationTurn]) -> list[Message]:
-    """The clinician's view: the patient speaks as 'user', the clinician's visible text is 'assistant'."""
+def clinician_messages(condition: str, opening: str, turns: tuple[ConversationTurn, ...] | list[ConversationTurn],
+                       nudge: str | None = None) -> list[Message]:
+    """The clinician's view: the patient speaks as 'user', the clinician's visible text is 'assistant'.
+
+    A fork's supervisor note is its own 'user' message just before the turn it was given for (``nudge``:
+    the one for the turn about to be asked), so every earlier request is the parent's, byte for byte."""
     messages: list[Message] = [
         {"role": "system", "content": clinician_system_prompt(condition)},
         {"role": "user", "content": opening},
     ]
     for turn in turns:
+        if turn.nudge:
+            messages.append({"role": "user", "content": turn.nudge})
         messages.append({"role": "assistant", "content": turn.clinician})
         messages.append({"role": "user", "content": turn.patient})
+    if nudge:
+        messages.append({"role": "user", "content": nudge})
     return messages
 
 
 async def clinician_turn(model: ChatModel, *, condition: str, opening: str, turns: tuple[ConversationTurn, ...],
-                         turn: int, max_turns: int, conversation_id: str, trial: int) -> ChatResult:
+                         turn: int, max_turns: int, conversation_id: str, trial: int,
+                         nudge: str | None = None) -> ChatResult:
     """One clinician utterance. The result's text is visible speech; reasoning stays apart."""
     request = ChatRequest(
-        messages=clinician_messages(condition, opening, turns),
+        messages=clinician_messages(condition, opening, turns, nudge),
         sample_index=trial,
         purpose="clinician",
         context={

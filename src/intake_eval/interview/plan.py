@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.prompts import prompt_hashes
-from intake_eval.core.records import Conversation, Profile, Usage
+from intake_eval.core.records import Conversation, Profile
 from intake_eval.core.store import (
     RunPaths,
     done_keys,
@@ -48,7 +48,7 @@ class RunSettings:
     concurrency: int = 16
     limit: int | None = None
     budget: float | None = None
-    formulation: bool = False  # issue 8: post-intake case formulation after the last turn
+    formulation: bool = False  # post-intake case formulation after the last turn
 
 
 def plan_conversations(profiles: list[Profile], settings: RunSettings) -> list[PlannedConversation]:
@@ -72,7 +72,7 @@ def plan_conversations(profiles: list[Profile], settings: RunSettings) -> list[P
 
 
 def prompt_names(settings: RunSettings) -> list[str]:
-    formulation = {"formulation", "formulation_repair"} if settings.formulation else set()  # issue 8
+    formulation = {"formulation", "formulation_repair"} if settings.formulation else set()
     return sorted({f"clinician_{c}" for c in settings.conditions} | set(PATIENT_PROMPTS[settings.patient_mode]) | formulation)
 
 
@@ -96,7 +96,6 @@ class RunTotals:
     formulations: dict[str, int] = field(default_factory=dict)  # re-requested for ok records: status -> count
     new_formulations: dict[str, int] = field(default_factory=dict)  # asked after this invocation's conversations
     stopped: dict[str, str] = field(default_factory=dict)  # alias -> why its endpoint takes no more requests
-    usage: dict[str, Usage] = field(default_factory=dict)  # model alias -> usage (from records)
 
     @property
     def failed_formulations(self) -> int:
@@ -114,7 +113,7 @@ class RunTotals:
             self.dollars += result.usage.cost_usd
             self.cost_known = self.cost_known and result.usage.cost_known
 
-    def count_record(self, conversation: Conversation, patient: str, tracker: str | None) -> None:
+    def count_record(self, conversation: Conversation) -> None:
         cell = self.per_clinician.setdefault(conversation.clinician, {"ok": 0, "failed": 0})
         if conversation.ok:
             self.ok += 1
@@ -126,11 +125,6 @@ class RunTotals:
         if conversation.formulation:
             status = str(conversation.formulation.get("status", "invalid"))
             self.new_formulations[status] = self.new_formulations.get(status, 0) + 1
-        owners = {"clinician": conversation.clinician, "formulation": conversation.clinician, "patient": patient,
-                  "tracker": tracker or patient}
-        for role, usage in conversation.usage.items():
-            alias = owners.get(role, role)
-            self.usage[alias] = self.usage.get(alias, Usage()).add(usage)
 
 
 def pending(plan: list[PlannedConversation], paths: RunPaths) -> tuple[list[PlannedConversation], int]:
@@ -172,7 +166,7 @@ def stage_config(settings: RunSettings, specs: dict[str, Any], profiles_path: Pa
         "prompts": prompt_hashes(prompt_names(settings)),
         "profiles_sha256": file_hash(profiles_path),
     }
-    if settings.formulation:  # issue 8; absent when off, so earlier runs keep their config hash
+    if settings.formulation:  # absent when off, so earlier runs keep their config hash
         config["formulation"] = True
     if settings.patient_mode == "tracked":
         config["tracker"] = settings.tracker or settings.patient

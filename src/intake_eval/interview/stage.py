@@ -78,7 +78,7 @@ async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, 
     refresh = on_update or (lambda _totals: None)
     refresh(totals)
     await request_missing_formulations(plan, pool, paths=paths, concurrency=concurrency, budget=budget,
-                                       totals=totals, refresh=refresh)  # issue 8: see formulation_resume
+                                       totals=totals, refresh=refresh)  # see formulation_resume
     if not todo:
         return totals
     patient_model = pool.get(patient)
@@ -115,7 +115,7 @@ async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, 
             if writer is None:
                 writer = writers[item.clinician] = JsonlWriter(paths.conversations(item.clinician))
             writer.write(conversation)
-            totals.count_record(conversation, patient, tracker)
+            totals.count_record(conversation)
             refresh(totals)
             if on_done is not None:
                 outcome = on_done(conversation)
@@ -195,7 +195,8 @@ def execute_run(paths: RunPaths, settings: RunSettings, *, models_file: Path | N
                 use_cache: bool = True, force: bool = False, console: Any = None) -> RunResult:
     """The run stage as the CLI runs it: models, lock, guards, conversations with progress, compaction."""
     tracker = (settings.tracker or settings.patient) if settings.patient_mode == "tracked" else None
-    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console) as runner:
+    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console,
+                     models=[*settings.clinicians, settings.patient, tracker]) as runner:
         begin_run_stage(runner, settings, force=force)
         plan = plan_conversations(load_profiles(paths), settings)
         totals = RunTotals()

@@ -200,7 +200,7 @@ async def judge_conversation(conversation: Conversation, profile: Profile, judge
     return Judgment(
         conversation_id=conversation.conversation_id, judge=judge or _judge_name(judge_model),
         judge_model=judge_model.spec.model, clinician=conversation.clinician, profile_id=conversation.profile_id,
-        phenotype=conversation.phenotype, condition=conversation.condition, patient_mode=conversation.patient_mode,
+        phenotype=conversation.phenotype, condition=conversation.arm_condition, patient_mode=conversation.patient_mode,
         trial=conversation.trial, mode=mode, turns=turns, status=status, errors=errors, usage=meter.to_usage(),
     )
 

@@ -250,7 +250,8 @@ def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn"
     if not paths.conversation_files():
         raise IntakeEvalError(f"{paths.conversations_dir}: no conversations here yet; run `intake-eval run --run-dir {paths.root}` first")
     catalog = load_catalog()
-    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, catalog=catalog) as runner:
+    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, catalog=catalog,
+                     models=aliases) as runner:
         setups = begin_judge_stages(runner, aliases, mode, force=force)
         planned = getattr(display, "planned", None)
         done = getattr(display, "done", None)

@@ -1,4 +1,4 @@
-"""metrics/diagnosis.csv, metrics/safety.csv and their per-clinician aggregates (issue 8).
+"""metrics/diagnosis.csv, metrics/safety.csv and their per-clinician aggregates.
 
 - diagnosis.csv (written when any conversation carries a formulation): one row per conversation ×
   judge: the formulation's status, every diagnosis mapped to a catalog domain (``mapping``, JSON),

@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from intake_eval.core.records import QUESTION_TYPES, Judgment, Profile
+from intake_eval.core.records import QUESTION_TYPES, Judgment, Profile, arm_condition
 from intake_eval.core.store import (
     RunPaths,
     iter_json_lines,
     iter_records,
 )
+from intake_eval.core.usage import CLINICIAN_ROLES
 from intake_eval.metrics.agreement import (
     PairedLabels,
     agreement_rows,
@@ -41,6 +42,7 @@ from intake_eval.metrics.figures import (
     TurnLabels,
     figures,
 )
+from intake_eval.metrics.forks import write_capacity_gap
 from intake_eval.metrics.reading import iter_judgment_labels, write_csv
 from intake_eval.metrics.stats import (
     bootstrap_mean_ci,
@@ -82,12 +84,14 @@ def _conversation_meta(paths: RunPaths, collected: _Collected) -> None:
     for path in paths.conversation_files():
         for data in iter_json_lines(path):
             usage = data.get("usage") or {}
-            clinician_usage = usage.get("clinician") or {}
+            # the clinician's calls: its turns and its post-intake formulation
+            clinician_usage = [usage.get(role) or {} for role in CLINICIAN_ROLES]
             collected.conversations[str(data.get("conversation_id"))] = {
-                "clinician": data.get("clinician", ""), "condition": data.get("condition", "minimal"),
+                "clinician": data.get("clinician", ""),
+                "condition": arm_condition(str(data.get("condition", "minimal")), data.get("fork")),
                 "patient_mode": data.get("patient_mode", "prompted"), "status": data.get("status", "ok"),
-                "tokens": int(clinician_usage.get("prompt_tokens", 0)) + int(clinician_usage.get("completion_tokens", 0)),
-                "cost": float(clinician_usage.get("cost_usd", 0.0)),
+                "tokens": sum(int(u.get("prompt_tokens", 0)) + int(u.get("completion_tokens", 0)) for u in clinician_usage),
+                "cost": sum(float(u.get("cost_usd", 0.0)) for u in clinician_usage),
             }
 
 
@@ -347,7 +351,9 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
         "masking": (TABLE_COLUMNS["masking"], masking_rows(collected)),
     }
     written = {name: write_csv(paths.metrics(name), columns, rows) for name, (columns, rows) in tables.items()}
-    # --- issue 8: safety.csv (+ diagnosis.csv when conversations carry formulations), see diagnosis_tables.py
+    # safety.csv (+ diagnosis.csv when conversations carry formulations), see metrics/clinical.py
     written.update(write_diagnosis_metrics(paths, collector=diagnosis))
-    # --- end issue 8
+    capacity = write_capacity_gap(paths)  # could-it-ask forks, when the run has them
+    if capacity is not None:
+        written["capacity_gap"] = capacity
     return written

@@ -18,6 +18,7 @@ from intake_eval.report import (
     charts,
     diagnosis_section,
     fmt,
+    forks_section,  # noqa: F401  (registers the capacity-gap section)
     html,
     summary,
     tables,

@@ -1,4 +1,4 @@
-"""Report sections for issue 8: "Safety-critical screening" and "Coverage vs diagnosis".
+"""Report sections: "Safety-critical screening" and "Coverage vs diagnosis".
 
 Registered with ``report.html.register_section`` under the names of their metrics CSVs (safety,
 diagnosis); the per-clinician numbers come from metrics/safety_clinicians.csv and

@@ -17,6 +17,7 @@ from typing import Any
 
 from intake_eval import SCHEMA_VERSION
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.records import arm_condition
 from intake_eval.core.store import (
     ReadStats,
     RunPaths,
@@ -28,7 +29,8 @@ from intake_eval.metrics.trials import write_trial_metrics
 from intake_eval.report.viewer import domain_outcomes
 
 METRIC_TABLES = ("conversations", "cells", "domains", "trajectories", "agreement", "clinicians", "comparisons", "masking")
-OPTIONAL_TABLES = ("safety", "diagnosis", "trials", "patient_qc", "patient_qc_domains", "annotation_agreement")
+OPTIONAL_TABLES = ("safety", "diagnosis", "capacity_gap", "trials", "patient_qc", "patient_qc_domains",
+                   "annotation_agreement")
 
 
 @dataclass
@@ -150,9 +152,16 @@ def slim_conversation(conv: dict[str, Any]) -> dict[str, Any]:
     """Ids, arm, status, trial, patient spend and number of turns (not the transcript)."""
     out = _pick(conv, ("conversation_id", "profile_id", "phenotype", "clinician", "condition", "patient_mode",
                        "trial", "status"))
-    patient = (conv.get("usage") or {}).get("patient")
+    out["condition"] = arm_condition(str(conv.get("condition", "minimal")), conv.get("fork"))
+    usage = conv.get("usage") or {}
+    # the simulated patient's calls: its replies and, in tracked mode, the tracker's unlock decisions
+    patient = [usage[role] for role in ("patient", "tracker") if isinstance(usage.get(role), dict)]
     if patient:
-        out["usage"] = {"patient": _pick(patient, ("prompt_tokens", "completion_tokens", "cost_usd", "cost_known"))}
+        out["usage"] = {"patient": {
+            "prompt_tokens": sum(int(u.get("prompt_tokens", 0)) for u in patient),
+            "completion_tokens": sum(int(u.get("completion_tokens", 0)) for u in patient),
+            "cost_usd": sum(float(u.get("cost_usd", 0.0)) for u in patient),
+            "cost_known": all(bool(u.get("cost_known", True)) for u in patient)}}
     out["n_turns"] = len(conv.get("turns", []))
     return out
 

@@ -17,7 +17,7 @@ def _table(header: list[str], rows: list[list[str]], align: list[str] | None = N
 
 def render_markdown(run: dict[str, Any], views: dict[str, Any], notes: list[str], labels: dict[str, str],
                     extra: list[str] | tuple[str, ...] = ()) -> str:
-    """``extra``: Markdown lines of optional sections (issue 8: safety, diagnosis), before the footer."""
+    """``extra``: Markdown lines of optional sections (safety, diagnosis), before the footer."""
     out = [f"# Hidden-domain coverage — run `{run['name']}`", ""]
     out.append(f"{run['n_conversations']:,} conversations over {run['n_profiles']:,} simulated patients, "
                f"{run['n_clinicians']} clinician(s), up to {run['max_turn']} clinician turns each. "

@@ -1,4 +1,4 @@
-"""Report sections that say how far the numbers can be trusted (issue 9).
+"""Report sections that say how far the numbers can be trusted.
 
 - "Simulated patient QC" (metrics/patient_qc.csv + patient_qc_domains.csv, from `intake-eval qc-patient`):
   disclosure recall, leak and invention rates with Wilson 95 % intervals per patient × mode × judge,

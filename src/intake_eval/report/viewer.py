@@ -5,7 +5,7 @@ global callback: ``report/conversations/<shard>.js`` = ``IE_SHARD("<shard>", {..
 holds every conversation of a block of profiles (all clinicians, every judge), so the drilldown
 row of one profile needs one small file. The page inlines only a compact index.
 
-A conversation with a post-intake formulation (issue 8) carries it compactly (``compact_formulation``),
+A conversation with a post-intake formulation carries it compactly (``compact_formulation``),
 with each diagnosis's catalog domain from metrics/diagnosis.csv's ``mapping`` column and, per judge,
 the hidden domains it named without their being actively surfaced (``unearned_domains``).
 """

@@ -34,8 +34,13 @@ from intake_eval.core.errors import ConfigChangedError
 from intake_eval.core.manifest import Manifest, diff_configs, now_iso
 from intake_eval.core.prompts import prompt_hashes
 from intake_eval.core.records import Usage
-from intake_eval.core.store import RunLock, RunPaths, append_record, iter_json_lines
-from intake_eval.core.usage import stage_usage
+from intake_eval.core.store import RunLock, RunPaths, append_record
+from intake_eval.core.usage import (
+    retry_totals,
+    stage_aliases,
+    stage_usage,
+    subtract_retry_stats,
+)
 from intake_eval.llm.base import ModelSpec, is_local_base
 from intake_eval.llm.pool import ModelPool
 from intake_eval.llm.registry import load_model_specs, preflight, resolve_spec
@@ -61,27 +66,12 @@ def guarded_spec(spec: ModelSpec) -> dict[str, Any]:
     return guarded
 
 
-def add_retry_stats(a: Mapping[str, Any], b: Mapping[str, Any], sign: int = 1) -> dict[str, Any]:
-    """Sum (or, with sign -1, difference) of two RetryStats dicts."""
-    out: dict[str, Any] = {}
-    for key in ("calls", "attempts", "retries", "failures", "waited_s"):
-        out[key] = round(a.get(key, 0) + sign * b.get(key, 0), 3) if key == "waited_s" else a.get(key, 0) + sign * b.get(key, 0)
-    reasons = {**a.get("by_reason", {})}
-    for reason, count in b.get("by_reason", {}).items():
-        reasons[reason] = reasons.get(reason, 0) + sign * count
-    out["by_reason"] = {reason: count for reason, count in sorted(reasons.items()) if count}
-    return out
-
-
-def subtract_retry_stats(now: Mapping[str, Any], before: Mapping[str, Any]) -> dict[str, Any]:
-    return add_retry_stats(now, before, sign=-1)
-
-
 class StageRunner:
     """``with StageRunner(paths, ...) as runner:`` → ``begin`` a stage, ``run`` its coroutine, ``finish``."""
 
     def __init__(self, paths: RunPaths, *, models_file: Path | None = None, use_cache: bool = True,
-                 console: Any = None, catalog: Catalog | None = None, lock: bool = True):
+                 console: Any = None, catalog: Catalog | None = None, lock: bool = True,
+                 models: Iterable[str | None] = ()):
         self.paths = paths
         self.models_file = models_file
         self.use_cache = use_cache
@@ -95,19 +85,21 @@ class StageRunner:
         self._stages: list[str] = []
         self._retries_logged: dict[str, dict[str, Any]] = {}
         self._started = time.monotonic()
+        self._resolved: dict[str, ModelSpec] = {}
+        self.resolve(models)  # a bad alias or a missing key fails here, before the lock touches the folder
 
     # ------------------------------------------------------------ models
 
     def resolve(self, names: Iterable[str | None]) -> dict[str, ModelSpec]:
         """Aliases → resolved specs, every missing key named before any work starts."""
-        resolved = {}
-        for name in names:
-            if name and name not in resolved:
-                spec = resolve_spec(name, self.specs)
-                check_offline_name(spec.model)
-                resolved[name] = spec
-        preflight(list(resolved.values()))
-        return resolved
+        fresh = {}
+        for name in dict.fromkeys(name for name in names if name):
+            if name not in self._resolved and name not in fresh:
+                fresh[name] = resolve_spec(name, self.specs)
+                check_offline_name(fresh[name].model)
+        preflight(list(fresh.values()))  # every missing key variable named at once
+        self._resolved.update(fresh)
+        return {name: self._resolved[name] for name in dict.fromkeys(name for name in names if name)}
 
     @property
     def pool(self) -> ModelPool:
@@ -157,17 +149,6 @@ class StageRunner:
             self._retries_logged[alias] = stats
         if delta:
             self.log({"event": "retries", "stage": stage, "retries": delta})
-
-    def retry_totals(self, aliases: Iterable[str]) -> dict[str, dict[str, Any]]:
-        """Attempts and retries per alias over every invocation on this run folder (from the stage log)."""
-        wanted = set(aliases)
-        totals: dict[str, dict[str, Any]] = {}
-        for entry in iter_json_lines(self.paths.stage_log):
-            if entry.get("event") == "retries" and isinstance(entry.get("retries"), dict):
-                for alias, stats in entry["retries"].items():
-                    if alias in wanted and isinstance(stats, dict):
-                        totals[alias] = add_retry_stats(totals.get(alias, {}), stats)
-        return dict(sorted(totals.items()))
 
     def _release(self) -> None:
         if self._lock is not None:
@@ -265,9 +246,7 @@ class StageRunner:
         stage = manifest.stage(name)
         usage = stage_usage(self.paths, name, stage)
         self._log_retries(name)
-        aliases = [alias for role in (stage.get("config") or {}).get("models", {}).values() for alias in role]
-        aliases += [alias for role in stage.get("additive_models", {}).values() for alias in role]
-        extra = {**(extra or {}), "retries": self.retry_totals(aliases)}
+        extra = {**(extra or {}), "retries": retry_totals(self.paths, stage_aliases(stage))}
         if self._pool is not None:
             stopped = self._pool.stopped_endpoints()
             if stopped:

@@ -38,11 +38,18 @@ class PatientConfig(Strict):
 
 
 class QCConfig(Strict):
-    """Patient QC before the study (issue 9): refuse to start when the patient leaks too often."""
+    """Patient QC before the study: refuse to start when the patient leaks too often."""
 
     enabled: bool = False
     max_leak_rate: float = Field(0.05, ge=0.0, le=1.0)
     profiles: int = Field(10, ge=1)
+
+
+class ForkConfig(Strict):
+    """A counterfactual fork: re-run each intake from ``at`` with the supervisor's ``nudge``."""
+
+    at: str = Field("closure", description="closure | first-planning | a turn number")
+    nudge: str = Field("review", pattern=r"^[A-Za-z0-9_-]+$", description="prompts/nudge_<nudge>.j2")
 
 
 class StudyConfig(Strict):
@@ -63,6 +70,7 @@ class StudyConfig(Strict):
     budget: float | None = Field(None, gt=0, description="dollars; stop launching new work once reached")
     cache: bool = True
     qc: QCConfig = Field(default_factory=QCConfig)
+    forks: list[ForkConfig] = Field(default_factory=list, description="could-it-ask forks, judged like any intake")
 
     @field_validator("clinicians", "judges", "conditions")
     @classmethod

@@ -126,7 +126,7 @@ class EstimatingModel:
             missing = ASSUMED_TOKENS["generator"] - _text_tokens(text)
             return (text + " " + _filler(missing)).strip() if missing > 0 else text
         if context.get("request") == "formulation" or purpose == "formulation":
-            # valid JSON (issue 8), so the estimate does not count a repair request per conversation
+            # valid JSON, so the estimate does not count a repair request per conversation
             return json.dumps({"chief_complaint": "low mood",
                                "principal_diagnosis": {"name": "Major depressive disorder"},
                                "risk_level": "low", "risk_evidence": _filler(ASSUMED_TOKENS["formulation"] - 30)})

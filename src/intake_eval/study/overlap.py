@@ -3,7 +3,7 @@
 The runner's ``on_done`` puts every finished ok conversation on an asyncio queue that judge workers
 consume (one judge call set per conversation and judge, as ``judging.judge_conversation`` makes
 them), so the judging costs little wall time beyond the conversations. Afterwards
-``judging.judge_stage`` sweeps up whatever an earlier, interrupted invocation left unjudged, the
+``judge.stage.judge_stage`` sweeps up whatever an earlier, interrupted invocation left unjudged, the
 files are compacted, and the run and judge stages are finished through the stage runner (counts and
 usage read from the records on disk).
 """
@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.store import JsonlWriter, RunPaths
+from intake_eval.forks.plan import parse_fork_at
+from intake_eval.forks.stage import run_fork_stage
 from intake_eval.interview.formulation_resume import provider_error_formulations
 from intake_eval.interview.plan import (
     RunSettings,
@@ -46,7 +48,7 @@ def _run_settings(config: StudyConfig) -> RunSettings:
         clinicians=list(config.clinicians), patient=config.patient.model, patient_mode=config.patient.mode,
         tracker=config.patient.tracker, turns=config.turns, conditions=list(config.conditions),
         trials=config.trials, concurrency=config.concurrency, budget=config.budget,
-        formulation=config.formulation,  # issue 8
+        formulation=config.formulation,
     )
 
 
@@ -163,13 +165,20 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
                                                             catalog=catalog, stopped=runner.pool.stopped,
                                                             on_done=lambda judgment: progress.judged(judgment.ok)))
     run = finish_run_stage(runner, plan, totals, interrupted=interrupted)
+    forks: dict[str, dict[str, int]] = {}
+    if not interrupted and config.forks:
+        if laps is not None:
+            laps("judge sweep")
+        forks, sweep, interrupted = _forks(config, runner, settings, setups, force=force)
+        if laps is not None:
+            laps("forks")
     judged = finish_judge_stages(runner, setups, interrupted=interrupted,
                                  aborted=sweep.aborted if sweep is not None else None)
     if interrupted:
         raise KeyboardInterrupt
-    if laps is not None:
+    if laps is not None and not config.forks:
         laps("judge sweep")
-    counts: dict[str, Any] = {"run": run.counts, "judge": judged}
+    counts: dict[str, Any] = {"run": run.counts, "judge": judged, **({"forks": forks} if forks else {})}
     if settings.formulation:
         invalid = sum(count for outcomes in (totals.formulations, totals.new_formulations)
                       for status, count in outcomes.items() if status == "invalid")
@@ -178,3 +187,20 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
     if totals.stopped:
         counts["stopped"] = sorted(set(totals.stopped.values()))
     return counts
+
+
+def _forks(config: StudyConfig, runner: StageRunner, settings: RunSettings, setups: list, *,
+           force: bool) -> tuple[dict[str, dict[str, int]], Any, bool]:
+    """Every configured fork (after the intakes are judged: a closure fork needs the labels), then one
+    judge sweep so the forks are judged like any intake."""
+    counts = {}
+    for fork in config.forks:
+        result = run_fork_stage(runner, settings, at=parse_fork_at(fork.at, config.turns), nudge=fork.nudge,
+                                force=force)
+        counts[result.stage] = {"planned": result.planned, "ok": result.ok, "failed": result.failed,
+                                "not_forked": sum(result.skipped.values())}
+        if result.interrupted:
+            return counts, None, True
+    sweep, interrupted = runner.run(lambda: judge_stage(runner.paths, setups, concurrency=config.concurrency,
+                                                        catalog=runner.catalog, stopped=runner.pool.stopped))
+    return counts, sweep, interrupted

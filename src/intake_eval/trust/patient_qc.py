@@ -336,7 +336,8 @@ def qc_stage_name(settings: QCSettings) -> str:
 def execute_qc(paths: RunPaths, settings: QCSettings, *, models_file: Path | None = None, use_cache: bool = True,
                force: bool = False, console: Any = None) -> QCResult:
     """Patient QC as the CLI runs it: its own stage runner (lock, guards, pool)."""
-    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console) as runner:
+    names = [settings.patient, settings.judge, settings.tracker if settings.mode == "tracked" else None]
+    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, models=names) as runner:
         return run_patient_qc(runner, settings, force=force)
 
 

@@ -234,7 +234,7 @@
     renderPanel();
   }
 
-  /* ------------------------------------------------------------ post-intake formulation (issue 8) */
+  /* ------------------------------------------------------------ post-intake formulation */
   function diagnosisVerdict(conv, f, domain) {
     /* [css class, text]: where the diagnosis lands against this profile, under the selected judge. */
     if (!domain) return ["fx-none", "not mapped to a catalog domain"];

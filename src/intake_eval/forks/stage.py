@@ -1,0 +1,118 @@
+"""The fork stage: ``fork:<at>:<nudge>`` in the manifest, run through the stage runner like any stage.
+
+Forks are conversations in the clinicians' own files (ids ``<parent>.fork-<at>-<nudge>``, a ``fork``
+field naming the parent), so the judge stage judges them like any intake and resume works by id.
+They are analysed as their own arm (``Conversation.arm_condition``), never mixed with the intakes.
+``--force`` on a changed fork stage removes that fork's records and their judgments.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from intake_eval.core.records import Conversation
+from intake_eval.core.store import RunPaths, drop_records, iter_records
+from intake_eval.forks.plan import ForkPlan, needs_judge, plan_forks
+from intake_eval.interview.display import RunDisplay
+from intake_eval.interview.plan import (
+    RunSettings,
+    RunTotals,
+    load_profiles,
+    plan_conversations,
+    prompt_names,
+)
+from intake_eval.interview.stage import (
+    RUN_STAGE,
+    compact_conversations,
+    run_conversations,
+)
+from intake_eval.judge.stage import primary_judge
+from intake_eval.runner.stage import StageRunner
+
+
+def fork_stage_name(at: str, nudge: str) -> str:
+    return f"fork:{at}:{nudge}"
+
+
+@dataclass
+class ForkResult:
+    stage: str
+    planned: int = 0
+    ok: int = 0
+    failed: int = 0
+    skipped: Counter = field(default_factory=Counter)
+    totals: RunTotals | None = None
+    interrupted: bool = False
+
+
+def _remove_forks(paths: RunPaths, at: str, nudge: str) -> None:
+    """A forced fork stage starts over: its records and their judgments leave the shared files."""
+    def is_this_fork(data: dict[str, Any]) -> bool:
+        fork = data.get("fork") if isinstance(data.get("fork"), dict) else None
+        if fork is None and str(data.get("conversation_id", "")).endswith(f".fork-{at}-{nudge}"):
+            return True
+        return bool(fork) and fork.get("at") == at and fork.get("nudge") == nudge
+
+    for path in [*paths.conversation_files(), *paths.judgment_files()]:
+        drop_records(path, is_this_fork)
+
+
+def run_fork_stage(runner: StageRunner, settings: RunSettings, *, at: str, nudge: str, force: bool = False,
+                   display: Any = None) -> ForkResult:
+    """Fork every finished intake of the run at ``at`` with ``nudge``; resume skips forks already ok."""
+    paths = runner.paths
+    name = fork_stage_name(at, nudge)
+    judge = primary_judge(runner.manifest.data) if needs_judge(at) else None
+    clinicians = runner.resolve(settings.clinicians)
+    roles = {"clinician": clinicians, "patient": runner.resolve([settings.patient])}
+    tracker = (settings.tracker or settings.patient) if settings.patient_mode == "tracked" else None
+    if tracker:
+        roles["tracker"] = runner.resolve([tracker])
+    run_hash = (runner.manifest.data.get("stages", {}).get(RUN_STAGE) or {}).get("config_hash")
+    stage = runner.manifest.stage(name)
+    if force and stage.get("config_hash"):
+        _remove_forks(paths, at, nudge)
+    runner.begin(name, {"at": at, "nudge": nudge, "judge": judge, "run_config_hash": run_hash}, force=force,
+                 models=roles, additive=["clinician"], prompts=[*prompt_names(settings), f"nudge_{nudge}"])
+    parents = plan_conversations(load_profiles(paths), settings)
+    plan: ForkPlan = plan_forks(paths, parents, at=at, nudge=nudge, judge=judge)
+    result = ForkResult(stage=name, planned=len(plan.items), skipped=plan.skipped, totals=RunTotals())
+    if display is None and runner.console is not None and plan.items:
+        display = RunDisplay(runner.console, len(plan.items))
+    _, result.interrupted = runner.run(lambda: run_conversations(
+        plan.items, runner.pool, paths=paths, patient=settings.patient, tracker=tracker,
+        concurrency=settings.concurrency, budget=settings.budget, totals=result.totals,
+        on_update=display.update if display is not None else None, stopped=runner.pool.stopped), display)
+    compact_conversations(paths, sorted(clinicians))
+    status = fork_status(paths, sorted(clinicians), {item.conversation_id for item in plan.items})
+    result.ok, result.failed = status["ok"], status["failed"]
+    complete = result.ok == result.planned
+    runner.finish(name, status="done" if complete else "interrupted" if result.interrupted else "incomplete",
+                  counts={"planned": result.planned, "ok": result.ok, "failed": result.failed,
+                          "not_forked": sum(plan.skipped.values())},
+                  extra={"not_forked_by_reason": dict(sorted(plan.skipped.items()))})
+    return result
+
+
+def fork_status(paths: RunPaths, clinicians: list[str], wanted: set[str]) -> dict[str, int]:
+    ok = failed = 0
+    latest: dict[str, str] = {}
+    for alias in clinicians:
+        for conversation in iter_records(paths.conversations(alias), Conversation):
+            if conversation.conversation_id in wanted:
+                latest[conversation.conversation_id] = conversation.status
+    for status in latest.values():
+        ok += status == "ok"
+        failed += status != "ok"
+    return {"ok": ok, "failed": failed}
+
+
+def execute_forks(paths: RunPaths, settings: RunSettings, *, at: str, nudge: str, models_file: Any = None,
+                  use_cache: bool = True, force: bool = False, console: Any = None) -> ForkResult:
+    """The fork stage as `run --fork-at` runs it: its own stage runner (lock, guards, pool)."""
+    tracker = (settings.tracker or settings.patient) if settings.patient_mode == "tracked" else None
+    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console,
+                     models=[*settings.clinicians, settings.patient, tracker]) as runner:
+        return run_fork_stage(runner, settings, at=at, nudge=nudge, force=force)
