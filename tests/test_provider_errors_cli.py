@@ -184,3 +184,17 @@ def test_judge_on_a_llama_cpp_python_server_records_the_level_that_worked(tmp_pa
     assert manifest["structured_output"][f"openai/j@{server.url}"]["level"] == "json_object_schema"
     statuses = {row["status"] for f in paths.judgment_files() for row in iter_json_lines(f)}
     assert statuses == {"ok"}
+
+
+# ---------------------------------------------------------------- qc-patient
+
+def test_qc_patient_exits_non_zero_when_probes_fail(tmp_path):
+    from tests.test_qc import _run_dir
+
+    run_dir = _run_dir(tmp_path)
+    # The patient answers nothing visible: every probe is a patient error, excluded from the rates.
+    with FakeOpenAIServer(lambda body, i: Reply(content="")) as server:
+        models = models_file(tmp_path, pat=f"model: openai/pat, api_base: '{server.url}'")
+        result = invoke("qc-patient", "--patient", "pat", "--n", "1", "--models", models, "--run-dir", str(run_dir))
+    assert result.exit_code == 1, result.output
+    assert "probes failed" in flat(result.output)
