@@ -21,7 +21,7 @@ from intake_eval.core.records import QUESTION_TYPES, ConversationTurn
 from intake_eval.interview.formulation import request_formulation
 from intake_eval.interview.formulation import response_schema as formulation_schema
 from intake_eval.interview.participants import clinician_messages
-from intake_eval.interview.tracker import parse_tracker_answer, tracker_schema
+from intake_eval.interview.tracker import ask_tracker, parse_tracker_answer, tracker_schema
 from intake_eval.judge.judging import judge_conversation
 from intake_eval.judge.schema import (
     JudgeOutputError,
@@ -168,6 +168,25 @@ def test_tracker_schema_requires_a_verdict_per_hidden_domain():
     assert parsed is None and "panic" in problem
     listed = {"question_type": "open", "asked_domains": ["alcohol_use"]}  # the older list shape still reads
     assert parse_tracker_answer(json.dumps(listed), hidden) == (("open", ["alcohol_use"]), "")
+
+
+def test_tracker_succeeds_on_a_llama_cpp_python_server_without_settings():
+    def answer(body):
+        value = instance_of(schema_sent(body))
+        value["asked_domains"]["insomnia"] = True
+        return json.dumps(value)
+
+    hidden = profile(hidden=("insomnia", "alcohol_use")).hidden
+    with FakeOpenAIServer(llama_cpp_python(answer)) as server:
+        spec = ModelSpec(alias="trk", model="openai/served", api_base=server.url, temperature=0.0)
+        with ModelPool({"trk": spec}, retry_policy=POLICY) as pool:
+            verdict = asyncio.run(ask_tracker(pool.get("trk"), hidden, previous_patient="I feel low.",
+                                              utterance="How have you been sleeping?", sample_index=0))
+        levels = [level_sent(body) for body in server.requests]
+        sent = schema_sent(server.requests[-1])
+    assert verdict.asked == ["insomnia"] and not verdict.repaired and len(verdict.results) == 1
+    assert levels == ["json_schema", "json_object_schema"]
+    assert sent["properties"]["asked_domains"]["required"] == ["insomnia", "alcohol_use"]
 
 
 # ---------------------------------------------------------------- formulation
