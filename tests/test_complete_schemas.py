@@ -98,6 +98,25 @@ def test_conversation_judge_schema_requires_every_turn():
         parse_conversation(json.dumps(answer), [0, 1, 2], HIDDEN)
 
 
+def test_free_text_under_a_grammar_cannot_be_a_placeholder_or_run_on():
+    import re
+
+    from intake_eval.llm.structured import response_format
+
+    schema = response_schema(HIDDEN, "per-turn")
+    texts = [schema["properties"]["reasoning"]] + [schema["properties"]["domains"]["properties"][d]["properties"]
+                                                   ["reasoning"] for d in HIDDEN]
+    for text in texts:
+        pattern = re.compile(text["pattern"])
+        assert pattern.match(REASON) and pattern.match("Asked 'how is your sleep' and the reply says so.")
+        for copied in ("<one sentence>", "...", "…", " ", 'a "quoted" word', "x" * (text["maxLength"] + 1)):
+            assert not pattern.match(copied), copied
+    icd10 = re.compile(formulation_schema()["properties"]["principal_diagnosis"]["properties"]["icd10"]["pattern"])
+    assert [bool(icd10.match(code)) for code in ("F41.1", "", "G47.00", "...", "<code>")] == [True, True, True, False, False]
+    gemini = json.dumps(response_format("json_schema", schema, "gemini"))
+    assert '"pattern"' not in gemini and '"maxLength"' in gemini  # Gemini gets the bounds, not the regex
+
+
 def test_the_list_shape_still_parses():
     answer = {"turn": 1, "reasoning": REASON, "question_type": "open", "patient_faithful": True,
               "domains": [{"domain": d, "reasoning": REASON, "asked_about": False, "disclosed": False} for d in HIDDEN]}

@@ -3,7 +3,10 @@
 A model that cannot do the task (or a small one under a grammar) often returns the example's
 shape with its placeholders: ``"..."``, ``"…"``, ``"<one sentence>"``, ``"<why …>"``, or the name of
 the type (``"string"``). Such a value is schema-valid and means nothing, so validators treat it
-as invalid output and send their one repair request.
+as invalid output and send their one repair request. ``written_text`` is the schema for a
+free-text answer that keeps a grammar-constrained model from producing one in the first place
+(it must start with a letter or digit, carries no angle brackets, and is bounded, so a model that
+starts repeating itself still closes its JSON before max_tokens).
 """
 
 from __future__ import annotations
@@ -38,3 +41,10 @@ def placeholder_problem(field: str, value: str, *, allow_empty: bool = True) -> 
         shown = shown if len(shown) <= 40 else shown[:40] + "…"
         return f"{field} is a placeholder ({shown!r}) copied from the example, not an answer"
     return None
+
+
+def written_text(max_chars: int) -> dict[str, object]:
+    """JSON schema of a free-text answer: non-empty, bounded, not a placeholder. The pattern also
+    excludes double quotes and backslashes: a grammar built from it can never break the JSON string."""
+    return {"type": "string", "minLength": 1, "maxLength": max_chars,
+            "pattern": f'^[A-Za-z0-9][^"\\\\<>]{{0,{max_chars - 1}}}$'}

@@ -43,6 +43,10 @@ MODES: tuple[str, ...] = ("per-turn", "conversation")
 # Conversation mode answers every turn at once (about 200 tokens per turn with reasonings): the
 # alias's cap, sized for one turn, would truncate it, so each turn gets this much room.
 CONVERSATION_TOKENS_PER_TURN = 700
+# A per-turn answer grows with the hidden domains (a bounded reasoning and two labels each): the
+# cap must hold the whole object, or a truncated answer fails validation.
+TURN_ANSWER_TOKENS = 120
+DOMAIN_ANSWER_TOKENS = 80
 OFFLINE_PROMPT = "(offline judge: the labels come from request.context)"
 JUDGE_PROMPTS: tuple[str, ...] = ("judge_rules", "judge_turn", "judge_conversation", "judge_repair")
 
@@ -179,7 +183,8 @@ async def judge_conversation(conversation: Conversation, profile: Profile, judge
         outcomes = await asyncio.gather(*[
             _ask(judge_model, OFFLINE_PROMPT if offline else turn_prompt(conversation, profile, number, catalog, rules=rules),
                  lambda text, n=number: [parse_turn(text, n, hidden)], mode=mode, hidden=hidden, turns=[number],
-                 context={**base_context, "turn": number}, meter=meter, sample_index=attempt, what=f"turn {number}")
+                 context={**base_context, "turn": number}, meter=meter, sample_index=attempt, what=f"turn {number}",
+                 max_tokens=max(judge_model.spec.max_tokens or 0, TURN_ANSWER_TOKENS + DOMAIN_ANSWER_TOKENS * len(hidden)))
             for number in turn_numbers
         ])
     else:

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from intake_eval.core.placeholders import placeholder_problem
+from intake_eval.core.placeholders import placeholder_problem, written_text
 from intake_eval.core.records import (
     QUESTION_TYPES,
     DomainLabel,
@@ -66,12 +66,17 @@ def _closed(properties: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
+# Reasoning lengths a grammar enforces (a sentence or two); an unconstrained answer may be longer.
+TURN_REASONING_CHARS = 300
+DOMAIN_REASONING_CHARS = 200
+
+
 def _turn_schema(hidden: Sequence[str]) -> dict[str, Any]:
     # Reasoning before the labels: a model generating in schema order thinks before it decides.
-    label = _closed({"reasoning": {"type": "string", "minLength": 1}, "asked_about": {"type": "boolean"},
+    label = _closed({"reasoning": written_text(DOMAIN_REASONING_CHARS), "asked_about": {"type": "boolean"},
                      "disclosed": {"type": "boolean"}})
     return _closed({
-        "reasoning": {"type": "string", "minLength": 1},
+        "reasoning": written_text(TURN_REASONING_CHARS),
         "question_type": {"type": "string", "enum": list(QUESTION_TYPES)},
         "patient_faithful": {"type": "boolean"},
         "domains": _closed({domain: label for domain in hidden}),

@@ -36,14 +36,15 @@ LEVEL_NAMES = {
 }
 # Providers whose json_schema response_format litellm (or the server) honours.
 SCHEMA_PROVIDERS = {"openai", "hosted_vllm", "gemini", "vertex_ai", "anthropic", "azure", "fireworks_ai", "lm_studio"}
-# Schema keywords a provider's dialect refuses; removed before sending (Gemini: additionalProperties).
+# Schema keywords a provider's dialect refuses (Gemini: additionalProperties) or may not pass on
+# (patterns), removed before sending; the caller's validation still checks the answer.
 UNSUPPORTED_KEYWORDS: dict[str, frozenset[str]] = {
-    "gemini": frozenset({"additionalProperties", "$schema"}),
-    "vertex_ai": frozenset({"additionalProperties", "$schema"}),
+    "gemini": frozenset({"additionalProperties", "$schema", "pattern"}),
+    "vertex_ai": frozenset({"additionalProperties", "$schema", "pattern"}),
 }
 # Words that tie an error to the requested output format rather than to the request as a whole.
-_FORMAT_WORDS = re.compile(r"response[_ ]format|json_schema|json_object|structured output|\bgrammar\b|guided_json",
-                           re.IGNORECASE)
+_FORMAT_WORDS = re.compile(r"response[_ ]format|response_schema|json_schema|json_object|structured output|"
+                           r"\bgrammar\b|guided_json", re.IGNORECASE)
 _NOT_ABOUT_FORMAT = {401, 403, 408, 429}  # auth and rate limits: never a verdict on the format
 
 
