@@ -21,7 +21,11 @@ from intake_eval.core.records import QUESTION_TYPES, ConversationTurn
 from intake_eval.interview.formulation import request_formulation
 from intake_eval.interview.formulation import response_schema as formulation_schema
 from intake_eval.interview.participants import clinician_messages
-from intake_eval.interview.tracker import ask_tracker, parse_tracker_answer, tracker_schema
+from intake_eval.interview.tracker import (
+    ask_tracker,
+    parse_tracker_answer,
+    tracker_schema,
+)
 from intake_eval.judge.judging import judge_conversation
 from intake_eval.judge.schema import (
     JudgeOutputError,
