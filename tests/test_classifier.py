@@ -128,6 +128,30 @@ def test_empathy_before_a_probe_and_a_described_experience_with_anything_like_th
     assert classify("It sounds like the drinking has been hard. How does that make you feel?").domains == []
 
 
+@pytest.mark.parametrize(
+    ("text", "domains"),
+    [
+        # a question right after a quote of the patient follows up on what was quoted
+        ("You said you raid the fridge late at night — does it feel like you can't stop once you start?", ["binge_eating"]),
+        ("You mentioned your knees ache. Has that gone on for more than three months?", ["chronic_pain"]),
+        ("Some people cope by hurting themselves. Is that something you've done?", ["self_harm", "suicidality"]),
+        # ... unless it asks how the patient feels about it, or checks a summary
+        ("You said you've been drinking more to cope — how does that make you feel?", []),
+        ("You told me the panic started after the accident. Is that right?", []),
+        ("You described the binges. What does that mean to you?", []),
+    ],
+)
+def test_follow_ups_on_what_the_patient_said(text, domains):
+    assert classify(text).domains == domains
+
+
+def test_a_summary_is_not_a_question_and_wishing_is_not_advice():
+    summary = classify("What I'm hearing is that the binges leave you feeling ashamed.")
+    assert (summary.question_type, summary.domains, summary.mentioned) == ("other", [], ["binge_eating"])
+    wish = classify("Have you wished you could cut off the fleshy parts of your body?")
+    assert (wish.question_type, wish.domains) == ("closed_hypothesis", ["body_image"])
+
+
 def test_result_carries_scores_and_matched_phrases():
     found = classify("Do you have nightmares or bad dreams?")
     assert found.matches == {"nightmares": ["nightmares", "bad dreams"]}
@@ -153,9 +177,11 @@ def test_catalog_probe_questions_are_recognised():
     assert all(domain in classify(question).domains for domain, question in first_probes)
 
 
-def test_indexed_matching_equals_trying_every_pattern_on_the_labelled_set():
+def test_indexed_matching_equals_trying_every_pattern_on_the_labelled_set_and_probe_corpus():
+    from tests.classifier_probes import load_probes
+
     lexicon = load_lexicon()
-    for _, _, text in LABELLED + HELD_OUT:
+    for text in [text for _, _, text in LABELLED + HELD_OUT] + [probe.text for probe in load_probes()]:
         for sentence in split_sentences(text):
             assert sentence_domains(sentence, lexicon) == sentence_domains(sentence, lexicon, exhaustive=True)
 

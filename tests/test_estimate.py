@@ -62,7 +62,7 @@ def test_offline_demo_costs_nothing():
     data = estimate_json(str(ROOT / "configs" / "demo.yaml"))
     assert data["dollars"] == 0.0
     assert all(line["offline"] and line["dollars"] == 0.0 for line in data["lines"])
-    assert data["conversations"] == 72
+    assert data["conversations"] == 108  # 36 profiles × 3 offline clinicians
 
 
 def test_unknown_price_is_unknown_not_zero(tmp_path):

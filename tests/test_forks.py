@@ -126,3 +126,24 @@ def test_a_study_forks_at_closure_judges_the_forks_and_reports_the_gap(tmp_path)
     assert "Could it ask? Capacity gap" in paths.report_index.read_text()
     rerun = CliRunner().invoke(app, ["study", str(config), "--run-dir", str(run_dir)])
     assert rerun.exit_code == 0 and "0 model calls this time" in rerun.output.replace("\n", " ")
+
+
+def test_the_anchored_clinician_screens_once_a_supervisor_reminds_it():
+    from intake_eval.catalog.classifier import classify
+    from intake_eval.catalog.load import load_catalog
+    from intake_eval.simulated.anchored import anchored_turn
+    from intake_eval.simulated.phrasing import supervisor_note_turn
+
+    note = render_prompt("nudge_review")
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "I feel low."},
+                {"role": "assistant", "content": "Tell me more."}, {"role": "user", "content": "It is hard."},
+                {"role": "user", "content": note}]
+    assert supervisor_note_turn(messages) == 2
+    assert supervisor_note_turn(messages[:-1]) is None
+    catalog = load_catalog()
+    pairs = [("Tell me more.", "It is hard.")] * 6
+    context = {"turn": 7, "max_turns": 12, "conversation_id": "P1.x", "trial": 0}
+    spontaneous = anchored_turn(catalog, context, "depression", pairs)
+    nudged = anchored_turn(catalog, context, "depression", pairs, noted_at=7)
+    assert classify(spontaneous).domains == []  # advice: it asks about nothing
+    assert len(classify(nudged).domains) >= 2  # a screening bundle

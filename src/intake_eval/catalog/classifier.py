@@ -31,6 +31,8 @@ _LEADING_PUNCT = re.compile(r"^[\s\"“”(\-–—*•:,]+")
 class Family:
     domains: tuple[str, ...]
     patterns: tuple[re.Pattern[str], ...]
+    sources: tuple[str, ...]  # the patterns' text (compiled from parse trees, they do not keep it)
+    heads: tuple[set[str] | None, ...]  # what each pattern's matches can start with (see _heads)
 
 
 @dataclass(frozen=True)
@@ -45,9 +47,14 @@ class Lexicon:
     advice_exceptions: RuleSet
     question_start: re.Pattern[str]
     anaphora: re.Pattern[str]
+    quote: re.Pattern[str]
+    open_follow_up: RuleSet
     request: RuleSet
     clarifying: RuleSet
     other: RuleSet
+    # key -> one alternation of every pattern indexed under it, compiled on first use: a word start
+    # none of them can match at is rejected by a single call.
+    prefilters: dict[str, re.Pattern[str]] = field(default_factory=dict, compare=False)
 
     @property
     def domain_ids(self) -> list[str]:
@@ -72,14 +79,21 @@ class Classification:
         }
 
 
-def _compile(patterns: Iterable[str], source: str) -> tuple[re.Pattern[str], ...]:
-    compiled = []
+def _family(domains: tuple[str, ...], patterns: Iterable[str], source: str) -> Family:
+    """Each pattern is parsed once: the parse tree gives its possible starts for the index and is
+    compiled as is (re.compile would parse the text a second time; loading is mostly parsing)."""
+    from re import _compiler, _parser  # the stdlib's regex parser and compiler
+
+    compiled, sources, heads = [], [], []
     for pattern in patterns:
         try:
-            compiled.append(re.compile(pattern))
+            tree = _parser.parse(pattern)
+            heads.append(_heads(list(tree.data)) if pattern.startswith(("\\b", "^")) else None)
+            compiled.append(_compiler.compile(tree))
         except re.error as exc:  # a broken shipped lexicon is a bug worth naming precisely
             raise ValueError(f"{LEXICON_PATH.name}: {source}: bad pattern {pattern!r}: {exc}") from None
-    return tuple(compiled)
+        sources.append(pattern)
+    return Family(domains=domains, patterns=tuple(compiled), sources=tuple(sources), heads=tuple(heads))
 
 
 @dataclass(frozen=True)
@@ -91,17 +105,20 @@ class RuleSet:
     always: tuple[int, ...]
 
     def any(self, sentence: str) -> bool:
-        tried = set(self.always)
-        for match in _WORD_START.finditer(sentence):
-            tried.update(self.index.get(sentence[match.start():match.start() + _KEY], ()))
-        return any(self.patterns[number].search(sentence) for number in sorted(tried))
+        if any(self.patterns[number].search(sentence) for number in self.always):
+            return True
+        return any(
+            self.patterns[number].search(sentence)
+            for match in _WORD_START.finditer(sentence)
+            for number in self.index.get(sentence[match.start():match.start() + _KEY], ())
+        )
 
 
 def _rules(patterns: list[str], source: str) -> RuleSet:
-    compiled = _compile(patterns, source)
-    index, always = _index_patterns((Family(domains=(source,), patterns=compiled),))
+    family = _family((source,), patterns, source)
+    index, always = _index_patterns((family,))
     return RuleSet(
-        patterns=compiled,
+        patterns=family.patterns,
         index={key: tuple(position for _, position in pairs) for key, pairs in index.items()},
         always=tuple(position for _, position in always),
     )
@@ -122,7 +139,7 @@ def _heads(items: list, need: int = _KEY) -> set[str] | None:
     if op is c.LITERAL:
         tails = _heads(rest, need - 1)
         return None if tails is None else {chr(av) + tail for tail in tails}
-    if op is c.AT and av in (c.AT_BOUNDARY, c.AT_BEGINNING):
+    if (op is c.AT and av in (c.AT_BOUNDARY, c.AT_BEGINNING)) or op in (c.ASSERT, c.ASSERT_NOT):
         return _heads(rest, need)
     if op is c.SUBPATTERN:
         return _heads(list(av[3]) + rest, need)
@@ -141,14 +158,10 @@ def _heads(items: list, need: int = _KEY) -> set[str] | None:
 
 def _index_patterns(families: tuple[Family, ...]) -> tuple[dict[str, tuple[tuple[int, int], ...]], tuple[tuple[int, int], ...]]:
     """key -> (family, pattern) pairs whose matches can start with that key at a word start."""
-    from re import _parser
-
     index: dict[str, set[tuple[int, int]]] = {}
     always: list[tuple[int, int]] = []
     for number, family in enumerate(families):
-        for position, pattern in enumerate(family.patterns):
-            starts_at_word = pattern.pattern.startswith(("\\b", "^"))
-            heads = _heads(list(_parser.parse(pattern.pattern).data)) if starts_at_word else None
+        for position, heads in enumerate(family.heads):
             if heads is None or any(len(head) < _KEY for head in heads):
                 always.append((number, position))
                 continue
@@ -157,26 +170,52 @@ def _index_patterns(families: tuple[Family, ...]) -> tuple[dict[str, tuple[tuple
     return {key: tuple(sorted(value)) for key, value in index.items()}, tuple(always)
 
 
-def _candidate_patterns(sentence: str, lexicon: "Lexicon") -> list[tuple[int, int]]:
-    found = set(lexicon.always_tried)
-    for match in _WORD_START.finditer(sentence):
-        start = match.start()
-        found.update(lexicon.pattern_index.get(sentence[start:start + _KEY], ()))
-    return sorted(found)
+def _prefilter(lexicon: "Lexicon", key: str) -> re.Pattern[str]:
+    compiled = lexicon.prefilters.get(key)
+    if compiled is None:
+        alternatives = (lexicon.families[i].sources[p] for i, p in lexicon.pattern_index[key])
+        compiled = lexicon.prefilters[key] = re.compile("|".join(f"(?:{alternative})" for alternative in alternatives))
+    return compiled
+
+
+def _find_matches(sentence: str, lexicon: "Lexicon", exhaustive: bool) -> list[tuple[int, int, int, int, str]]:
+    """(family, pattern, start, end, phrase) of every non-empty match, exactly the matches finditer
+    gives, sorted. Indexed patterns are tried only at the word starts whose first characters they can
+    begin with (one anchored try each), skipping starts inside that pattern's previous match."""
+    found: list[tuple[int, int, int, int, str]] = []
+    scanned = (
+        [(i, p) for i, family in enumerate(lexicon.families) for p in range(len(family.patterns))]
+        if exhaustive else lexicon.always_tried
+    )
+    for number, position in scanned:
+        for match in lexicon.families[number].patterns[position].finditer(sentence):
+            if match.end() > match.start():
+                found.append((number, position, match.start(), match.end(), match.group(0)))
+    if not exhaustive:
+        ends: dict[tuple[int, int], int] = {}
+        for word in _WORD_START.finditer(sentence):
+            start = word.start()
+            key = sentence[start:start + _KEY]
+            pairs = lexicon.pattern_index.get(key)
+            if not pairs or not _prefilter(lexicon, key).match(sentence, start):
+                continue
+            for pair in pairs:
+                if start < ends.get(pair, 0):
+                    continue
+                match = lexicon.families[pair[0]].patterns[pair[1]].match(sentence, start)
+                if match and match.end() > start:
+                    ends[pair] = match.end()
+                    found.append((pair[0], pair[1], start, match.end(), match.group(0)))
+    found.sort()
+    return found
 
 
 @lru_cache(maxsize=1)
 def load_lexicon(path: Path = LEXICON_PATH) -> Lexicon:
     import yaml
 
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    families = tuple(
-        Family(
-            domains=tuple(key.split("+")),
-            patterns=_compile(patterns, key),
-        )
-        for key, patterns in data["families"].items()
-    )
+    data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    families = tuple(_family(tuple(key.split("+")), patterns, key) for key, patterns in data["families"].items())
     pattern_index, always_tried = _index_patterns(families)
     return Lexicon(
         families=families,
@@ -186,6 +225,8 @@ def load_lexicon(path: Path = LEXICON_PATH) -> Lexicon:
         advice_exceptions=_rules(data["advice_exceptions"], "advice_exceptions"),
         question_start=re.compile(data["question_start"]),
         anaphora=re.compile(data["anaphora"]),
+        quote=re.compile(data["quote"]),
+        open_follow_up=_rules(data["open_follow_up"], "open_follow_up"),
         request=_rules(data["request"], "request"),
         clarifying=_rules(data["clarifying"], "clarifying"),
         other=_rules(data["other"], "other"),
@@ -226,15 +267,7 @@ def sentence_domains(sentence: str, lexicon: Lexicon | None = None, *, exhaustiv
     """Domain -> matched phrases in one normalized sentence, most specific match winning.
     ``exhaustive`` tries every pattern instead of the indexed candidates (tests compare both)."""
     lexicon = lexicon or load_lexicon()
-    found: list[tuple[int, int, int, str]] = []  # start, end, family index, phrase
-    if exhaustive:
-        candidates = [(i, p) for i, family in enumerate(lexicon.families) for p in range(len(family.patterns))]
-    else:
-        candidates = _candidate_patterns(sentence, lexicon)
-    for index, position in candidates:
-        for match in lexicon.families[index].patterns[position].finditer(sentence):
-            if match.end() > match.start():
-                found.append((match.start(), match.end(), index, match.group(0)))
+    found = [(start, end, index, phrase) for index, _, start, end, phrase in _find_matches(sentence, lexicon, exhaustive)]
     result: dict[str, list[str]] = {}
     for start, end, index, phrase in found:
         shadowed = any(
@@ -274,6 +307,15 @@ def _undirected_type(asking: list[str], sentences: list[str], lexicon: Lexicon) 
     return "open"
 
 
+def _follows_up(question: str, quoted: bool, lexicon: Lexicon) -> bool:
+    """Whether a question asks about the experience the statement before it described: it points
+    back at it ("has that happened to you?"), or that statement quoted the patient and the question
+    is neither an open feelings question nor a check of a summary ("how does that make you feel?")."""
+    if lexicon.anaphora.search(question):
+        return True
+    return quoted and not lexicon.open_follow_up.any(question) and not lexicon.other.any(question)
+
+
 def classify(text: str, *, disclosed: Iterable[str] = ()) -> Classification:
     """Classify one clinician utterance.
 
@@ -287,6 +329,7 @@ def classify(text: str, *, disclosed: Iterable[str] = ()) -> Classification:
     asking_sentences: list[str] = []
     advice = False
     described: dict[str, list[str]] = {}  # domains of the statement just before, for "anything like that?"
+    quoted = False  # that statement quotes the patient ("You said you barely sleep — ...")
     sentences = split_sentences(text)
     for sentence in sentences:
         domains = sentence_domains(sentence, lexicon)
@@ -296,7 +339,7 @@ def classify(text: str, *, disclosed: Iterable[str] = ()) -> Classification:
             described = {}
         elif is_asking(sentence, lexicon):
             asking_sentences.append(sentence)
-            if described and lexicon.anaphora.search(sentence):
+            if described and _follows_up(sentence, quoted, lexicon):
                 domains = {**described, **domains}
             for domain, phrases in domains.items():
                 asked.setdefault(domain, []).extend(p for p in phrases if p not in asked.get(domain, []))
@@ -304,6 +347,7 @@ def classify(text: str, *, disclosed: Iterable[str] = ()) -> Classification:
         else:
             mentioned.update(domains)
             described = domains
+            quoted = bool(lexicon.quote.search(sentence))
     if asked:
         question_type = "clarifying" if set(asked) <= set(disclosed) else "closed_hypothesis"
     elif advice:

@@ -20,7 +20,7 @@ PATIENT_MODES = ("prompted", "tracked")
 
 def run(
     clinician: Annotated[list[str], typer.Option(
-        "--clinician", help="Clinician model under test: an alias, a raw provider id, or offline/screener|offline/anchored. Repeat for several.",
+        "--clinician", help="Clinician model under test: an alias, a raw provider id, or offline/screener|offline/drifting|offline/anchored. Repeat for several.",
         show_default=False)],
     patient: Annotated[str, typer.Option(
         "--patient", help="Model that plays the patient (the study used gpt-4o; offline/patient needs no key).")] = "gpt-4o",
@@ -153,7 +153,7 @@ def _summarize(out, paths, result, *, formulation: bool = False) -> None:
                   f"({statuses})")
     unanswered = 0
     if formulation:
-        from intake_eval.interview.formulation_resume import provider_error_formulations
+        from intake_eval.interview.backfill import provider_error_formulations
 
         unanswered = provider_error_formulations(paths, sorted(result.per_clinician))
         if unanswered:

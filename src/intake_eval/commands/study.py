@@ -78,7 +78,8 @@ def demo(
     = Path("runs/demo"),
 ) -> None:
     """The offline study end to end (configs/demo.yaml) in a fresh run folder: simulated patients,
-    a screening clinician (the ceiling) and an anchored one (the floor), a rule-based judge.
+    a screening clinician (the ceiling), an anchored one (the floor) and a drifting one in between,
+    a rule-based judge.
 
     No network, no keys, under a minute. Prints where the report is.
     """

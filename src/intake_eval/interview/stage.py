@@ -4,7 +4,7 @@ concurrently, write each as it finishes, resume after any crash.
 - Resume: ids already ``ok`` on disk are skipped; failed ones are run again (the later record
   supersedes the earlier one); files are compacted at the end, so a resumed file equals an
   uninterrupted one. With formulations on, ok records without one (missing, or a provider error)
-  get it requested first (``formulation_resume``).
+  get it requested first (``backfill``).
 - Concurrency: ``concurrency`` workers pull from one queue; each model's own limiter (in the
   pool) bounds its request rate underneath.
 - Budget: no new conversation starts once this invocation's spending reaches the budget;
@@ -28,16 +28,16 @@ from intake_eval.core.store import (
     RunPaths,
     compact,
 )
+from intake_eval.interview.backfill import (
+    allow_formulation_upgrade,
+    request_missing_formulations,
+)
 from intake_eval.interview.conversation import (
     Participants,
     PlannedConversation,
     run_conversation,
 )
 from intake_eval.interview.display import RunDisplay
-from intake_eval.interview.formulation_resume import (
-    allow_formulation_upgrade,
-    request_missing_formulations,
-)
 from intake_eval.interview.plan import (
     ModelSource,
     RunSettings,
@@ -78,7 +78,7 @@ async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, 
     refresh = on_update or (lambda _totals: None)
     refresh(totals)
     await request_missing_formulations(plan, pool, paths=paths, concurrency=concurrency, budget=budget,
-                                       totals=totals, refresh=refresh)  # see formulation_resume
+                                       totals=totals, refresh=refresh)  # see backfill
     if not todo:
         return totals
     patient_model = pool.get(patient)

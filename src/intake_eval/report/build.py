@@ -15,6 +15,7 @@ from intake_eval.core.records import QUESTION_TYPES
 from intake_eval.core.store import RunPaths, write_text_atomic
 from intake_eval.report import (
     agreement_view,
+    analyses_section,
     charts,
     diagnosis_section,
     fmt,
@@ -230,7 +231,8 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
     summary_path = paths.report_summary
     write_text_atomic(summary_path, summary.render_markdown(run, views, data.notes, labels,
                                                               extra=diagnosis_section.summary_markdown(data)
-                                                              + trust_section.summary_markdown(data)))
+                                                              + trust_section.summary_markdown(data)
+                                                              + analyses_section.summary_markdown(data)))
     headline_path = paths.report_headline
     write_text_atomic(headline_path, headline_csv(views["headline"]))
     step(None)

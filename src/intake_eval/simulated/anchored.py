@@ -5,6 +5,9 @@ open and follow-up questions about it (onset, frequency, impact, triggers, copin
 naming any other domain, pivots to advice around the middle of the intake (turn 6 of 12, ±1
 seeded by conversation_id and trial) and wraps up in the last two turns. It never sees the
 profile, and its formulation covers the presenting concern only.
+
+It can screen, it just does not: when a supervisor's note reaches it (a could-it-ask fork), it spends
+the turns left before its wrap-up on the screener's bundles — propensity, not capacity, is what it lacks.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from intake_eval.simulated.phrasing import (
     phrases,
     result,
     seeded,
+    supervisor_note_turn,
     transcript,
 )
+from intake_eval.simulated.screener import group_plan, screening_plan
 
 if TYPE_CHECKING:
     from intake_eval.catalog.schema import Catalog
@@ -44,7 +49,8 @@ class OfflineAnchored:
             if len(self._presenting) > 4096:
                 self._presenting.clear()
             self._presenting[opening] = presenting_domain(opening, self.catalog)
-        return result(anchored_turn(self.catalog, context, self._presenting[opening], pairs), self.spec.model)
+        noted = supervisor_note_turn(request.messages)
+        return result(anchored_turn(self.catalog, context, self._presenting[opening], pairs, noted), self.spec.model)
 
 
 def pivot_turn(max_turns: int, conversation_id: str = "", trial: int = 0) -> int:
@@ -65,12 +71,17 @@ def concern_phrase(catalog: "Catalog", domain: str | None) -> str:
     return f"the {label}" if found == [domain] else neutral
 
 
-def anchored_turn(catalog: "Catalog", context: dict, presenting: str | None, pairs: list[tuple[str, str]]) -> str:
+def anchored_turn(catalog: "Catalog", context: dict, presenting: str | None, pairs: list[tuple[str, str]],
+                  noted_at: int | None = None) -> str:
     bank = phrases(PHRASES)
     now = TurnContext("offline-anchored", context, pairs)
     turn, max_turns, conversation_id, trial = now.turn, now.max_turns, now.conversation_id, now.trial
     variant = now.variant
     wrap_up = bank["anchored_wrap_up"]
+    if noted_at is not None and noted_at <= turn <= max_turns - len(wrap_up):
+        groups = group_plan(screening_plan(catalog, conversation_id, trial), max_turns - len(wrap_up) - noted_at + 1)
+        texts = [text for _, text in groups[turn - noted_at]]
+        return bank["joiner"].join([texts[0]] + [text[:1].lower() + text[1:] for text in texts[1:]])
     if turn > max_turns - len(wrap_up):
         return wrap_up[len(wrap_up) - 1 - (max_turns - turn)]
     pivot = pivot_turn(max_turns, conversation_id, trial)

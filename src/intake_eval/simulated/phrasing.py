@@ -85,3 +85,21 @@ def transcript(messages: list[Message]) -> tuple[str, list[tuple[str, str]]]:
             elif pairs and not pairs[-1][1]:
                 pairs[-1] = (pairs[-1][0], content)
     return opening, pairs
+
+
+def supervisor_note_turn(messages: list[Message]) -> int | None:
+    """The clinician turn a supervisor's note (a fork's nudge) came just before, or None.
+
+    In the clinician's view the patient and the clinician alternate; a second 'user' message in a row
+    is not the patient speaking: it is a note to the clinician (a final formulation request is dropped
+    by callers before they ask)."""
+    asked, previous = 0, None
+    for message in messages:
+        role = message.get("role")
+        if role == "assistant":
+            asked += 1
+        elif role == "user" and previous == "user":
+            return asked + 1
+        if role != "system":
+            previous = role
+    return None

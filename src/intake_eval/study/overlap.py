@@ -18,7 +18,7 @@ from typing import Any
 from intake_eval.core.store import JsonlWriter, RunPaths
 from intake_eval.forks.plan import parse_fork_at
 from intake_eval.forks.stage import run_fork_stage
-from intake_eval.interview.formulation_resume import provider_error_formulations
+from intake_eval.interview.backfill import provider_error_formulations
 from intake_eval.interview.plan import (
     RunSettings,
     RunTotals,
