@@ -56,6 +56,16 @@ def test_paper_estimate_counts_the_seed_study_calls():
         assert data["dollars"] is None
     else:
         assert data["dollars"] > 0
+    # Provider prompt caching, replayed on the real prompts and priced at the published cached rates,
+    # puts the study at least 30 % below the same study without it.
+    assert data["dollars"] <= 0.70 * data["dollars_without_cache"]
+    for line in lines:
+        assert 0 <= line["cached_prompt_tokens"] + line["cache_write_tokens"] <= line["prompt_tokens"]
+        if line["cache_read_cost_per_token"] is None:  # no published cached price: no saving claimed
+            assert line["dollars"] == line["dollars_without_cache"]
+    assert by_alias["claude-sonnet-4.6"]["cache_write_tokens"] > 0  # breakpoints write, then are read
+    assert by_alias["gpt-4o"]["cache_write_tokens"] == 0 and by_alias["gpt-4o"]["cached_prompt_tokens"] > 0
+    assert data["assumptions"]["prompt_cache"]["claude-sonnet-4.6"]["breakpoints"] is True
 
 
 def test_offline_demo_costs_nothing():

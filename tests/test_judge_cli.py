@@ -20,7 +20,10 @@ def _run_folder(tmp_path) -> RunPaths:
     paths = RunPaths(tmp_path / "run")
     append_record(paths.profiles, profile())
     for clinician in ("offline/screener", "offline/anchored"):
-        append_record(paths.conversations(clinician), conversation(TURNS, clinician=clinician))
+        # distinct transcripts: a judge's calls go in turn order, so identical ones would be answered
+        # from the response cache
+        turns = [(f"{question} ({clinician})", answer) for question, answer in TURNS]
+        append_record(paths.conversations(clinician), conversation(turns, clinician=clinician))
     return paths
 
 

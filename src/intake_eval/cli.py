@@ -13,6 +13,7 @@ from intake_eval import __version__
 from intake_eval.commands import (
     annotate,
     classify,
+    compare,
     generate,
     judge,
     models,
@@ -23,6 +24,7 @@ from intake_eval.commands import (
     show,
     status,
     study,
+    view,
 )
 
 _DEFAULT_SHOW_IMPL = warnings._showwarnmsg_impl  # prints; a recorder replaces it while recording
@@ -102,6 +104,8 @@ def _register() -> None:
     app.command("run")(run.run)
     app.command("judge")(judge.judge)
     app.command("report")(report.report)
+    app.command("compare")(compare.compare)
+    app.command("view")(view.view)
     app.command("study")(study.study)
     app.command("demo")(study.demo)
     app.command("estimate")(study.estimate)

@@ -33,6 +33,7 @@ from intake_eval.llm.base import (
     Message,
     ModelCallError,
 )
+from intake_eval.llm.prompt_cache import history_cache_points
 
 RISK_LEVELS: tuple[str, ...] = get_args(RiskLevel)
 FORMULATION_MAX_TOKENS = 1200  # a formulation is ~300-500 tokens; a larger spec cap (reasoning models) wins
@@ -87,9 +88,11 @@ async def request_formulation(clinician_model: ChatModel, clinician_messages: li
     context = {"role": "clinician", "conversation_id": conversation_id, "turn": turn, "max_turns": max_turns,
                "trial": trial, "request": "formulation"}
     schema = response_schema()
+    # The clinician's last turn call ended one exchange before the finished conversation.
+    points = history_cache_points(messages, 0, previous_end=len(clinician_messages) - 3)
     for attempt in range(2):
         request = ChatRequest(messages=messages, sample_index=trial, max_tokens=cap, response_schema=schema,
-                              purpose="formulation", context=context)
+                              purpose="formulation", context=context, cache_points=points)
         try:
             result = await clinician_model.complete(request)
         except ModelCallError as exc:

@@ -34,6 +34,7 @@ from intake_eval.llm.base import (
     Message,
     ModelCallError,
 )
+from intake_eval.llm.prompt_cache import history_cache_points
 
 OFFLINE_TRACKER = "offline/classifier"
 
@@ -129,10 +130,12 @@ async def patient_opening(setup: PatientSetup) -> tuple[str, ChatResult, Patient
     """The patient speaks first, about the presenting concern only."""
     state = PatientState()
     system = setup.system_prompt(())
+    messages = patient_messages(system, state, None)
     request = ChatRequest(
-        messages=patient_messages(system, state, None),
+        messages=messages,
         sample_index=setup.sample_index,
         purpose="patient",
+        cache_points=history_cache_points(messages, 1),
         context=_patient_context(setup, state, (), 0, None),
     )
     result = await setup.model.complete(request)
@@ -149,10 +152,12 @@ async def patient_reply(setup: PatientSetup, state: PatientState, turn: int, utt
         decision, tracker_results = await track_turn(setup, state, utterance)
         unlocked = tuple(decision.unlocked_after)
     system = setup.system_prompt(unlocked)
+    messages = patient_messages(system, state, utterance)
     request = ChatRequest(
-        messages=patient_messages(system, state, utterance),
+        messages=messages,
         sample_index=setup.sample_index,
         purpose="patient",
+        cache_points=history_cache_points(messages, 1),
         context=_patient_context(setup, state, unlocked, turn, utterance),
     )
     result = await setup.model.complete(request)
@@ -232,10 +237,13 @@ async def clinician_turn(model: ChatModel, *, condition: str, opening: str, turn
                          turn: int, max_turns: int, conversation_id: str, trial: int,
                          nudge: str | None = None) -> ChatResult:
     """One clinician utterance. The result's text is visible speech; reasoning stays apart."""
+    messages = clinician_messages(condition, opening, turns, nudge)
     request = ChatRequest(
-        messages=clinician_messages(condition, opening, turns, nudge),
+        messages=messages,
         sample_index=trial,
         purpose="clinician",
+        # the previous call ended one exchange earlier (and before this turn's supervisor note, if any)
+        cache_points=history_cache_points(messages, 0, previous_end=len(messages) - (4 if nudge else 3)),
         context={
             "role": "clinician",
             "conversation_id": conversation_id,

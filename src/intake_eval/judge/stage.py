@@ -26,6 +26,7 @@ from intake_eval.core.store import (
     iter_json_lines,
     iter_records,
 )
+from intake_eval.judge.batch import BatchSettings, batch_judges, check_batchable
 from intake_eval.judge.judging import (
     JUDGE_PROMPTS,
     judge_config,
@@ -243,7 +244,8 @@ class JudgeOutcome:
 
 def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn", concurrency: int = 8,
                   limit: int | None = None, models_file: Path | None = None, use_cache: bool = True,
-                  force: bool = False, console: Any = None, display: Any = None) -> JudgeOutcome:
+                  force: bool = False, console: Any = None, display: Any = None,
+                  batch: BatchSettings | None = None) -> JudgeOutcome:
     """The judge stage as the CLI runs it: models and keys, lock, guards, judging with progress."""
     if not paths.profiles.exists():
         raise IntakeEvalError(f"{paths.profiles}: no profiles here yet; run `intake-eval generate --run-dir {paths.root}` first")
@@ -252,13 +254,19 @@ def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn"
     catalog = load_catalog()
     with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, catalog=catalog,
                      models=aliases) as runner:
+        if batch is not None:
+            check_batchable(runner.resolve(aliases))
         setups = begin_judge_stages(runner, aliases, mode, force=force)
         planned = getattr(display, "planned", None)
         done = getattr(display, "done", None)
-        result, interrupted = runner.run(lambda: judge_stage(paths, setups, concurrency=concurrency, limit=limit,
-                                                             catalog=catalog, on_planned=planned, on_done=done,
-                                                             stopped=runner.pool.stopped),
-                                         display)
+
+        async def work() -> JudgeStageResult:
+            judges = setups if batch is None else await batch_judges(runner, setups, limit=limit, catalog=catalog,
+                                                                     settings=batch)
+            return await judge_stage(paths, judges, concurrency=concurrency, limit=limit, catalog=catalog,
+                                     on_planned=planned, on_done=done, stopped=runner.pool.stopped)
+
+        result, interrupted = runner.run(work, display)
         counts = finish_judge_stages(runner, setups, interrupted=interrupted, limit=limit,
                                      aborted=result.aborted if result is not None else None)
     return JudgeOutcome([s.label for s in setups], result, counts, interrupted)

@@ -35,6 +35,9 @@ class ModelSpec(BaseModel):
     timeout_s: float = 120.0
     input_cost_per_token: float | None = None  # override litellm's price table
     output_cost_per_token: float | None = None
+    cache_read_cost_per_token: float | None = None  # input read from the provider's prompt cache
+    cache_write_cost_per_token: float | None = None  # input written to it (Anthropic)
+    batch_cost_factor: float | None = None  # batch price ÷ online price (judge --batch); None → one half
     # Where structured-output negotiation starts: true → json_schema, false → no response_format
     # at all (prompt + validation); None → by provider. See llm/structured.py.
     supports_json_schema: bool | None = None
@@ -65,13 +68,19 @@ class ChatRequest:
     # Structured facts for offline participants (profile, turn, …). Never sent to a provider,
     # not part of the cache key.
     context: Mapping[str, Any] | None = None
+    # Where a prefix this request shares with other calls ends: (message index, character offset in
+    # its content). Providers that cache only at explicit breakpoints get them here (prompt_cache.py);
+    # the text sent is the same either way, so this is not part of the cache key either.
+    cache_points: tuple[tuple[int, int], ...] = ()
 
 
 class CallUsage(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # every input token, cached ones included
     completion_tokens: int = 0
     reasoning_tokens: int = 0
+    cached_prompt_tokens: int = 0  # read from the provider's prompt cache (part of prompt_tokens)
+    cache_write_tokens: int = 0  # written to the provider's prompt cache (part of prompt_tokens)
     cost_usd: float = 0.0
     cost_known: bool = True
 
@@ -128,6 +137,8 @@ class UsageMeter:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     reasoning_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    cache_write_tokens: int = 0
     cost_usd: float = 0.0
     paid_usd: float = 0.0
     cost_known: bool = True
@@ -142,6 +153,8 @@ class UsageMeter:
         self.prompt_tokens += result.usage.prompt_tokens
         self.completion_tokens += result.usage.completion_tokens
         self.reasoning_tokens += result.usage.reasoning_tokens
+        self.cached_prompt_tokens += result.usage.cached_prompt_tokens
+        self.cache_write_tokens += result.usage.cache_write_tokens
         self.cost_usd += result.usage.cost_usd
         self.paid_usd += 0.0 if result.cached else result.usage.cost_usd
         self.cost_known = self.cost_known and result.usage.cost_known
@@ -150,7 +163,7 @@ class UsageMeter:
 
     def merge(self, other: "UsageMeter") -> None:
         for name in ("calls", "cache_hits", "attempts", "prompt_tokens", "completion_tokens", "reasoning_tokens",
-                     "cost_usd", "paid_usd", "latency_s", "queue_s"):
+                     "cached_prompt_tokens", "cache_write_tokens", "cost_usd", "paid_usd", "latency_s", "queue_s"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.cost_known = self.cost_known and other.cost_known
 
@@ -162,6 +175,8 @@ class UsageMeter:
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
             reasoning_tokens=self.reasoning_tokens,
+            cached_prompt_tokens=self.cached_prompt_tokens,
+            cache_write_tokens=self.cache_write_tokens,
             cost_usd=round(self.cost_usd, 8),
             cost_known=self.cost_known,
         )

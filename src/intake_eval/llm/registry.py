@@ -67,6 +67,8 @@ def _check_spec(alias: str, spec: ModelSpec, source: Path) -> None:
             raise bad(field, f"must be at least 1, not {value}")
     if spec.timeout_s <= 0:
         raise bad("timeout_s", "must be positive")
+    if spec.batch_cost_factor is not None and not 0.0 <= spec.batch_cost_factor <= 1.0:
+        raise bad("batch_cost_factor", f"{spec.batch_cost_factor} is outside 0–1 (batch price ÷ online price)")
     if spec.api_key_env is not None and (not _ENV_NAME.match(spec.api_key_env) or _looks_like_secret(spec.api_key_env)):
         # Never echo the value: it may be the key itself pasted by mistake.
         raise bad("api_key_env", "must be the NAME of an environment variable (e.g. TOGETHER_API_KEY), not a key")

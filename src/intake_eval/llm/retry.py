@@ -27,6 +27,7 @@ from intake_eval.llm.health import DETERMINISTIC_STATUS, EndpointHealth
 T = TypeVar("T")
 
 RETRYABLE_STATUS = {408, 409, 425, 429}
+_JITTER = random.Random()  # one per process: seeding reads os.urandom, a GIL hand-off per call under litellm's threads
 FATAL_HINTS = {
     400: "the provider rejected the request",
     401: "authentication failed",
@@ -226,7 +227,7 @@ async def call_with_retry(
     Returns (result, attempts). ModelCallError raised by the attempt (e.g. an empty answer after
     a length stop) passes through unchanged: it is an answer, not a transport failure.
     """
-    rng = rng or random.Random()
+    rng = rng or _JITTER
     stats = stats if stats is not None else RetryStats()
     if health is not None:
         health.check()  # an endpoint stopped after repeated identical failures sends nothing more

@@ -30,7 +30,8 @@ COST_CONVERSATION_COLUMNS = (
     "total_tokens", "total_cost_usd", "cost_known",
 )
 COST_COLUMNS = (*ARM, "role", "conversations", "calls", "prompt_tokens", "completion_tokens", "tokens", "cost_usd",
-                "cost_known", "share_of_cost", "tokens_per_conversation", "cost_usd_per_conversation")
+                "cost_known", "share_of_cost", "tokens_per_conversation", "cost_usd_per_conversation",
+                "cached_prompt_tokens", "prompt_cache_share")
 COST_PER_DOMAIN_COLUMNS = ("judge", *ARM, "conversations", "surfaced_domains", "hidden_domains", "calls", "tokens",
                            "cost_usd", "cost_known", "cost_usd_per_surfaced_domain", "tokens_per_surfaced_domain",
                            "calls_per_surfaced_domain")
@@ -40,7 +41,8 @@ def judge_usage(row: Mapping[str, Any]) -> Usage:
     """The judge's usage from a metrics/conversations.csv row (an unknown price is ``judge_cost_usd`` None)."""
     cost = row["judge_cost_usd"]
     return Usage(calls=row["judge_calls"], prompt_tokens=row["judge_prompt_tokens"],
-                 completion_tokens=row["judge_completion_tokens"], cost_usd=cost or 0.0, cost_known=cost is not None)
+                 completion_tokens=row["judge_completion_tokens"], cost_usd=cost or 0.0, cost_known=cost is not None,
+                 cached_prompt_tokens=row.get("judge_cached_prompt_tokens") or 0)
 
 
 def _tokens(usage: Usage) -> int:
@@ -115,6 +117,9 @@ def cost_rows(spend: Mapping[str, Mapping[str, Usage]], conversations: Mapping[s
                 "tokens": _tokens(usage), "cost_usd": usage.cost_usd, "cost_known": usage.cost_known,
                 "share_of_cost": usage.cost_usd / total.cost_usd if total.cost_usd else None,
                 "tokens_per_conversation": _tokens(usage) / n, "cost_usd_per_conversation": usage.cost_usd / n,
+                # the share of prompt tokens the provider's prompt cache served (billed at its cached rate)
+                "cached_prompt_tokens": usage.cached_prompt_tokens,
+                "prompt_cache_share": usage.cached_prompt_tokens / usage.prompt_tokens if usage.prompt_tokens else None,
             })
     return out
 

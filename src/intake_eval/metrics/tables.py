@@ -55,6 +55,7 @@ from intake_eval.metrics.stats import (
     median_with_undefined,
     paired_comparison,
 )
+from intake_eval.metrics.turn_labels import TURN_LABELS_TABLE, TurnLabelRows
 
 GROUP = ("judge", "clinician", "condition", "patient_mode")
 CONVERSATION_COLUMNS = (
@@ -63,6 +64,7 @@ CONVERSATION_COLUMNS = (
     "premature_closure_turn", "patient_leak_count", "n_turns", *(f"n_{q}" for q in QUESTION_TYPES),
     "caught_domains", "missed_domains", "bled_domains", "judge_calls", "judge_prompt_tokens",
     "judge_completion_tokens", "judge_cost_usd", "judge_errors", "leak_adjusted_active_coverage_rate", "overshared",
+    "judge_cached_prompt_tokens",
 )
 
 
@@ -115,6 +117,7 @@ def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: dict[
         "trial": judgment.trial, "alignment": (facts or {}).get("alignment", ""), "n_hidden": len(hidden),
         "status": judgment.status, "judge_calls": judgment.usage.calls,
         "judge_prompt_tokens": judgment.usage.prompt_tokens, "judge_completion_tokens": judgment.usage.completion_tokens,
+        "judge_cached_prompt_tokens": judgment.usage.cached_prompt_tokens,
         "judge_cost_usd": judgment.usage.cost_usd if judgment.usage.cost_known else None,
         "judge_errors": " | ".join(judgment.errors),
     }
@@ -351,7 +354,13 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
     """Compute every table from the run folder and write metrics/<name>.csv. Returns name → path."""
 
     diagnosis = RowCollector(paths, load_default_catalog())
-    collected = collect(paths, also=diagnosis.add)
+    turn_labels = TurnLabelRows()
+
+    def also(*seen: Any) -> None:
+        diagnosis.add(*seen)
+        turn_labels.add(*seen)
+
+    collected = collect(paths, also=also)
     conversation_rows = [collected.rows[key] for key in sorted(collected.rows)]
     tables = {
         "conversations": (CONVERSATION_COLUMNS, conversation_rows),
@@ -367,6 +376,7 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
     }
     tables.update(cost_tables(collected.conversations, collected.rows, collected.outcomes))
     written = {name: write_csv(paths.metrics(name), columns, rows) for name, (columns, rows) in tables.items()}
+    written[TURN_LABELS_TABLE] = turn_labels.write(paths)
     # safety.csv (+ diagnosis.csv when conversations carry formulations), see metrics/clinical.py
     written.update(write_diagnosis_metrics(paths, collector=diagnosis))
     capacity = write_capacity_gap(paths)  # could-it-ask forks, when the run has them

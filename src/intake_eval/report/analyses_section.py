@@ -111,9 +111,11 @@ COST_DEFINITIONS = (
     "Calls, tokens and dollars per role, summed from the records (failed conversations and judgments included: they "
     "were paid for). The judge role sums every judge of the run. A dollar figure marked ≥ had calls without a known "
     "price. Per surfaced domain: the arm's spend over all roles ÷ hidden domains the report judge saw actively "
-    "surfaced. Simulated (offline) participants make calls but use no tokens and cost nothing.")
-COST_HEADER = ["Clinician", "Role", "Calls", "Tokens", "Tokens / conversation", "Cost", "Cost / conversation",
-               "Share of cost"]
+    "surfaced. Simulated (offline) participants make calls but use no tokens and cost nothing. Prompt cache: the "
+    "share of prompt tokens the provider served from its prompt cache (the repeated prefix: instructions and the "
+    "conversation so far), billed at its cached rate.")
+COST_HEADER = ["Clinician", "Role", "Calls", "Tokens", "Tokens / conversation", "Prompt cache", "Cost",
+               "Cost / conversation", "Share of cost"]
 PER_DOMAIN_HEADER = ["Clinician", "Surfaced / hidden domains", "Calls / surfaced domain", "Tokens / surfaced domain",
                      "Cost / surfaced domain"]
 
@@ -126,7 +128,8 @@ def cost_table_rows(table) -> list[list[str]]:
     rows = []
     for _, r in table.iterrows():
         rows.append([_arm(r), str(r["role"]), fmt.count(r["calls"]), fmt.count(r["tokens"]),
-                     fmt.count(r["tokens_per_conversation"]), fmt.dollars(r["cost_usd"], _known(r)),
+                     fmt.count(r["tokens_per_conversation"]), fmt.pct(r.get("prompt_cache_share")),
+                     fmt.dollars(r["cost_usd"], _known(r)),
                      fmt.dollars(r["cost_usd_per_conversation"], _known(r)), fmt.pct(r["share_of_cost"])])
     return rows
 
@@ -146,7 +149,7 @@ def cost_section(data: RunData) -> Section | None:
         return None
     judge = _primary(data)
     parts = [f"<p class='lede'>{_esc(COST_DEFINITIONS)} Judge: {_esc(judge)}.</p>",
-             _html_table(COST_HEADER, cost_table_rows(table), strong=5)]
+             _html_table(COST_HEADER, cost_table_rows(table), strong=6)]
     per_domain = _for_judge(_read(data, "cost_per_domain"), judge)
     if per_domain is not None and len(per_domain):
         parts.append(_html_table(PER_DOMAIN_HEADER, per_domain_rows(per_domain), strong=4))
@@ -165,6 +168,9 @@ def summary_markdown(data: RunData) -> list[str]:
     if per_domain is not None and len(per_domain):
         out += ["## Cost per surfaced domain", "", COST_DEFINITIONS, "",
                 *md_table(PER_DOMAIN_HEADER, per_domain_rows(per_domain)), ""]
+    cost = _read(data, "cost")
+    if cost is not None and len(cost):
+        out += [f"## {COST_TITLE}", "", *md_table(COST_HEADER, cost_table_rows(cost)), ""]
     return out
 
 

@@ -32,14 +32,21 @@ def _plt():
     return plt
 
 
+FIGURE_SINK: list | None = None  # `report --figures`: (inline svg, open figure) of every chart drawn
+
+
 def to_svg(fig) -> str:
     plt = _plt()
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
-    plt.close(fig)
     text = buffer.getvalue()
     text = text[text.find("<svg"):]  # drop the XML prolog and doctype: the SVG sits inline in HTML
-    return text.replace("<svg ", '<svg class="chart" ', 1)
+    text = text.replace("<svg ", '<svg class="chart" ', 1)
+    if FIGURE_SINK is not None:
+        FIGURE_SINK.append((text, fig))  # kept open: written again as standalone files
+    else:
+        plt.close(fig)
+    return text
 
 
 def heatmap(values, counts, *, title: str, row_labels: list[str], col_labels: list[str],

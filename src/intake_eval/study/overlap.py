@@ -149,11 +149,15 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
     wanted = ok_conversation_ids(paths)
     progress.progress.update(progress.judge,
                              completed=sum(judgment_counts(paths, s.label, wanted)["done"] for s in setups))
+    # A per-turn judge's calls for one conversation go one after another (each reads the previous
+    # one's prefix from the provider's cache), so as many conversations are judged at once as
+    # there are calls per conversation: the calls in flight stay those of `concurrency` conversations.
+    judge_workers = config.concurrency * ((config.turns + 1) if config.judge_mode == "per-turn" else 1)
     with progress:
         totals = RunTotals()
         _, interrupted = runner.run(lambda: _run_and_judge(plan, settings, setups, runner.pool, paths, catalog,
                                                            profiles, progress, totals,
-                                                           judge_workers=config.concurrency))
+                                                           judge_workers=judge_workers))
         if interrupted:
             finish_run_stage(runner, plan, totals, interrupted=True)
             finish_judge_stages(runner, setups, interrupted=True)
@@ -161,7 +165,7 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
         if laps is not None:
             laps("run+judge")
         compact_conversations(paths, settings.clinicians)
-        sweep, interrupted = runner.run(lambda: judge_stage(paths, setups, concurrency=config.concurrency,
+        sweep, interrupted = runner.run(lambda: judge_stage(paths, setups, concurrency=judge_workers,
                                                             catalog=catalog, stopped=runner.pool.stopped,
                                                             on_done=lambda judgment: progress.judged(judgment.ok)))
     run = finish_run_stage(runner, plan, totals, interrupted=interrupted)
