@@ -149,16 +149,18 @@ def test_run_formulation_exits_non_zero_when_formulations_fail(tmp_path):
 
 # ---------------------------------------------------------------- judge
 
-def _judged_run_folder(tmp_path) -> RunPaths:
+def _judged_run_folder(tmp_path, clinicians=("c1", "c2")) -> RunPaths:
     paths = RunPaths(tmp_path / "run")
     append_record(paths.profiles, profile())
-    for clinician in ("offline/screener", "offline/anchored"):
-        append_record(paths.conversations(clinician), conversation(TURNS, clinician=clinician))
+    for clinician in clinicians:
+        # distinct transcripts: identical judge prompts would be answered from the response cache
+        turns = [(f"{question} ({clinician})", answer) for question, answer in TURNS]
+        append_record(paths.conversations(clinician), conversation(turns, clinician=clinician))
     return paths
 
 
 def test_judge_against_a_server_that_is_not_running_fails_fast_naming_it(tmp_path):
-    paths = _judged_run_folder(tmp_path)
+    paths = _judged_run_folder(tmp_path, clinicians=[f"c{index}" for index in range(5)])
     base = f"http://127.0.0.1:{_free_port()}/v1"
     models = models_file(tmp_path, j=f"model: openai/j, api_base: '{base}'")
     result = invoke("judge", "--judge", "j", "--models", models, "--run-dir", str(paths.root))
