@@ -87,13 +87,15 @@ def test_anthropic_shape_through_litellm(usage, read, written):
     assert result.usage.cost_usd == pytest.approx(expected, rel=1e-12)
 
 
-@pytest.mark.parametrize("usage,cached", [({"cachedContentTokenCount": 1200}, 1200), ({"cachedContentTokenCount": 0}, 0),
-                                          ({}, 0)])
-def test_gemini_shape_through_litellm(usage, cached):
+@pytest.mark.parametrize("usage,cached", [({"prompt_tokens_details": {"cached_tokens": 1200}}, 1200),
+                                          ({"prompt_tokens_details": {"cached_tokens": 0}}, 0), ({}, 0)])
+def test_gemini_shape_on_its_openai_compatible_endpoint(usage, cached):
+    # Gemini goes over the direct path (its OpenAI-compatible endpoint), which reports implicit-cache
+    # hits in OpenAI's usage shape
     reply = Reply(content="Labelled.", prompt_tokens=1500, completion_tokens=20, usage=usage)
     with FakeOpenAIServer(scripted([reply])) as server:
         result = call(server, "gemini/gemini-3-flash-preview", **PRICES)
-        assert ":generateContent" in server.paths[0]
+        assert server.paths[0].endswith("/chat/completions")
     assert (result.usage.prompt_tokens, result.usage.cached_prompt_tokens) == (1500, cached)
     expected = (1500 - cached) * 2e-6 + cached * 5e-7 + 20 * 8e-6
     assert result.usage.cost_usd == pytest.approx(expected, rel=1e-12)

@@ -76,6 +76,8 @@ def generate(
     _print_summary(out, RunPaths(Path(run_dir)), catalog, summary)
     if summary.interrupted:
         raise typer.Exit(130)
+    if summary.failed:
+        raise typer.Exit(1)  # profiles left to make: a rerun retries them
 
 
 def _run(paths: Any, catalog: Any, *, n: int, mode: str, seed: int, generator: str, models_file: Any,

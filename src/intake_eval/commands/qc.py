@@ -64,3 +64,8 @@ def qc_patient(
     err.print(f"wrote {result.records_path} and {result.metrics_path}")
     if max_leak_rate is not None or min_recall is not None:
         qc_gate(result, max_leak_rate, min_recall=min_recall)
+    failed = sum(result.errors.values())
+    if failed:
+        err.print(f"[red]{failed} probes failed[/] (patient or judge errors, excluded from the rates; see "
+                  f"{result.records_path}); run the same command again to retry them.")
+        raise typer.Exit(1)

@@ -55,7 +55,9 @@ def study(
     typer.echo(str(outcome.report_path))
     missing = _incomplete(outcome.counts)
     if missing:
-        out.print(f"[yellow]incomplete[/]: {missing}; the report shows what there is. Run the same command again "
+        from rich.markup import escape
+
+        out.print(f"[yellow]incomplete[/]: {escape(missing)}; the report shows what there is. Run the same command again "
                   "to retry (a budget stop needs a larger budget in the config).")
         raise typer.Exit(1)
 
@@ -68,6 +70,12 @@ def _incomplete(counts: dict) -> str:
         problems = {key: value for key, value in judged.items() if key != "done" and value}
         if problems:
             parts.append(f"judge {label}: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in problems.items()))
+    formulations = counts.get("formulations", {})
+    if formulations.get("provider_error"):
+        parts.append(f"{formulations['provider_error']} formulations failed at the provider")
+    if formulations.get("invalid_this_time"):
+        parts.append(f"{formulations['invalid_this_time']} formulations not valid after one repair")
+    parts += [f"stopped: {reason}" for reason in counts.get("stopped", [])]
     return "; ".join(parts)
 
 

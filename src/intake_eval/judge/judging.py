@@ -46,6 +46,10 @@ MODES: tuple[str, ...] = ("per-turn", "conversation")
 # Conversation mode answers every turn at once (about 200 tokens per turn with reasonings): the
 # alias's cap, sized for one turn, would truncate it, so each turn gets this much room.
 CONVERSATION_TOKENS_PER_TURN = 700
+# A per-turn answer grows with the hidden domains (a bounded reasoning and two labels each): the
+# cap must hold the whole object, or a truncated answer fails validation.
+TURN_ANSWER_TOKENS = 120
+DOMAIN_ANSWER_TOKENS = 80
 OFFLINE_PROMPT = "(offline judge: the labels come from request.context)"
 JUDGE_PROMPTS: tuple[str, ...] = ("judge_rules", "judge_turn", "judge_conversation", "judge_repair")
 
@@ -117,10 +121,8 @@ def conversation_prompt(conversation: Conversation, profile: Profile, catalog: "
     )
 
 
-def _repair_prompt(error: str, mode: str, hidden: Sequence[str]) -> str:
-    expectation = ("one turn object {\"turn\", \"reasoning\", \"question_type\", \"patient_faithful\", \"domains\": [...]}"
-                   if mode == "per-turn" else "{\"turns\": [one turn object per turn]}")
-    return render_prompt("judge_repair", error=error, expectation=expectation, hidden_ids=list(hidden),
+def _repair_prompt(error: str, mode: str, hidden: Sequence[str], turns: Sequence[int]) -> str:
+    return render_prompt("judge_repair", error=error, mode=mode, turns=list(turns), hidden_ids=list(hidden),
                          question_types=list(QUESTION_TYPES))
 
 
@@ -149,12 +151,12 @@ def turn_cache_points(prompts: Sequence[str], static_length: int) -> list[tuple[
 
 
 async def _ask(model: ChatModel, prompt: str, parse: Callable[[str], list[TurnJudgment]], *, mode: str,
-               hidden: Sequence[str], context: dict[str, Any], meter: UsageMeter, sample_index: int,
-               what: str, max_tokens: int | None = None,
+               hidden: Sequence[str], turns: Sequence[int], context: dict[str, Any], meter: UsageMeter,
+               sample_index: int, what: str, max_tokens: int | None = None,
                cache_points: tuple[tuple[int, int], ...] = ()) -> _Outcome:
     """One judge request and, if its answer does not validate, one repair request."""
     messages = [{"role": "user", "content": prompt}]
-    schema = response_schema(hidden, mode)
+    schema = response_schema(hidden, mode, turns)
     for attempt in range(2):
         request = ChatRequest(messages=messages, sample_index=sample_index, response_schema=schema,
                               purpose="judge", context=context, max_tokens=max_tokens, cache_points=cache_points)
@@ -170,7 +172,7 @@ async def _ask(model: ChatModel, prompt: str, parse: Callable[[str], list[TurnJu
                 return _Outcome(judge_error=f"{what}: {exc} (after one repair request)")
             messages = messages + [
                 {"role": "assistant", "content": result.text},
-                {"role": "user", "content": _repair_prompt(str(exc), mode, hidden)},
+                {"role": "user", "content": _repair_prompt(str(exc), mode, hidden, turns)},
             ]
     raise AssertionError("unreachable")
 
@@ -200,19 +202,20 @@ async def judge_conversation(conversation: Conversation, profile: Profile, judge
     if mode == "per-turn" and offline:
         outcomes = await asyncio.gather(*[
             _ask(judge_model, OFFLINE_PROMPT, lambda text, n=number: [parse_turn(text, n, hidden)], mode=mode,
-                 hidden=hidden, context={**base_context, "turn": number}, meter=meter, sample_index=attempt,
-                 what=f"turn {number}")
+                 hidden=hidden, turns=[number], context={**base_context, "turn": number}, meter=meter,
+                 sample_index=attempt, what=f"turn {number}")
             for number in turn_numbers
         ])
     elif mode == "per-turn":
         rules = rules_prompt(profile, catalog)
+        turn_cap = max(judge_model.spec.max_tokens or 0, TURN_ANSWER_TOKENS + DOMAIN_ANSWER_TOKENS * len(hidden))
         prompts = [turn_prompt(conversation, profile, number, catalog, rules=rules) for number in turn_numbers]
         outcomes = []
         for number, prompt, points in zip(turn_numbers, prompts, turn_cache_points(prompts, len(rules))):
             outcomes.append(await _ask(
                 judge_model, prompt, lambda text, n=number: [parse_turn(text, n, hidden)], mode=mode, hidden=hidden,
-                context={**base_context, "turn": number}, meter=meter, sample_index=attempt, what=f"turn {number}",
-                cache_points=points))
+                turns=[number], context={**base_context, "turn": number}, meter=meter, sample_index=attempt,
+                what=f"turn {number}", cache_points=points, max_tokens=turn_cap))
             if outcomes[-1].provider_error is not None:
                 break  # the conversation is retried as a whole later; the other turns would be paid twice
     else:
@@ -221,6 +224,7 @@ async def judge_conversation(conversation: Conversation, profile: Profile, judge
         prompt = OFFLINE_PROMPT if offline else conversation_prompt(conversation, profile, catalog, rules=rules)
         outcomes = [await _ask(judge_model, prompt,
                                lambda text: parse_conversation(text, turn_numbers, hidden), mode=mode, hidden=hidden,
+                               turns=turn_numbers,
                                context={**base_context, "turn": None}, meter=meter, sample_index=attempt,
                                what="conversation", cache_points=((0, len(rules)),) if rules else (),
                                max_tokens=max(judge_model.spec.max_tokens or 0, CONVERSATION_TOKENS_PER_TURN * len(turn_numbers)))]

@@ -66,11 +66,14 @@ def _attempts_so_far(path: Path, key: str) -> dict[str, int]:
 async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concurrency: int = 8,
                       limit: int | None = None, catalog: "Catalog | None" = None,
                       on_planned: Callable[[int], None] | None = None,
-                      on_done: Callable[[Judgment], None] | None = None) -> JudgeStageResult:
+                      on_done: Callable[[Judgment], None] | None = None,
+                      stopped: Callable[[str], str | None] | None = None) -> JudgeStageResult:
     """Judge every ok conversation of the run folder with every judge, resuming where it stopped.
 
     ``limit`` keeps only the first N ok conversations (sorted by id) so repeated runs stay the same
     subset. Conversations stream from disk; at most ``concurrency`` are in memory at a time.
+    ``stopped(alias)`` names why a judge's endpoint takes no more requests (the pool's breaker):
+    that judge starts nothing more. Without it, the judge's first fatal error stops it.
     """
 
     profiles = {p.profile_id: p for p in iter_records(paths.profiles, Profile)}
@@ -106,9 +109,15 @@ async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concur
     gate = asyncio.Semaphore(max(1, concurrency))
     tasks: set[asyncio.Task] = set()
 
+    def halted(setup: JudgeSetup) -> bool:
+        reason = stopped(setup.alias) if stopped is not None else None
+        if reason:
+            result.aborted.setdefault(setup.label, reason)
+        return setup.label in result.aborted
+
     async def one(setup: JudgeSetup, conversation: Conversation, profile: Profile) -> None:
         try:
-            if setup.label in result.aborted:
+            if halted(setup):
                 return
             judgment = await judge_conversation(
                 conversation, profile, setup.model, setup.mode, judge=setup.label, catalog=catalog,
@@ -125,7 +134,8 @@ async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concur
                 result.judge_errors[setup.label] += 1
             else:
                 result.provider_errors[setup.label] += 1
-                if judgment.status.endswith("fatal"):  # a bad key or model id: every call would fail alike
+                halted(setup)  # the endpoint may have stopped while this conversation was judged
+                if stopped is None and judgment.status.endswith("fatal"):  # a bad key or model id: all would fail
                     result.aborted.setdefault(setup.label, judgment.errors[0] if judgment.errors else judgment.status)
             if on_done is not None:
                 on_done(judgment)
@@ -255,7 +265,7 @@ def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn"
             judges = setups if batch is None else await batch_judges(runner, setups, limit=limit, catalog=catalog,
                                                                      settings=batch)
             return await judge_stage(paths, judges, concurrency=concurrency, limit=limit, catalog=catalog,
-                                     on_planned=planned, on_done=done)
+                                     on_planned=planned, on_done=done, stopped=runner.pool.stopped)
 
         result, interrupted = runner.run(work, display)
         counts = finish_judge_stages(runner, setups, interrupted=interrupted, limit=limit,

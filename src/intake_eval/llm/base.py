@@ -38,7 +38,9 @@ class ModelSpec(BaseModel):
     cache_read_cost_per_token: float | None = None  # input read from the provider's prompt cache
     cache_write_cost_per_token: float | None = None  # input written to it (Anthropic)
     batch_cost_factor: float | None = None  # batch price ÷ online price (judge --batch); None → one half
-    supports_json_schema: bool | None = None  # None → decided by provider prefix
+    # Where structured-output negotiation starts: true → json_schema, false → no response_format
+    # at all (prompt + validation); None → by provider. See llm/structured.py.
+    supports_json_schema: bool | None = None
     extra_params: dict[str, Any] = Field(default_factory=dict)  # passed through to the provider
     description: str = ""
 
@@ -88,11 +90,13 @@ class ChatResult(BaseModel):
     text: str  # visible answer, reasoning removed
     reasoning: str | None = None
     usage: CallUsage = Field(default_factory=CallUsage)
-    latency_s: float = 0.0
+    latency_s: float = 0.0  # from sending the answered request to its answer
+    queue_s: float = 0.0  # time spent waiting for our own endpoint limiter, every attempt included
     cached: bool = False
     attempts: int = 1
     finish_reason: str | None = None
     model: str = ""  # provider id that answered
+    structured_output: str | None = None  # the negotiation level that answered a schema request
 
 
 @runtime_checkable
@@ -108,7 +112,8 @@ FailureKind = Literal["fatal", "exhausted", "empty_after_length", "invalid_outpu
 class ModelCallError(IntakeEvalError):
     """A model call that did not produce a usable answer.
 
-    kind: fatal (400/401/404: retrying cannot help), exhausted (retries/deadline used up),
+    kind: fatal (400/401/404, a refused connection, an endpoint stopped after repeated identical
+    failures: retrying cannot help), exhausted (retries/deadline used up),
     empty_after_length (length stop with no visible text), invalid_output.
     """
 
@@ -138,6 +143,7 @@ class UsageMeter:
     paid_usd: float = 0.0
     cost_known: bool = True
     latency_s: float = 0.0
+    queue_s: float = 0.0
     by_purpose: dict[str, "UsageMeter"] = field(default_factory=dict)
 
     def add(self, result: ChatResult) -> None:
@@ -153,10 +159,11 @@ class UsageMeter:
         self.paid_usd += 0.0 if result.cached else result.usage.cost_usd
         self.cost_known = self.cost_known and result.usage.cost_known
         self.latency_s += result.latency_s
+        self.queue_s += result.queue_s
 
     def merge(self, other: "UsageMeter") -> None:
         for name in ("calls", "cache_hits", "attempts", "prompt_tokens", "completion_tokens", "reasoning_tokens",
-                     "cached_prompt_tokens", "cache_write_tokens", "cost_usd", "paid_usd", "latency_s"):
+                     "cached_prompt_tokens", "cache_write_tokens", "cost_usd", "paid_usd", "latency_s", "queue_s"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.cost_known = self.cost_known and other.cost_known
 

@@ -27,9 +27,8 @@ from intake_eval.llm.openai_http import OpenAICompatibleClient
 from intake_eval.llm.prompt_cache import with_breakpoints
 from intake_eval.llm.providers import direct_route
 from intake_eval.llm.reasoning import split_reasoning
+from intake_eval.llm.structured import response_format, starting_level
 
-# Providers whose json_schema response_format litellm forwards faithfully.
-_SCHEMA_PROVIDERS = {"openai", "hosted_vllm", "gemini", "vertex_ai", "anthropic", "azure", "fireworks_ai"}
 _NO_KEY = "not-needed"  # OpenAI-compatible servers expect some Bearer value; local ones ignore it
 
 
@@ -67,30 +66,6 @@ def api_key_for(spec: ModelSpec) -> str | None:
 
 def uses_direct_http(spec: ModelSpec) -> bool:
     return direct_route(spec) is not None
-
-
-def _strip_key(schema: Any, key: str) -> Any:
-    if isinstance(schema, dict):
-        return {k: _strip_key(v, key) for k, v in schema.items() if k != key}
-    if isinstance(schema, list):
-        return [_strip_key(item, key) for item in schema]
-    return schema
-
-
-def response_format_for(spec: ModelSpec, schema: dict[str, Any] | None) -> dict[str, Any] | None:
-    """json_schema response_format where the provider honours it; None to let the caller parse."""
-    if schema is None:
-        return None
-    supported = spec.supports_json_schema
-    if supported is None:
-        thinking = "thinking" in spec.extra_params or "reasoning_effort" in spec.extra_params
-        # Anthropic forces a tool call for schemas, which is refused while thinking is on.
-        supported = spec.provider in _SCHEMA_PROVIDERS and not (spec.provider == "anthropic" and thinking)
-    if not supported:
-        return None
-    if spec.provider in ("gemini", "vertex_ai"):
-        schema = _strip_key(schema, "additionalProperties")  # rejected by Gemini's schema dialect
-    return {"type": "json_schema", "json_schema": {"name": "response", "schema": schema, "strict": False}}
 
 
 def cache_prices(spec: ModelSpec) -> tuple[float | None, float | None]:
@@ -219,7 +194,9 @@ class ProviderBackend:
         if self._http is None or priced_by_litellm:
             import_litellm()  # here, not inside the event loop: the import takes seconds
 
-    def request_params(self, request: ChatRequest) -> dict[str, Any]:
+    def request_params(self, request: ChatRequest, level: str | None = None) -> dict[str, Any]:
+        """The provider parameters; ``level`` is the structured-output level for a schema request
+        (None → where this alias's negotiation starts)."""
         spec = self.spec
         params: dict[str, Any] = {"messages": with_breakpoints(spec, request.messages, request.cache_points)}
         temperature = request.temperature if request.temperature is not None else spec.temperature
@@ -228,9 +205,9 @@ class ProviderBackend:
             params["temperature"] = temperature
         if max_tokens is not None:
             params["max_tokens"] = max_tokens
-        response_format = response_format_for(spec, request.response_schema)
-        if response_format is not None:
-            params["response_format"] = response_format
+        fmt = response_format(level or starting_level(spec), request.response_schema, spec.provider)
+        if fmt is not None:
+            params["response_format"] = fmt
         params.update(spec.extra_params)
         return params
 
@@ -238,9 +215,9 @@ class ProviderBackend:
         if self._http is not None:
             await self._http.aclose()
 
-    async def complete(self, request: ChatRequest) -> ChatResult:
+    async def complete(self, request: ChatRequest, level: str | None = None) -> ChatResult:
         spec = self.spec
-        params = self.request_params(request)
+        params = self.request_params(request, level)
         started = time.monotonic()
         if self._http is not None and self._route is not None:
             route = self._route

@@ -7,6 +7,9 @@ One ``StageRunner`` is one invocation on a run folder. It owns, once for every s
   hashes of its prompts; a change is refused naming the difference, ``force`` supersedes;
 - the leakage guard (the generator plays no other role);
 - the model pool (response cache in the run folder, offline participants built on demand);
+- provider problems as they happen: the first of each kind per endpoint on the console (and in the
+  stage log), and which structured-output level each endpoint answered (manifest
+  ``structured_output``: endpoint → level and the levels it refused);
 - Ctrl-C around the event loop, and the finish: status, counts, and usage summed from the records
   on disk (every invocation and kill included); retries go to the append-only stage log.
 
@@ -23,6 +26,8 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlparse
+
+from rich.markup import escape
 
 from intake_eval.catalog.schema import Catalog
 from intake_eval.core.errors import ConfigChangedError
@@ -105,8 +110,14 @@ class StageRunner:
     def pool(self) -> ModelPool:
         if self._pool is None:
             self._pool = ModelPool(self.specs, cache_path=self.paths.cache_db, use_cache=self.use_cache,
-                                   offline=OfflineParticipants(self.catalog))
+                                   offline=OfflineParticipants(self.catalog), on_notice=self._provider_notice)
         return self._pool
+
+    def _provider_notice(self, message: str) -> None:
+        """A provider problem worth telling the user now (the pool says each kind once per endpoint)."""
+        if self.console is not None:
+            self.console.print(f"[yellow]provider[/]: {escape(message)}")
+        self.log({"event": "provider_notice", "message": message})
 
     # ------------------------------------------------------------ lock and manifest
 
@@ -241,6 +252,14 @@ class StageRunner:
         usage = stage_usage(self.paths, name, stage)
         self._log_retries(name)
         extra = {**(extra or {}), "retries": retry_totals(self.paths, stage_aliases(stage))}
+        if self._pool is not None:
+            stopped = self._pool.stopped_endpoints()
+            if stopped:
+                extra["stopped_endpoints"] = stopped
+            # Which response_format each endpoint took; kept across invocations, the newest answer wins.
+            known = manifest.data.setdefault("structured_output", {})
+            known.update({endpoint: state for endpoint, state in self._pool.structured_output().items()
+                          if state["level"] is not None or endpoint not in known})
         manifest.finish_stage(name, status=status, counts=dict(counts) if counts is not None else None,
                               usage=usage, extra=extra)
         self.log({"event": "finish", "stage": name, "status": status})

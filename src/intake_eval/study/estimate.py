@@ -121,8 +121,10 @@ class EstimatingModel:
         purpose = request.purpose or str(context.get("role", ""))
         if purpose == "judge":
             return _judge_answer(context)
-        if purpose == "tracker":
-            return json.dumps({"question_type": "open", "asked_domains": []})
+        if purpose == "tracker":  # the schema's shape: a verdict per hidden domain id
+            asked = ((request.response_schema or {}).get("properties", {}).get("asked_domains", {})
+                     .get("required", []))
+            return json.dumps({"question_type": "open", "asked_domains": {domain: False for domain in asked}})
         if purpose == "generator":
             domain = context.get("domain")
             symptoms = list(getattr(domain, "symptoms", []) or [])
@@ -165,16 +167,14 @@ def _judge_answer(context: dict[str, Any]) -> str:
     hidden = profile.hidden_domains if profile is not None else []
     words = " ".join(_FILLER.split()[:JUDGE_REASONING_WORDS])
 
-    def turn(number: int) -> dict[str, Any]:
-        return {"turn": number, "reasoning": words, "question_type": "open" if number else "other",
-                "patient_faithful": True,
-                "domains": [{"domain": d, "reasoning": words, "asked_about": False, "disclosed": False}
-                            for d in hidden]}
+    def turn(number: int) -> dict[str, Any]:  # the shape judge/schema.py asks for
+        return {"reasoning": words, "question_type": "open" if number else "other", "patient_faithful": True,
+                "domains": {d: {"reasoning": words, "asked_about": False, "disclosed": False} for d in hidden}}
 
     if context.get("turn") is not None:
         return json.dumps(turn(int(context["turn"])))
     numbers = [0] + [t.turn for t in getattr(conversation, "turns", [])]
-    return json.dumps({"turns": [turn(n) for n in numbers]})
+    return json.dumps({"turns": {str(n): turn(n) for n in numbers}})
 
 
 # ---------------------------------------------------------------- the estimate
