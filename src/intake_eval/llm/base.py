@@ -43,10 +43,19 @@ class ModelSpec(BaseModel):
     supports_json_schema: bool | None = None
     extra_params: dict[str, Any] = Field(default_factory=dict)  # passed through to the provider
     description: str = ""
+    # local/… models only (an embedded llama.cpp server): tokens per request (prompt + answer),
+    # requests decoded together (one slot and prompt cache each), CPU threads.
+    n_ctx: int | None = None
+    parallel: int | None = None
+    threads: int | None = None
 
     @property
     def is_offline(self) -> bool:
         return self.model.startswith("offline/")
+
+    @property
+    def is_local(self) -> bool:
+        return self.model.startswith("local/")
 
     @property
     def provider(self) -> str:
@@ -97,6 +106,9 @@ class ChatResult(BaseModel):
     finish_reason: str | None = None
     model: str = ""  # provider id that answered
     structured_output: str | None = None  # the negotiation level that answered a schema request
+    # The server's own account of the call when it gives one (llama.cpp: prompt_n, cache_n,
+    # prompt_ms, predicted_n, predicted_ms): compute time beside latency, prompt-cache reuse.
+    server_timings: dict[str, float] | None = None
 
 
 @runtime_checkable

@@ -96,7 +96,7 @@ def call_cost(spec: ModelSpec, prompt_tokens: int, completion_tokens: int, *, ca
         per_input = spec.input_cost_per_token or 0.0
         full_prompt = per_input * prompt_tokens
         completion_cost = (spec.output_cost_per_token or 0.0) * completion_tokens
-    elif spec.api_base and is_local_base(spec.api_base):
+    elif spec.is_local or (spec.api_base and is_local_base(spec.api_base)):
         return 0.0, True
     else:
         litellm = import_litellm()
@@ -166,6 +166,7 @@ def normalise(spec: ModelSpec, request: ChatRequest, response: Any, latency_s: f
             kind="empty_after_length",
         )
     cost, known = call_cost(spec, prompt_tokens, completion_tokens, cached_tokens=cached, cache_write_tokens=written)
+    timings = _field(response, "timings")
     return ChatResult(
         text=text,
         reasoning=reasoning,
@@ -175,6 +176,8 @@ def normalise(spec: ModelSpec, request: ChatRequest, response: Any, latency_s: f
         latency_s=latency_s,
         finish_reason=finish_reason,
         model=spec.model,
+        server_timings={key: float(value) for key, value in timings.items() if isinstance(value, (int, float))}
+        if isinstance(timings, dict) else None,
     )
 
 

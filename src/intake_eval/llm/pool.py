@@ -31,6 +31,7 @@ from intake_eval.llm.cache import ResponseCache, cache_key
 from intake_eval.llm.health import EndpointHealth
 from intake_eval.llm.limiter import EndpointLimiter
 from intake_eval.llm.litellm_backend import ProviderBackend
+from intake_eval.llm.local_server import SERVERS, LocalBackend, ServerSettings, gguf_path
 from intake_eval.llm.registry import resolve_spec
 from intake_eval.llm.retry import RetryPolicy, RetryStats, call_with_retry
 from intake_eval.llm.structured import (
@@ -188,11 +189,11 @@ class ModelPool:
             self._cache = ResponseCache(self._cache_path)
         return self._cache
 
-    def _limiter(self, spec: ModelSpec) -> EndpointLimiter:
-        endpoint = (spec.model, spec.api_base)
+    def _limiter(self, spec: ModelSpec, in_flight: int | None = None) -> EndpointLimiter:
+        endpoint = (spec.model, spec.api_base)  # local/… ids are canonical: one per weights file
         if endpoint not in self._limiters:
             self._limiters[endpoint] = EndpointLimiter(
-                max_in_flight=self.max_concurrency or spec.max_concurrency, rpm=self.rpm or spec.rpm)
+                max_in_flight=self.max_concurrency or spec.max_concurrency or in_flight, rpm=self.rpm or spec.rpm)
         return self._limiters[endpoint]
 
     def _endpoint_state(self, spec: ModelSpec) -> tuple[StructuredOutput, EndpointHealth]:
@@ -201,6 +202,14 @@ class ModelPool:
             self._structured[endpoint] = StructuredOutput(endpoint_label(endpoint))
             self._health[endpoint] = EndpointHealth(endpoint_label(endpoint), notify=self._notify)
         return self._structured[endpoint], self._health[endpoint]
+    def _backend(self, spec: ModelSpec) -> tuple[Any, EndpointLimiter]:
+        if not spec.is_local:
+            return ProviderBackend(spec, client=self.client), self._limiter(spec)
+        # One embedded server per weights file, sized for every alias naming it and started on
+        # the first call; by default as many requests in flight as it has slots (more would queue
+        # inside the server and count as latency).
+        settings = ServerSettings.for_path(gguf_path(spec), [spec, *self.specs.values()])
+        return LocalBackend(spec, settings, owner=self), self._limiter(spec, in_flight=settings.parallel)
 
     def spec(self, name: str) -> ModelSpec:
         return resolve_spec(name, self.specs)
@@ -216,8 +225,9 @@ class ModelPool:
             model: ChatModel = MeteredModel(self.offline(spec), meter)
         else:
             structured, health = self._endpoint_state(spec)
+            backend, limiter = self._backend(spec)
             model = PooledModel(
-                spec, ProviderBackend(spec, client=self.client), limiter=self._limiter(spec),
+                spec, backend, limiter=limiter,
                 policy=self.retry_policy, stats=self._stats.setdefault(name, RetryStats()), meter=meter,
                 cache=self._cache_db(), use_cache=self.use_cache, structured=structured, health=health)
         self._models[name] = model
@@ -265,6 +275,7 @@ class ModelPool:
         self.close()
 
     def close(self) -> None:
+        SERVERS.release(self)  # stops the embedded servers no other pool uses
         if self._cache is not None:
             self._cache.close()
             self._cache = None

@@ -52,6 +52,7 @@ PROVIDERS: dict[str, Provider] = {p.name: p for p in (
     Provider("deepinfra", "https://api.deepinfra.com/v1/openai", "DEEPINFRA_API_KEY"),
     Provider("hosted_vllm", None, None),
     Provider("lm_studio", None, None),
+    Provider("local", None, None),  # an embedded llama.cpp server; its api_base is set when it starts
 )}
 
 

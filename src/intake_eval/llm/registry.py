@@ -20,6 +20,7 @@ from intake_eval.core.errors import IntakeEvalError, describe_validation_error
 from intake_eval.core.yamlfile import read_yaml
 from intake_eval.llm.base import ModelSpec
 from intake_eval.llm.litellm_backend import import_litellm
+from intake_eval.llm.local_server import canonical_model, check_local
 
 DEFAULT_MODELS_FILE = Path(__file__).resolve().parents[3] / "configs" / "models.yaml"
 
@@ -45,7 +46,9 @@ PROVIDER_KEY_ENV = {
     "ollama_chat": None,
     "lm_studio": None,
     "offline": None,
+    "local": None,  # an embedded llama.cpp server (llm/local_server.py)
 }
+LOCAL_ONLY_FIELDS = ("n_ctx", "parallel", "threads")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
@@ -62,7 +65,7 @@ def _check_spec(alias: str, spec: ModelSpec, source: Path) -> None:
         raise bad("model", "must name a provider model id such as openai/gpt-4o")
     if spec.temperature is not None and not 0.0 <= spec.temperature <= 2.0:
         raise bad("temperature", f"{spec.temperature} is outside 0–2")
-    for field in ("max_tokens", "rpm", "tpm", "max_concurrency"):
+    for field in ("max_tokens", "rpm", "tpm", "max_concurrency", *LOCAL_ONLY_FIELDS):
         value = getattr(spec, field)
         if value is not None and value < 1:
             raise bad(field, f"must be at least 1, not {value}")
@@ -78,14 +81,22 @@ def _check_spec(alias: str, spec: ModelSpec, source: Path) -> None:
         raise bad(f"extra_params.{secret_params[0]}", "keys do not belong in a models file; use api_key_env")
     if spec.api_base and urlparse(spec.api_base).scheme not in ("http", "https"):
         raise bad("api_base", "must be an http(s) URL such as http://127.0.0.1:8000/v1")
+    if spec.is_local and spec.api_base:
+        raise bad("api_base", "a local/ model runs its own embedded server; remove api_base "
+                  "(or use openai/<name> with api_base for a server you run yourself)")
+    for field in LOCAL_ONLY_FIELDS:
+        if getattr(spec, field) is not None and not spec.is_local:
+            raise bad(field, "applies to local/<model.gguf> models only (the embedded llama.cpp server)")
 
 
 def _looks_like_secret(name: str) -> bool:
     return len(name) >= 30 and any(c.islower() for c in name) and any(c.isdigit() for c in name)
 
 
-def _with_defaults(alias: str, spec: ModelSpec) -> ModelSpec:
+def _with_defaults(alias: str, spec: ModelSpec, relative_to: Path | None = None) -> ModelSpec:
     update: dict[str, object] = {"alias": alias}
+    if spec.is_local:  # a path relative to the models file (or, for a raw name, the working folder)
+        update["model"] = canonical_model(spec.model, relative_to)
     if spec.api_key_env is None and not spec.api_base and not spec.is_offline:
         update["api_key_env"] = PROVIDER_KEY_ENV.get(spec.provider)
     return spec.model_copy(update=update)
@@ -109,7 +120,7 @@ def read_models_file(path: Path, label: str = "--models") -> dict[str, ModelSpec
     specs = {}
     for alias, spec in parsed.models.items():
         _check_spec(alias, spec, path)
-        specs[alias] = _with_defaults(alias, spec)
+        specs[alias] = _with_defaults(alias, spec, relative_to=path.parent)
     return specs
 
 
@@ -145,7 +156,7 @@ def resolve_spec(name: str, specs: Mapping[str, ModelSpec]) -> ModelSpec:
     hint = f" (did you mean '{close[0]}'?)" if close else ""
     raise IntakeEvalError(
         f"unknown model '{name}'{hint}: not an alias in configs/models.yaml or --models, nor a provider id "
-        "like openai/NAME, hosted_vllm/NAME or gemini/NAME; `intake-eval models` lists the aliases"
+        "like openai/NAME, hosted_vllm/NAME, gemini/NAME or local/PATH.gguf; `intake-eval models` lists the aliases"
     )
 
 
@@ -161,8 +172,12 @@ def key_is_set(spec: ModelSpec) -> bool | None:
 
 
 def preflight(specs: Mapping[str, ModelSpec] | Iterable[ModelSpec]) -> None:
-    """Fail before any work if a model's key variable is unset, naming alias and variable."""
+    """Fail before any work if a model's key variable is unset (naming alias and variable), or a
+    local model's server or weights are not installed."""
     items = list(specs.values()) if isinstance(specs, Mapping) else list(specs)
+    for spec in items:
+        if spec.is_local:
+            check_local(spec)
     missing: dict[str, list[str]] = {}
     for spec in items:
         if key_is_set(spec) is False:
