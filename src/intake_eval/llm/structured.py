@@ -35,7 +35,8 @@ LEVEL_NAMES = {
     "prompt": "the prompt alone (no response_format)",
 }
 # Providers whose json_schema response_format litellm (or the server) honours.
-SCHEMA_PROVIDERS = {"openai", "hosted_vllm", "gemini", "vertex_ai", "anthropic", "azure", "fireworks_ai", "lm_studio"}
+SCHEMA_PROVIDERS = {"openai", "hosted_vllm", "gemini", "vertex_ai", "anthropic", "azure", "fireworks_ai", "lm_studio",
+                    "local"}  # local: the embedded llama.cpp server, which honours json_schema
 # Schema keywords a provider's dialect refuses (Gemini: additionalProperties) or may not pass on
 # (patterns), removed before sending; the caller's validation still checks the answer.
 UNSUPPORTED_KEYWORDS: dict[str, frozenset[str]] = {
