@@ -4,7 +4,7 @@
 
 Runs the same calls three ways in one process: the raw openai.AsyncOpenAI client, the ModelPool
 as shipped (cache → retry → limiter → a direct aiohttp POST for OpenAI-compatible endpoints), and
-the ModelPool forced through litellm (the path every other provider takes). The server runs in a
+the ModelPool forced through litellm (the path of providers without an OpenAI-compatible endpoint). The server runs in a
 child process so CPU ms per call measure the client side only. Target: ≥ 90 % of the ideal
 throughput (concurrency ÷ latency = 128 calls/s).
 """

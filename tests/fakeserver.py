@@ -3,7 +3,9 @@
 The real litellm/openai clients talk to it over real HTTP. Replies are scripted by a responder
 function (request body, call index) -> Reply, so a test can return text, reasoning, 429 with
 Retry-After, 500s, a hang, a truncated JSON body or an empty length-stopped answer. Every request
-body is recorded in ``server.requests`` so tests can assert the prompts that were sent.
+body is recorded in ``server.requests`` (its path in ``server.paths``) so tests can assert the
+prompts that were sent. A POST to ``…/messages`` is answered in Anthropic's Messages shape and one to
+``…:generateContent`` in Gemini's, so litellm's own providers can be pointed here with ``api_base``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class Reply:
     completion_tokens: int | None = None
     reasoning_tokens: int = 0
     error_message: str = "scripted error"
+    usage: dict[str, Any] | None = None  # merged over the usage sent (a provider's own usage shape)
+    extra: dict[str, Any] = field(default_factory=dict)  # more top-level fields (e.g. llama.cpp's timings)
 
 
 Responder = Callable[[dict[str, Any], int], Reply]
@@ -52,6 +56,37 @@ def scripted(replies: Iterable[Reply | str], then: Reply | str | None = None) ->
 
 def _approx_tokens(text: str) -> int:
     return max(1, len(text) // 4)
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, list):  # content blocks / parts
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content or "")
+
+
+def _anthropic_payload(body: dict[str, Any], reply: Reply, index: int) -> dict[str, Any]:
+    prompt_text = _text_of(body.get("system")) + " " + " ".join(_text_of(m.get("content")) for m in body.get("messages", []))
+    usage: dict[str, Any] = {
+        "input_tokens": reply.prompt_tokens if reply.prompt_tokens is not None else _approx_tokens(prompt_text),
+        "output_tokens": reply.completion_tokens if reply.completion_tokens is not None else _approx_tokens(reply.content or " "),
+    }
+    usage.update(reply.usage or {})
+    stop = {"stop": "end_turn", "length": "max_tokens"}.get(reply.finish_reason, reply.finish_reason)
+    return {"id": f"msg_fake_{index}", "type": "message", "role": "assistant", "model": body.get("model", "fake"),
+            "content": [{"type": "text", "text": reply.content}], "stop_reason": stop, "stop_sequence": None,
+            "usage": usage, **reply.extra}
+
+
+def _gemini_payload(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    prompt_text = " ".join(_text_of(c.get("parts")) for c in body.get("contents", []))
+    prompt = reply.prompt_tokens if reply.prompt_tokens is not None else _approx_tokens(prompt_text)
+    completion = reply.completion_tokens if reply.completion_tokens is not None else _approx_tokens(reply.content or " ")
+    usage: dict[str, Any] = {"promptTokenCount": prompt, "candidatesTokenCount": completion,
+                             "totalTokenCount": prompt + completion}
+    usage.update(reply.usage or {})
+    finish = {"stop": "STOP", "length": "MAX_TOKENS"}.get(reply.finish_reason, reply.finish_reason)
+    return {"candidates": [{"content": {"role": "model", "parts": [{"text": reply.content}]}, "finishReason": finish,
+                            "index": 0}], "usageMetadata": usage, "modelVersion": "fake", **reply.extra}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -89,7 +124,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = {"_unparsed": raw.decode(errors="replace")}
         owner = self.server.owner
-        index = owner._record(body, dict(self.headers))
+        index = owner._record(body, dict(self.headers), self.path)
         reply = owner.responder(body, index)
         if reply.delay:
             time.sleep(reply.delay)
@@ -99,6 +134,13 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.status != 200:
             error = {"error": {"message": reply.error_message, "type": "scripted", "code": reply.status}}
             self._send(reply.status, json.dumps(error).encode(), reply.headers)
+            return
+        path = self.path.split("?", 1)[0]
+        if path.endswith("/messages"):
+            self._send(200, json.dumps(_anthropic_payload(body, reply, index)).encode(), reply.headers)
+            return
+        if path.endswith(":generateContent"):
+            self._send(200, json.dumps(_gemini_payload(body, reply)).encode(), reply.headers)
             return
         prompt_text = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
@@ -115,6 +157,7 @@ class _Handler(BaseHTTPRequestHandler):
         }
         if reply.reasoning_tokens:
             usage["completion_tokens_details"] = {"reasoning_tokens": reply.reasoning_tokens}
+        usage.update(reply.usage or {})
         payload = {
             "id": f"chatcmpl-fake-{index}",
             "object": "chat.completion",
@@ -122,6 +165,7 @@ class _Handler(BaseHTTPRequestHandler):
             "model": body.get("model", "fake"),
             "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
             "usage": usage,
+            **reply.extra,
         }
         self._send(200, json.dumps(payload).encode(), reply.headers)
 
@@ -149,6 +193,7 @@ class FakeOpenAIServer:
         self.responder: Responder = responder or (lambda body, index: Reply())
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.paths: list[str] = []
         self.errors: list[str] = []  # unexpected handler exceptions
         self._lock = threading.Lock()
         self._counter = itertools.count()
@@ -156,10 +201,11 @@ class FakeOpenAIServer:
         self._server.owner = self
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    def _record(self, body: dict[str, Any], headers: dict[str, str]) -> int:
+    def _record(self, body: dict[str, Any], headers: dict[str, str], path: str = "") -> int:
         with self._lock:
             self.requests.append(body)
             self.headers.append(headers)
+            self.paths.append(path)
             return next(self._counter)
 
     @property

@@ -11,7 +11,7 @@ from intake_eval.interview.conversation import (
     PlannedConversation,
     run_conversation,
 )
-from intake_eval.interview.participants import parse_tracker_answer
+from intake_eval.interview.tracker import parse_tracker_answer
 from intake_eval.llm.base import CallUsage, ChatResult, ModelCallError
 from tests.convo_helpers import PHENOMENOLOGY, ScriptedModel, make_profile
 
@@ -95,7 +95,8 @@ def test_tracked_mode_unlocks_only_asked_domains_and_never_shows_locked_text():
     # The repair call carried the problem back to the tracker.
     repair = tracker.requests[3].messages
     assert repair[-2] == {"role": "assistant", "content": "not json at all"}
-    assert repair[-1]["content"] == render_prompt("patient_tracker_repair", problem="it was not a JSON object")
+    assert repair[-1]["content"] == render_prompt("patient_tracker_repair", problem="it was not a JSON object",
+                                                  hidden=profile.hidden)
 
 
 def test_tracker_that_stays_invalid_after_one_repair_fails_the_conversation():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from intake_eval.cli import app
@@ -56,13 +57,23 @@ def test_paper_estimate_counts_the_seed_study_calls():
         assert data["dollars"] is None
     else:
         assert data["dollars"] > 0
+    # Provider prompt caching, replayed on the real prompts and priced at the published cached rates,
+    # puts the study at least 30 % below the same study without it.
+    assert data["dollars"] <= 0.70 * data["dollars_without_cache"]
+    for line in lines:
+        assert 0 <= line["cached_prompt_tokens"] + line["cache_write_tokens"] <= line["prompt_tokens"]
+        if line["cache_read_cost_per_token"] is None:  # no published cached price: no saving claimed
+            assert line["dollars"] == pytest.approx(line["dollars_without_cache"], rel=1e-9)  # summed apart
+    assert by_alias["claude-sonnet-4.6"]["cache_write_tokens"] > 0  # breakpoints write, then are read
+    assert by_alias["gpt-4o"]["cache_write_tokens"] == 0 and by_alias["gpt-4o"]["cached_prompt_tokens"] > 0
+    assert data["assumptions"]["prompt_cache"]["claude-sonnet-4.6"]["breakpoints"] is True
 
 
 def test_offline_demo_costs_nothing():
     data = estimate_json(str(ROOT / "configs" / "demo.yaml"))
     assert data["dollars"] == 0.0
     assert all(line["offline"] and line["dollars"] == 0.0 for line in data["lines"])
-    assert data["conversations"] == 72
+    assert data["conversations"] == 108  # 36 profiles × 3 offline clinicians
 
 
 def test_unknown_price_is_unknown_not_zero(tmp_path):

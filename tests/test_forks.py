@@ -5,7 +5,6 @@ a rerun resumes), and a study that forks, judges and reports them."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner

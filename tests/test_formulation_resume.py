@@ -73,7 +73,7 @@ def test_provider_error_formulation_is_requested_again_in_the_same_context_inval
                 "--run-dir", str(run_dir)]
         result = invoke(*args)
         failed_context = [b["messages"] for b in formulation_bodies(fake) if "Daniel1" in json.dumps(b["messages"])]
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # formulations failed: the command says so in its exit code
     assert "1 formulations failed at the provider" in said(result) and "run the same command again" in said(result)
     before = records(run_dir)
     one, two = before["P00001.doc.minimal.prompted.t0"], before["P00002.doc.minimal.prompted.t0"]

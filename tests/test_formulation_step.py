@@ -73,7 +73,8 @@ def test_valid_answer_is_recorded_with_structured_output_in_the_same_context():
     schema = bodies[0]["response_format"]["json_schema"]["schema"]
     assert set(schema["properties"]) == set(Formulation.model_fields)  # the schema follows the validating model
     assert schema["properties"]["risk_level"]["enum"] == ["none", "low", "moderate", "high"]
-    assert not {"$ref", "additionalProperties", "default"} & set(re.findall(r'"([$\w]+)":', json.dumps(schema)))
+    assert not {"$ref", "default"} & set(re.findall(r'"([$\w]+)":', json.dumps(schema)))
+    assert schema["required"] == list(schema["properties"]) and schema["additionalProperties"] is False
     assert bodies[0]["max_tokens"] >= 1000  # room for a whole formulation, whatever the turn cap
 
 

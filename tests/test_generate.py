@@ -155,7 +155,7 @@ def test_a_profile_that_never_passes_qc_is_reported_not_kept(tmp_path):
     with FakeOpenAIServer(lambda body, i: Reply(content="I would rather not go into it.")) as server:
         result = generate(run_dir, "--n", "1", "--seed", "4", "--generator", "fakegen", "--max-attempts", "2",
                           "--models", _models_file(tmp_path, server))
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # a profile is left to make: the command says so
     assert "1 profile(s) never passed QC" in flat(result.output)
     assert not (run_dir / "profiles.jsonl").read_text().strip()
     failure = json.loads((run_dir / "render_failures.jsonl").read_text())

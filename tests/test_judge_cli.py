@@ -16,11 +16,14 @@ TURNS = [("How have you been sleeping lately?", "I lie awake for hours before I 
          ("It might help to keep a regular bedtime.", "Okay, I can try that.")]
 
 
-def _run_folder(tmp_path) -> RunPaths:
+def _run_folder(tmp_path, clinicians=("offline/screener", "offline/anchored")) -> RunPaths:
     paths = RunPaths(tmp_path / "run")
     append_record(paths.profiles, profile())
-    for clinician in ("offline/screener", "offline/anchored"):
-        append_record(paths.conversations(clinician), conversation(TURNS, clinician=clinician))
+    for clinician in clinicians:
+        # distinct transcripts: a judge's calls go in turn order, so identical ones would be answered
+        # from the response cache
+        turns = [(f"{question} ({clinician})", answer) for question, answer in TURNS]
+        append_record(paths.conversations(clinician), conversation(turns, clinician=clinician))
     return paths
 
 
@@ -57,15 +60,17 @@ def test_judge_with_a_provider_writes_judgments_metrics_and_manifest(tmp_path):
 
 
 def test_a_rejected_key_stops_with_one_error_line_and_the_reason_recorded(tmp_path):
-    paths = _run_folder(tmp_path)
+    paths = _run_folder(tmp_path, clinicians=[f"doc{index}" for index in range(6)])
     with FakeOpenAIServer(lambda body, i: Reply(status=401, error_message="invalid api key")) as server:
         result = CliRunner().invoke(app, ["judge", "--judge", "fakejudge", "--models", _models_file(tmp_path, server),
                                           "--run-dir", str(paths.root), "--concurrency", "1"])
+        sent = server.request_count
     assert result.exit_code == 2
     assert "error: judge fakejudge stopped" in result.output and "Traceback" not in result.output
     records = [r for f in paths.judgment_files() for r in iter_json_lines(f)]
     assert records and all(r["status"] == "provider_error: fatal" for r in records)
-    assert len(records) == 1  # a fatal failure stops the judge instead of failing every conversation
+    # three identical refusals stop the judge instead of failing every conversation
+    assert len(records) == 3 and sent == 3
 
 
 def test_bad_input_is_one_clear_line(tmp_path, monkeypatch):

@@ -61,7 +61,10 @@ def ref_outcomes(j, hidden):
         first_asked = next((t.turn for t in ordered if _label(t, d)[0]), None)
         first_covered = next((t.turn for t in ordered if all(_label(t, d))), None)
         bled = any(_label(t, d)[1] and not _label(t, d)[0] for t in ordered)
-        out.append(metrics.DomainOutcome(d, first_covered is not None, bled, first_asked, first_covered))
+        first_disclosure = next((t for t in ordered if _label(t, d)[1]), None)
+        out.append(metrics.DomainOutcome(d, first_covered is not None, bled, first_asked, first_covered,
+                                         first_disclosure.turn if first_disclosure else None,
+                                         first_disclosure is not None and not _label(first_disclosure, d)[0]))
     return out
 
 
@@ -97,6 +100,11 @@ def test_figures_equal_the_reference_definitions(seed):
     assert m.active_coverage_rate == (len(ref_covered(judgment, hidden)) / len(hidden) if hidden else None)
     assert m.bleed_rate == (len(ref_bled(judgment, hidden)) / len(hidden) if hidden else None)
     assert m.n_turns == len(ref_clinician(judgment))
+    leaked = {o.domain for o in ref_outcomes(judgment, hidden) if o.leaked}
+    kept = [d for d in hidden if d not in leaked]
+    assert m.leak_adjusted_active_coverage_rate == (
+        len(ref_covered(judgment, hidden) - leaked) / len(kept) if kept else None)
+    assert m.overshared == bool(leaked)
     assert m == metrics.conversation_metrics(judgment, hidden)
 
 

@@ -43,12 +43,6 @@ def test_preflight_failure_names_the_missing_variable(monkeypatch):
     assert "Traceback" not in result.output
 
 
-def test_preflight_passes_when_keys_are_set(monkeypatch):
-    monkeypatch.setenv("GEMINI_API_KEY", "x")
-    result = runner.invoke(app, ["models", "--check", "gemini", "--check", "offline/judge"])
-    assert result.exit_code == 0 and "ok: keys are set for gemini, offline/judge" in result.output
-
-
 def test_bad_models_file_is_one_error_line(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("models:\n  x:\n    model: openai/a\n    rpn: 5\n")

@@ -224,19 +224,22 @@ def test_json_schema_is_sent_as_response_format():
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-def test_connection_refused_is_retried_then_exhausted(client):
+def test_connection_refused_fails_fast_naming_the_api_base(client):
     import socket
 
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    spec = ModelSpec(alias="gone", model="openai/fake", api_base=f"http://127.0.0.1:{port}/v1", timeout_s=2.0)
-    pool = ModelPool({"gone": spec}, retry_policy=RetryPolicy(max_attempts=3, base_delay_s=0.01, max_delay_s=0.02),
+    base = f"http://127.0.0.1:{port}/v1"
+    spec = ModelSpec(alias="gone", model="openai/fake", api_base=base, timeout_s=2.0)
+    pool = ModelPool({"gone": spec}, retry_policy=RetryPolicy(max_attempts=3, base_delay_s=5.0, max_delay_s=5.0),
                      client=client)
     with pytest.raises(ModelCallError) as caught:
         complete(pool, name="gone")
-    assert caught.value.kind == "exhausted" and caught.value.attempts == 3
-    assert pool.retry_stats()["gone"]["by_reason"] == {"connection": 3}
+    assert caught.value.kind == "fatal" and caught.value.attempts == 1  # no backoff: nothing listens there
+    assert f"cannot connect to {base}: connection refused" in str(caught.value)
+    assert pool.retry_stats()["gone"]["by_reason"] == {"connection_refused": 1}
+    assert pool.retry_stats()["gone"]["waited_s"] == 0
 
 
 def test_offline_participants_are_metered_but_never_cached_or_limited(tmp_path):

@@ -11,7 +11,8 @@ import pytest
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.llm.base import ModelSpec
 from intake_eval.llm.limiter import EndpointLimiter
-from intake_eval.llm.litellm_backend import call_cost, response_format_for
+from intake_eval.llm.litellm_backend import call_cost
+from intake_eval.llm.structured import response_format, starting_level
 from intake_eval.llm.registry import load_model_specs, preflight, resolve_spec
 from intake_eval.llm.retry import RetryPolicy, backoff_delay, retry_after_seconds
 from intake_eval.simulated import check_offline_name
@@ -72,7 +73,7 @@ def test_models_file_merges_over_the_shipped_aliases(tmp_path):
         ("models:\n  x:\n    model: openai/a\n    extra_params: {api_key: abc}\n", "models.x.extra_params.api_key"),
         ("models:\n  x:\n    max_tokens: 5\n", "models.x.model: Field required"),
         ("models: [1, 2]\n", "models: Input should be a valid dictionary"),
-        ("models:\n  x: {model: openai/a\n", "invalid YAML"),
+        ("models:\n  x: {model: openai/a\n", "YAML syntax error"),
     ],
 )
 def test_bad_models_file_is_one_line_naming_file_and_key(tmp_path, text, expected):
@@ -121,13 +122,15 @@ def test_preflight_names_alias_and_variable(monkeypatch):
 def test_response_format_per_provider():
     schema = {"type": "object", "properties": {"a": {"type": "object", "additionalProperties": False}},
               "additionalProperties": False}
-    gemini = response_format_for(ModelSpec(model="gemini/gemini-3-flash-preview"), schema)
-    assert "additionalProperties" not in str(gemini)
+    gemini = ModelSpec(model="gemini/gemini-3-flash-preview")
+    assert "additionalProperties" not in str(response_format(starting_level(gemini), schema, gemini.provider))
     thinking = ModelSpec(model="anthropic/claude-sonnet-4-6", extra_params={"thinking": {"type": "enabled"}})
-    assert response_format_for(thinking, schema) is None
-    assert response_format_for(ModelSpec(model="anthropic/claude-sonnet-4-6"), schema) is not None
-    assert response_format_for(ModelSpec(model="openai/x", supports_json_schema=False), schema) is None
-    assert response_format_for(ModelSpec(model="openai/x"), None) is None
+    assert starting_level(thinking) == "prompt" and response_format("prompt", schema, "anthropic") is None
+    assert starting_level(ModelSpec(model="anthropic/claude-sonnet-4-6")) == "json_schema"
+    assert starting_level(ModelSpec(model="openai/x", supports_json_schema=False)) == "prompt"
+    assert starting_level(ModelSpec(model="deepseek/deepseek-chat", supports_json_schema=True)) == "json_schema"
+    assert starting_level(ModelSpec(model="deepseek/deepseek-chat")) == "prompt"
+    assert response_format("json_schema", None, "openai") is None
 
 
 def test_retry_after_parsing_and_backoff():

@@ -43,16 +43,30 @@ def test_demo_runs_end_to_end_prints_the_report_and_a_rerun_makes_zero_calls(tmp
     assert str(report) in result.output.splitlines()[-1]
     assert report.stat().st_size > 10_000
     paths = RunPaths(run_dir)
-    conversations = [c for alias in ("offline/screener", "offline/anchored")
+    conversations = [c for alias in ("offline/screener", "offline/drifting", "offline/anchored")
                      for c in iter_records(paths.conversations(alias), Conversation)]
     intakes = [c for c in conversations if c.fork is None]
-    assert len(intakes) == 72 and all(c.ok for c in conversations)
-    assert len(conversations) == 72 + 72  # every intake closes at some turn, so each has its could-it-ask fork
+    assert len(intakes) == 108 and all(c.ok for c in conversations)
+    assert len(conversations) == 108 + 108  # every intake closes at some turn, so each has its could-it-ask fork
     assert all(len(c.turns) >= 1 and c.opening for c in conversations)
     judged = [j for path in paths.judgment_files() for j in iter_records(path, Judgment)]
     assert sorted(j.conversation_id for j in judged) == sorted(c.conversation_id for c in conversations)
     rows = (paths.metrics("conversations")).read_text().strip().splitlines()
-    assert len(rows) == 1 + 144  # header + (intakes and forks) × judges
+    assert len(rows) == 1 + 216  # header + (intakes and forks) × judges
+    # the analyses show spread: the drifting clinician sits strictly between the ceiling and the floor
+    import csv
+
+    with open(paths.metrics("clinicians"), encoding="utf-8") as handle:
+        coverage = {r["clinician"]: float(r["mean_active_coverage"]) for r in csv.DictReader(handle)
+                    if r["condition"] == "minimal"}  # the intakes, not their forks
+    assert coverage["offline/anchored"] < coverage["offline/drifting"] < coverage["offline/screener"]
+    with open(paths.metrics("capacity_gap"), encoding="utf-8") as handle:
+        gap = {r["clinician"]: float(r["capacity_gap"]) for r in csv.DictReader(handle) if r["scope"] == "clinician"}
+    assert gap["offline/screener"] == 0 < gap["offline/drifting"] < gap["offline/anchored"]
+    for name in ("domain_events", "probe_curves", "cost", "cost_per_domain"):
+        assert paths.metrics(name).exists()
+    page = report.read_text(encoding="utf-8")
+    assert "When domains get probed" in page and "Cost by role" in page and "Leak-adjusted" in page
     first = manifest(run_dir)["study"]["history"][-1]
     assert first["status"] == "done" and first["calls"] > 0
 

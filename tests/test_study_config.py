@@ -55,7 +55,7 @@ def test_shipped_configs_describe_the_seed_study_and_the_demo():
         (MINIMAL.replace("name: tiny\n", ""), "name: Field required"),
         (MINIMAL + "qc: {max_leak_rate: 2}\n", "qc.max_leak_rate"),
         ("- just\n- a list\n", "a mapping of keys"),
-        ("name: [unclosed\n", "not valid YAML"),
+        ("name: [unclosed\n", "YAML syntax error"),
     ],
 )
 def test_bad_configs_are_one_clear_error_naming_file_and_key(tmp_path, text, expected):

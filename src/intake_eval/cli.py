@@ -13,6 +13,7 @@ from intake_eval import __version__
 from intake_eval.commands import (
     annotate,
     classify,
+    compare,
     generate,
     judge,
     models,
@@ -23,19 +24,23 @@ from intake_eval.commands import (
     show,
     status,
     study,
+    view,
 )
 
 _DEFAULT_SHOW_IMPL = warnings._showwarnmsg_impl  # prints; a recorder replaces it while recording
 
 
 class _OneLineErrors(TyperGroup):
-    """Every user-facing error (ours or a click usage error) as one `error: …` line and exit 2."""
+    """Every user-facing error (ours, a click usage error, a filesystem fault on the run folder) as one
+    `error: …` line and exit 2."""
 
     def invoke(self, ctx):
         from intake_eval.core.errors import ClickException, IntakeEvalError
+        from intake_eval.core.fs import filesystem_errors
 
         try:
-            return super().invoke(ctx)
+            with filesystem_errors():
+                return super().invoke(ctx)
         except IntakeEvalError as error:
             error.show()
             raise typer.Exit(error.exit_code) from None
@@ -102,6 +107,8 @@ def _register() -> None:
     app.command("run")(run.run)
     app.command("judge")(judge.judge)
     app.command("report")(report.report)
+    app.command("compare")(compare.compare)
+    app.command("view")(view.view)
     app.command("study")(study.study)
     app.command("demo")(study.demo)
     app.command("estimate")(study.estimate)

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from intake_eval.core.yamlfile import read_yaml
+
 LEXICON_PATH = Path(__file__).resolve().parents[1] / "data" / "classifier_lexicon.yaml"
 
 _APOSTROPHES = re.compile(r"['’‘`´]")
@@ -212,9 +214,7 @@ def _find_matches(sentence: str, lexicon: "Lexicon", exhaustive: bool) -> list[t
 
 @lru_cache(maxsize=1)
 def load_lexicon(path: Path = LEXICON_PATH) -> Lexicon:
-    import yaml
-
-    data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    data = read_yaml(path)
     families = tuple(_family(tuple(key.split("+")), patterns, key) for key, patterns in data["families"].items())
     pattern_index, always_tried = _index_patterns(families)
     return Lexicon(

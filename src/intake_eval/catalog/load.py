@@ -32,6 +32,7 @@ from intake_eval.catalog.schema import (
 )
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.store import stable_hash
+from intake_eval.core.yamlfile import YamlError, parse_yaml
 
 DOMAINS_FILE = "domains.yaml"
 ICD10_PATTERN = re.compile(r"^[A-TV-Z][0-9][0-9AB](\.[0-9A-Z]{1,4})?$")
@@ -53,20 +54,15 @@ def display_path(path: Path) -> str:
 # ---------------------------------------------------------------- reading
 
 def _read_yaml(path: Path, problems: list[str]) -> Any:
-    import yaml
-
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         problems.append(f"{display_path(path)}: cannot be read ({exc.__class__.__name__})")
         return None
     try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "(top level)"
-        reason = getattr(exc, "problem", None) or "invalid YAML"
-        problems.append(f"{display_path(path)}: {where}: YAML syntax error: {reason}")
+        data = parse_yaml(text, display_path(path))
+    except YamlError as exc:
+        problems.append(exc.format_message())
         return None
     if not isinstance(data, dict):
         problems.append(f"{display_path(path)}: (top level): expected a mapping of keys, found {type(data).__name__}")

@@ -12,7 +12,8 @@ from intake_eval.commands.common import DEFAULT_RUN_DIR, ForceOption, RunDirOpti
 app = typer.Typer(
     help=(
         "Validate a judge against people: `export` a blinded annotation pack (offline HTML form + CSV sheet) "
-        "of judged turns; `import` the filled CSVs to get judge-vs-human and human-vs-human Cohen's κ."
+        "of judged turns; `import` the filled CSVs to get judge-vs-human and human-vs-human Cohen's κ "
+        "(and, for an `export --for-calibration` pack, active coverage corrected for judge error)."
     ),
     no_args_is_help=True,
 )
@@ -20,16 +21,20 @@ app = typer.Typer(
 
 @app.command("export")
 def export(
-    n: Annotated[int, typer.Option("--n", help="Items (turn × domain) in the pack.", min=1)] = 40,
+    n: Annotated[int, typer.Option("--n", help="Items (turn × domain) in the pack; with --for-calibration, conversations per arm.", min=1)] = 40,
     judge: Annotated[str | None, typer.Option("--judge", help="Judge whose labels are validated (needed when the run has several).", show_default=False)] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the stratified sample.")] = 0,
+    for_calibration: Annotated[bool, typer.Option("--for-calibration", help="Sample whole conversations uniformly at random, --n per arm (clinician × condition × patient mode), every turn × hidden domain of each: `import` then corrects active coverage for judge error.")] = False,
+    ci_width: Annotated[float, typer.Option("--ci-width", help="With --for-calibration: the full width of the 95% CI to plan the number of labelled conversations for.")] = 0.10,
     run_dir: RunDirOption = DEFAULT_RUN_DIR,
     force: ForceOption = False,
 ) -> None:
     """Write annotations/form.html, annotations/sheet.csv and the hidden annotations/key.json.
 
     Items are sampled across clinicians, question types and label values (stratified, seeded);
-    annotators see neither the judge's labels nor which clinician spoke.
+    annotators see neither the judge's labels nor which clinician spoke. With --for-calibration
+    whole conversations are sampled at random per arm, and the number of labelled conversations
+    a target CI width needs is printed.
     """
     from intake_eval.commands.common import console
     from intake_eval.core.store import RunLock, RunPaths
@@ -40,6 +45,9 @@ def export(
         from intake_eval.core.errors import IntakeEvalError
 
         raise IntakeEvalError(f"--run-dir {run_dir}: no such run folder")
+    if for_calibration:
+        _export_calibration(paths, n, judge, seed, ci_width, force, run_dir)
+        return
     with RunLock(paths):
         result = export_pack(paths, n=n, judge=judge, seed=seed, force=force)
     out = console()
@@ -51,6 +59,45 @@ def export(
     out.print(f"  then: intake-eval annotate import FILLED.csv … --run-dir {run_dir}")
 
 
+def _export_calibration(paths, n: int, judge: str | None, seed: int, ci_width: float, force: bool, run_dir) -> None:
+    from rich.table import Table
+
+    from intake_eval.commands.common import console
+    from intake_eval.core.store import RunLock
+    from intake_eval.trust.calibration import (
+        PLANNING_DISAGREEMENTS,
+        arm_name,
+        export_calibration_pack,
+    )
+
+    with RunLock(paths):
+        result = export_calibration_pack(paths, per_arm=n, judge=judge, seed=seed, ci_width=ci_width, force=force)
+    out = console()
+    out.print(f"calibration pack {result.pack_id}: {result.conversations} conversations ({result.items} items: every "
+              f"clinician turn × hidden domain) from judge {result.judge}, sampled at random per arm")
+    table = Table(title=f"Labelled conversations needed for a 95% CI of width {ci_width:.2f} (±{ci_width / 2:.3f})",
+                  title_justify="left")
+    for column in ("arm", "judged", "sampled", "judge mean", "judge SD", "items/conv.",
+                   *(f"if {e:.0%} disagree" for e in PLANNING_DISAGREEMENTS)):
+        table.add_column(column, justify="left" if column == "arm" else "right")
+    for plan in result.plans:
+        needs = ["not reachable" if k is None else f"all {plan.conversations} are too few" if k > plan.conversations
+                 else f"{k} ({round(k * plan.items_per_conversation)} items)"
+                 for k in (plan.needed[e] for e in PLANNING_DISAGREEMENTS)]
+        table.add_row(arm_name(plan.arm), str(plan.conversations), str(plan.sampled), f"{plan.judge_mean:.3f}",
+                      f"{plan.judge_sd:.3f}", f"{plan.items_per_conversation:.0f}", *needs)
+    from rich.console import Console
+
+    Console(width=160).print(table)
+    out.print("  'if x% disagree': judge and annotator call x% of the (conversation, hidden domain) outcomes "
+              "differently; 'not reachable': the judge's own spread over the judged conversations is wider than the target; "
+              "more conversations are needed, not more labels")
+    out.print(f"  give annotators: {result.files[0]}  (or {result.files[1]}); every item of a conversation must be "
+              "labelled for it to count")
+    out.print(f"  keep to yourself: {result.files[2]}  (the judge's labels)")
+    out.print(f"  then: intake-eval annotate import FILLED.csv … --run-dir {run_dir}  (writes metrics/calibrated.csv)")
+
+
 @app.command("import")
 def import_(
     files: Annotated[list[Path], typer.Argument(help="Filled CSVs (item_id, annotator, asked_about, disclosed, question_type).", show_default=False)],
@@ -58,7 +105,8 @@ def import_(
 ) -> None:
     """Judge-vs-human Cohen's κ and raw agreement per label, and human-vs-human κ on shared items.
 
-    Writes metrics/annotation_agreement.csv and prints the table.
+    Writes metrics/annotation_agreement.csv and prints the table; for a --for-calibration pack also
+    metrics/calibrated.csv (active coverage corrected for judge error, beside the judge-only figure).
     """
     from rich.console import Console
     from rich.table import Table
@@ -76,4 +124,31 @@ def import_(
         table.add_row(row["comparison"], row["rater_a"], row["rater_b"], row["label"], str(row["n"]),
                       fmt(row["agreement"]), fmt(row["kappa"]), ci)
     Console(width=140).print(table)
+    Console(stderr=True).print(f"wrote {target}")
+    from intake_eval.trust.calibration import import_calibration, is_calibration_pack
+
+    if is_calibration_pack(RunPaths(run_dir)):
+        _print_calibration(*import_calibration(RunPaths(run_dir), list(files)))
+
+
+def _print_calibration(rows, target) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Active coverage corrected for judge error (prediction-powered, 95% CI)", title_justify="left")
+    for column in ("clinician · condition · mode", "phenotype", "labelled / judged", "judge only", "humans only",
+                   "calibrated", "judge bias"):
+        table.add_column(column, justify="left" if column.startswith(("clinician", "phenotype")) else "right")
+
+    def cell(row, prefix: str) -> str:
+        if row[f"{prefix}_mean"] is None:
+            return "—"
+        return f"{row[f'{prefix}_mean']:.3f} [{row[f'{prefix}_ci_low']:.3f}, {row[f'{prefix}_ci_high']:.3f}]"
+
+    for row in rows:
+        bias = "—" if row["judge_bias"] is None else f"{row['judge_bias']:+.3f}"
+        table.add_row(f"{row['clinician']} · {row['condition']} · {row['patient_mode']}", row["phenotype"] or "all",
+                      f"{row['n_labelled']} / {row['n_conversations']}", cell(row, "judge"), cell(row, "human"),
+                      cell(row, "calibrated"), bias)
+    Console(width=160).print(table)
     Console(stderr=True).print(f"wrote {target}")

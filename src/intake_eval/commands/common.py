@@ -7,13 +7,31 @@ from typing import Annotated, Any
 
 import typer
 
+from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.fs import blocking_file
+
+
+def checked_run_dir(value: Path | None) -> Path | None:
+    """--run-dir must be a folder (or not exist yet): a file there is refused before any work."""
+    if value is None:
+        return value
+    blocker = value if value.exists() and not value.is_dir() else blocking_file(value)
+    if blocker is not None:
+        where = "" if blocker == value else f" ({blocker} is a file)"
+        raise IntakeEvalError(f"--run-dir {value}: is not a folder{where}; choose a folder (it is created if missing)")
+    return value
+
+
 RunDirOption = Annotated[
     Path,
-    typer.Option("--run-dir", help="Run folder to read and write (created if missing).", show_default=True),
+    typer.Option("--run-dir", help="Run folder to read and write (created if missing).", show_default=True,
+                 callback=checked_run_dir),
 ]
 ModelsOption = Annotated[
-    Path | None,
-    typer.Option("--models", help="Extra model aliases (YAML) merged over configs/models.yaml.", show_default=False),
+    list[Path] | None,
+    typer.Option("--models", show_default=False, metavar="<path>",
+                 help="Extra model aliases (YAML) merged over configs/models.yaml. Repeatable: files merge in the "
+                      "order given, a later file's alias replacing an earlier one's."),
 ]
 ForceOption = Annotated[
     bool,

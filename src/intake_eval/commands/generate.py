@@ -76,9 +76,11 @@ def generate(
     _print_summary(out, RunPaths(Path(run_dir)), catalog, summary)
     if summary.interrupted:
         raise typer.Exit(130)
+    if summary.failed:
+        raise typer.Exit(1)  # profiles left to make: a rerun retries them
 
 
-def _run(paths: Any, catalog: Any, *, n: int, mode: str, seed: int, generator: str, models_file: Path | None,
+def _run(paths: Any, catalog: Any, *, n: int, mode: str, seed: int, generator: str, models_file: Any,
          use_cache: bool, force: bool, concurrency: int, max_attempts: int, qc_threshold: float, out: Any):
     from intake_eval.generate.stage import execute_generate
 
@@ -111,7 +113,7 @@ def _print_summary(out: Any, paths: Any, catalog: Any, summary: Any) -> None:
                   f"{paths.render_failures}. Rerun to retry them, or raise --max-attempts.")
 
 
-def _explain(catalog: Any, *, n: int, mode: str, seed: int, index: int, generator: str, models_file: Path | None,
+def _explain(catalog: Any, *, n: int, mode: str, seed: int, index: int, generator: str, models_file: Any,
              max_attempts: int, qc_threshold: float) -> None:
     """The study's "build sample profile" walkthrough: each stage's draws for one profile."""
     import asyncio

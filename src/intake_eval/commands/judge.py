@@ -27,10 +27,18 @@ def judge(
         "conversation: one call labels every turn (cheaper; recorded as judge '<alias>+conversation' so both can "
         "be compared).")] = "per-turn",
     concurrency: Annotated[int, typer.Option(
-        "--concurrency", help="Conversations judged at once (per-turn mode sends all of a conversation's turns "
-        "together; each model's rate limits still apply).")] = 8,
+        "--concurrency", help="Conversations judged at once (per-turn mode sends a conversation's turns one after "
+        "another, each reusing the previous one's prompt from the provider's prompt cache; each model's rate limits "
+        "still apply).")] = 64,
     limit: Annotated[int | None, typer.Option(
         "--limit", help="Only the first N ok conversations (by id): a cheap pilot.", show_default=False)] = None,
+    batch: Annotated[bool, typer.Option(
+        "--batch", help="Send the judge's requests as provider batches (OpenAI-compatible /files + /batches: OpenAI, "
+        "Together, Groq, Gemini, vLLM) at the batch price, usually half. Results arrive within the provider's window "
+        "(up to 24 h); rerun the same command after an interruption to collect a submitted batch, not resubmit it. "
+        "Invalid answers are repaired online.")] = False,
+    batch_poll: Annotated[float, typer.Option(
+        "--batch-poll", help="Seconds between batch status checks.")] = 30.0,
     no_cache: NoCacheOption = False,
     force: ForceOption = False,
     run_dir: RunDirOption = DEFAULT_RUN_DIR,
@@ -53,16 +61,20 @@ def judge(
     for flag, value in (("--concurrency", concurrency), ("--limit", limit)):
         if value is not None and value < 1:
             raise IntakeEvalError(f"{flag} must be at least 1 (got {value})")
+    if batch_poll <= 0:
+        raise IntakeEvalError(f"--batch-poll must be positive (got {batch_poll})")
     if len(set(judge)) != len(judge):
         raise IntakeEvalError("--judge: the same judge is given twice")
+    from intake_eval.judge.batch import BatchSettings
     from intake_eval.judge.stage import execute_judge
     from intake_eval.metrics.tables import write_metrics
     from intake_eval.metrics.trials import write_trial_metrics
 
     out = console()
     paths = RunPaths(Path(run_dir))
+    settings = BatchSettings(poll_s=batch_poll, on_progress=lambda line: out.print(line)) if batch else None
     outcome = execute_judge(paths, list(judge), mode=mode, concurrency=concurrency, limit=limit, models_file=models,
-                            use_cache=not no_cache, force=force, console=out, display=_Display(out))
+                            use_cache=not no_cache, force=force, console=out, display=_Display(out), batch=settings)
     tables = write_metrics(paths)
     trials_csv = write_trial_metrics(paths)  # metrics/trials.csv when the run repeats trials
     if trials_csv is not None:

@@ -1,14 +1,21 @@
 """`intake-eval models`: the model aliases, their provider ids and parameters, and whether each
-needed API key is set (never its value)."""
+needed API key is set (never its value); ``--check`` sends each model one tiny request."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from intake_eval.commands.common import ModelsOption
+
+StudyCheckOption = Annotated[
+    Path | None,
+    typer.Option("--study", metavar="CONFIG",
+                 help="With --check (or alone): check every model this study config uses.", show_default=False),
+]
 
 
 def models(
@@ -17,8 +24,11 @@ def models(
     check: Annotated[
         list[str] | None,
         typer.Option("--check", metavar="MODEL",
-                     help="Preflight these aliases or provider ids: exit 2 naming any key variable that is not set."),
+                     help="Send this alias or provider id one tiny request and print its latency or the server's "
+                          "error (repeat for several). Exit 2 naming any key variable that is not set, 1 if a "
+                          "model does not answer."),
     ] = None,
+    study: StudyCheckOption = None,
 ) -> None:
     """List model aliases (configs/models.yaml merged with --models FILE): provider id, role,
     temperature, max tokens, reasoning, endpoint limits, and whether the API key each one needs
@@ -38,15 +48,20 @@ def models(
 
     try:
         specs = load_model_specs(models_file)
-        chosen = [resolve_spec(name, specs) for name in check or []]
+        names = list(dict.fromkeys(check or []))
+        if study is not None:
+            from intake_eval.study.config import load_study_config
+
+            names += [name for name in load_study_config(study).model_names() if name not in names]
+        chosen = [resolve_spec(name, specs) for name in names]
         preflight(chosen)
     except IntakeEvalError as error:
         # typer 0.29 runs a vendored click that does not recognise click.ClickException subclasses:
         # print the one line and exit 2 here so the contract holds.
         error.show()
         raise typer.Exit(error.exit_code) from None
-    if check:
-        typer.echo(f"ok: keys are set for {', '.join(spec.alias or spec.model for spec in chosen)}")
+    if names:
+        _check(specs, names)
         return
 
     rows = []
@@ -88,3 +103,21 @@ def models(
                       "-" if row["max_tokens"] is None else str(row["max_tokens"]),
                       "yes" if row["reasoning"] else "no", limits, key)
     Console(width=max(120, Console().width)).print(table)
+
+
+def _check(specs, names: list[str]) -> None:
+    """One request per model, concurrently; one line each with latency or error; exit 1 if any failed."""
+    import asyncio
+
+    from intake_eval.llm.check import check_models
+
+    results = asyncio.run(check_models(specs, names))
+    for result in results:
+        where = result.model + (f" @ {result.api_base}" if result.api_base else "")
+        latency = f" in {result.latency_s:.2f} s" if result.latency_s is not None else ""
+        status = "ok" if result.ok else "FAILED"
+        typer.echo(f"{status:6} {result.name} ({where}){latency}: {result.detail}")
+    failed = [result.name for result in results if not result.ok]
+    if failed:
+        typer.echo(f"failed: {', '.join(failed)}", err=True)
+        raise typer.Exit(1)

@@ -25,6 +25,7 @@ def qc_patient(
     probes: Annotated[Path | None, typer.Option("--probes", help="Probe file (default: configs/qc_probes.yaml).", show_default=False)] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", help="Probes in flight at once.", min=1)] = 8,
     max_leak_rate: Annotated[float | None, typer.Option("--max-leak-rate", help="Fail (exit 2) when the leak rate on open invitations is above this share (0–1).", min=0.0, max=1.0, show_default=False)] = None,
+    min_recall: Annotated[float | None, typer.Option("--min-recall", help="Fail (exit 2) when disclosure recall on direct questions is below this share (0–1).", min=0.0, max=1.0, show_default=False)] = None,
     run_dir: RunDirOption = DEFAULT_RUN_DIR,
     models: ModelsOption = None,
     no_cache: NoCacheOption = False,
@@ -36,7 +37,7 @@ def qc_patient(
     disclose), open invitations such as "tell me more" (must reveal no hidden domain) and questions
     about domains the profile lacks (must deny). Each probe is a fresh exchange after the opening.
     Writes qc/patient_<alias>_<mode>.jsonl (one record per probe), metrics/patient_qc.csv and
-    metrics/patient_qc_domains.csv (per domain). --max-leak-rate turns it into a gate.
+    metrics/patient_qc_domains.csv (per domain). --max-leak-rate and --min-recall turn it into a gate.
     """
     from rich.console import Console
     from rich.table import Table
@@ -61,5 +62,10 @@ def qc_patient(
         table.add_row(row["metric"], rate, ci, f"{row['successes']}/{row['n']}", str(row["errors"]), wanted[row["metric"]])
     Console(width=140).print(table)
     err.print(f"wrote {result.records_path} and {result.metrics_path}")
-    if max_leak_rate is not None:
-        qc_gate(result, max_leak_rate)
+    if max_leak_rate is not None or min_recall is not None:
+        qc_gate(result, max_leak_rate, min_recall=min_recall)
+    failed = sum(result.errors.values())
+    if failed:
+        err.print(f"[red]{failed} probes failed[/] (patient or judge errors, excluded from the rates; see "
+                  f"{result.records_path}); run the same command again to retry them.")
+        raise typer.Exit(1)

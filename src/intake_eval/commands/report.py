@@ -15,6 +15,7 @@ def report(
     judge: Annotated[str | None, typer.Option("--judge", help="Judge whose labels drive the numbers (default: the primary judge of the judge stage).")] = None,
     open_: Annotated[bool, typer.Option("--open", help="Open report/index.html in the default browser when done.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the report's path (no summary table).")] = False,
+    figures: Annotated[str | None, typer.Option("--figures", help="Also write every chart as a standalone file in report/figures/, in these formats (comma-separated: png,svg,pdf).", show_default=False)] = None,
 ) -> None:
     """Write report/index.html (coverage matrix, domains, trajectories, judge agreement, drill-down,
     transcript viewer), report/summary.md and report/headline.csv; print the report's path.
@@ -27,7 +28,10 @@ def report(
 
     err = console()
     try:
-        result = _build(err, build_report, Path(run_dir), judge, quiet)
+        from intake_eval.report.figure_files import parse_formats
+
+        formats = parse_formats(figures) if figures is not None else ()
+        result = _build(err, build_report, Path(run_dir), judge, quiet, formats)
     except IntakeEvalError as exc:
         # typer 0.29 runs its own vendored click, which does not recognise click.ClickException
         # subclasses; print the one-line error and exit 2 here so the contract holds regardless.
@@ -36,6 +40,8 @@ def report(
     if not quiet:
         print_summary(err, result)
         err.print(f"Markdown summary: {result.summary}")
+    if result.figures:
+        err.print(f"Figures: {len(result.figures)} files in {result.figures[0].parent}")
     typer.echo(str(result.index))
     if open_:
         import webbrowser
@@ -43,7 +49,7 @@ def report(
         webbrowser.open(result.index.resolve().as_uri())
 
 
-def _build(err, build_report, run_dir: Path, judge: str | None, quiet: bool):
+def _build(err, build_report, run_dir: Path, judge: str | None, quiet: bool, figures: tuple[str, ...]):
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -54,7 +60,8 @@ def _build(err, build_report, run_dir: Path, judge: str | None, quiet: bool):
     )
 
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, transient=True, disable=quiet) as progress:
+                  TimeElapsedColumn(), console=err, transient=True,
+                  disable=quiet or not err.is_terminal) as progress:  # off a terminal it would leave a blank line
         task = progress.add_task("report", total=None)
         shards = progress.add_task("transcripts", total=None, visible=False)
 
@@ -64,4 +71,4 @@ def _build(err, build_report, run_dir: Path, judge: str | None, quiet: bool):
         def on_shard(n: int) -> None:
             progress.update(shards, advance=n, visible=True)
 
-        return build_report(run_dir, judge=judge, progress=on_step, shard_progress=on_shard)
+        return build_report(run_dir, judge=judge, progress=on_step, shard_progress=on_shard, figures=figures)

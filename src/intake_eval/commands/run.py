@@ -20,7 +20,7 @@ PATIENT_MODES = ("prompted", "tracked")
 
 def run(
     clinician: Annotated[list[str], typer.Option(
-        "--clinician", help="Clinician model under test: an alias, a raw provider id, or offline/screener|offline/anchored. Repeat for several.",
+        "--clinician", help="Clinician model under test: an alias, a raw provider id, or offline/screener|offline/drifting|offline/anchored. Repeat for several.",
         show_default=False)],
     patient: Annotated[str, typer.Option(
         "--patient", help="Model that plays the patient (the study used gpt-4o; offline/patient needs no key).")] = "gpt-4o",
@@ -127,13 +127,18 @@ def _fork(out, paths, settings, at: str, nudge: str, *, models, use_cache: bool,
                   "to fork them; then judge again to label the forks.")
     if forked.interrupted:
         return 130
+    for reason in sorted(set(forked.totals.stopped.values())):
+        from rich.markup import escape
+
+        out.print(f"[red]stopped[/]: {escape(reason)}")
     if forked.failed:
         out.print(f"[red]{forked.failed} forks failed[/]; run the same command again to retry them.")
-        return 1
-    return 0
+    return 1 if forked.failed or forked.totals.stopped else 0
 
 
 def _summarize(out, paths, result, *, formulation: bool = False) -> None:
+    from rich.markup import escape
+
     totals, counts = result.totals, result.counts
     spent = f"${totals.dollars:.2f}" + ("" if totals.cost_known else " (some prices unknown)")
     out.print(
@@ -146,13 +151,19 @@ def _summarize(out, paths, result, *, formulation: bool = False) -> None:
         statuses = ", ".join(f"{k}: {v}" for k, v in sorted(totals.formulations.items()))
         out.print(f"formulations requested for {sum(totals.formulations.values())} conversations already on disk "
                   f"({statuses})")
+    unanswered = 0
     if formulation:
         from intake_eval.interview.backfill import provider_error_formulations
 
         unanswered = provider_error_formulations(paths, sorted(result.per_clinician))
         if unanswered:
-            out.print(f"[yellow]{unanswered} formulations failed at the provider[/]: their conversations are kept; "
+            out.print(f"[red]{unanswered} formulations failed at the provider[/]: their conversations are kept; "
                       "run the same command again to request them again.")
+        invalid = sum(count for outcomes in (totals.formulations, totals.new_formulations)
+                      for status, count in outcomes.items() if status == "invalid")
+        if invalid:
+            out.print(f"[red]{invalid} formulations were not valid after one repair[/] (status \"invalid\", the "
+                      "model's answer is kept in the record; scored as missing).")
     if result.interrupted:
         out.print("[yellow]interrupted[/]: finished conversations are saved; run the same command again to resume.")
         raise typer.Exit(130)
@@ -162,8 +173,14 @@ def _summarize(out, paths, result, *, formulation: bool = False) -> None:
     if totals.budget_reached:
         out.print(f"[yellow]budget reached[/]: {counts['not_started']} conversations not started; "
                   "run again (with a larger --budget) to continue.")
+    for reason in sorted(set(totals.stopped.values())):
+        out.print(f"[red]stopped[/]: {escape(reason)}")
+    if totals.stopped:
+        out.print(f"{counts['not_started']} conversations not started: fix what the error names, then run the same "
+                  "command again.")
     if counts["failed"]:
         reasons = ", ".join(f"{k}: {v}" for k, v in sorted(totals.failures.items()))
-        out.print(f"[red]{counts['failed']} conversations failed[/] ({reasons or 'see status in the records'}); "
+        out.print(f"[red]{counts['failed']} conversations failed[/] ({escape(reasons) or 'see status in the records'}); "
                   "run the same command again to retry them.")
+    if counts["failed"] or totals.stopped or unanswered or totals.failed_formulations:
         raise typer.Exit(1)

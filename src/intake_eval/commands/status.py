@@ -8,9 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
-from intake_eval.commands.common import DEFAULT_RUN_DIR
+from intake_eval.commands.common import DEFAULT_RUN_DIR, checked_run_dir
 
-RunDirOption = Annotated[Path, typer.Option("--run-dir", help="Run folder whose manifest.json to show.")]
+RunDirOption = Annotated[Path, typer.Option("--run-dir", help="Run folder whose manifest.json to show.",
+                                            callback=checked_run_dir)]
 
 
 SHOWN_PARAMS = ("temperature", "max_tokens", "reasoning", "api_base", "api_key_env", "rpm", "tpm")
@@ -98,15 +99,19 @@ def _model_usage_table(data: dict[str, Any]):
 
     table = Table(title="Usage per stage and model", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
                   pad_edge=False)
-    table.add_column("stage · model", overflow="fold", min_width=22)
-    for column in ("calls", "cached", "retries", "prompt", "output", "$"):
+    table.add_column("stage · model", overflow="fold", min_width=12)
+    # cached = answers from our response cache; p-cache = share of prompt tokens the provider's
+    # prompt cache served
+    for column in ("calls", "cached", "retries", "prompt", "p-cache", "output", "$"):
         table.add_column(column, justify="right", no_wrap=True)
     for name, stage in data.get("stages", {}).items():
         for model, usage in _usage_rows(stage):
             retried = ((stage.get("retries") or {}).get(model) or {}).get("retries", 0)
+            prompt = usage.get("prompt_tokens", 0) or 0
+            share = f"{(usage.get('cached_prompt_tokens', 0) or 0) / prompt:.0%}" if prompt else "—"
             table.add_row(f"{name} · {model}", compact_number(usage.get("calls", 0)),
                           compact_number(usage.get("cache_hits", 0)), compact_number(retried),
-                          compact_number(usage.get("prompt_tokens", 0)),
+                          compact_number(prompt), share,
                           compact_number(usage.get("completion_tokens", 0) + usage.get("reasoning_tokens", 0)),
                           _money(usage.get("cost_usd", 0.0), usage.get("cost_known", True)))
     return table

@@ -8,14 +8,20 @@ from typing import Annotated
 
 import typer
 
-from intake_eval.commands.common import ForceOption, ModelsOption, NoCacheOption
+from intake_eval.commands.common import (
+    ForceOption,
+    ModelsOption,
+    NoCacheOption,
+    checked_run_dir,
+)
 
 ConfigArgument = Annotated[
     Path, typer.Argument(help="Study config YAML (e.g. configs/paper.yaml, configs/demo.yaml).", show_default=False)
 ]
 StudyRunDirOption = Annotated[
     Path | None,
-    typer.Option("--run-dir", help="Run folder (default: runs/<name> from the config).", show_default=False),
+    typer.Option("--run-dir", help="Run folder (default: runs/<name> from the config).", show_default=False,
+                 callback=checked_run_dir),
 ]
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 DEMO_CONFIG = PROJECT_ROOT / "configs" / "demo.yaml"
@@ -49,7 +55,9 @@ def study(
     typer.echo(str(outcome.report_path))
     missing = _incomplete(outcome.counts)
     if missing:
-        out.print(f"[yellow]incomplete[/]: {missing}; the report shows what there is. Run the same command again "
+        from rich.markup import escape
+
+        out.print(f"[yellow]incomplete[/]: {escape(missing)}; the report shows what there is. Run the same command again "
                   "to retry (a budget stop needs a larger budget in the config).")
         raise typer.Exit(1)
 
@@ -62,15 +70,23 @@ def _incomplete(counts: dict) -> str:
         problems = {key: value for key, value in judged.items() if key != "done" and value}
         if problems:
             parts.append(f"judge {label}: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in problems.items()))
+    formulations = counts.get("formulations", {})
+    if formulations.get("provider_error"):
+        parts.append(f"{formulations['provider_error']} formulations failed at the provider")
+    if formulations.get("invalid_this_time"):
+        parts.append(f"{formulations['invalid_this_time']} formulations not valid after one repair")
+    parts += [f"stopped: {reason}" for reason in counts.get("stopped", [])]
     return "; ".join(parts)
 
 
 def demo(
-    run_dir: Annotated[Path, typer.Option("--run-dir", help="Run folder; emptied first so the demo starts fresh.")]
+    run_dir: Annotated[Path, typer.Option("--run-dir", help="Run folder; emptied first so the demo starts fresh.",
+                                      callback=checked_run_dir)]
     = Path("runs/demo"),
 ) -> None:
     """The offline study end to end (configs/demo.yaml) in a fresh run folder: simulated patients,
-    a screening clinician (the ceiling) and an anchored one (the floor), a rule-based judge.
+    a screening clinician (the ceiling), an anchored one (the floor) and a drifting one in between,
+    a rule-based judge.
 
     No network, no keys, under a minute. Prints where the report is.
     """
@@ -115,14 +131,19 @@ def _fmt_seconds(seconds: float) -> str:
     return f"{seconds / 3600:,.1f} h"
 
 
+def _cached(line) -> str:
+    """The share of prompt tokens the provider's cache would serve."""
+    return f"{line.cached_prompt_tokens / line.prompt_tokens:.0%}" if line.prompt_tokens else "—"
+
+
 def _print_estimate(result, out) -> None:
     from rich.table import Table
 
     table = Table(title=f"Estimate for study '{result.study}': {result.profiles} profiles, "
                         f"{result.conversations} conversations", title_justify="left")
     widest = max((len(line.alias) + (12 if line.reasoning else 0) for line in result.lines), default=5)
-    for column in ("stage", "role", "model", "calls", "prompt tok", "completion tok", "reasoning tok",
-                   "$/1M tok in/out", "dollars", "dollars at caps"):
+    for column in ("stage", "role", "model", "calls", "prompt tok", "cached", "completion", "reasoning",
+                   "$/1M in/out", "dollars", "uncached", "at caps"):
         text = column in ("stage", "role", "model")
         table.add_column(column, justify="left" if text else "right", overflow="fold", no_wrap=not text,
                          min_width=widest if column == "model" else None)
@@ -134,18 +155,21 @@ def _print_estimate(result, out) -> None:
         else:
             prices = f"{line.input_cost_per_token * 1e6:,.2f} / {line.output_cost_per_token * 1e6:,.2f}"
         table.add_row(line.stage, line.role, line.alias + (" (reasoning)" if line.reasoning else ""),
-                      f"{line.calls:,}", f"{line.prompt_tokens:,}", f"{line.completion_tokens:,}",
+                      f"{line.calls:,}", f"{line.prompt_tokens:,}", _cached(line), f"{line.completion_tokens:,}",
                       f"{line.reasoning_tokens:,}", prices, _fmt_money(line.dollars),
-                      _fmt_money(line.dollars_at_cap))
+                      _fmt_money(line.dollars_without_cache), _fmt_money(line.dollars_at_cap))
     totals = {key: sum(getattr(line, key) for line in result.lines)
-              for key in ("calls", "prompt_tokens", "completion_tokens", "reasoning_tokens")}
+              for key in ("calls", "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens")}
     cap_values = [line.dollars_at_cap for line in result.lines]
     cap_total = None if any(v is None for v in cap_values) else sum(cap_values)
     table.add_section()
+    cached_share = totals["cached_prompt_tokens"] / totals["prompt_tokens"] if totals["prompt_tokens"] else 0.0
     table.add_row("total", "", "", f"{totals['calls']:,}", f"{totals['prompt_tokens']:,}",
-                  f"{totals['completion_tokens']:,}", f"{totals['reasoning_tokens']:,}", "",
+                  f"{cached_share:.0%}", f"{totals['completion_tokens']:,}",
+                  f"{totals['reasoning_tokens']:,}", "",
                   _fmt_money(result.dollars) if result.dollars is not None
                   else f"≥ {_fmt_money(result.known_dollars)} + unknown",
+                  _fmt_money(result.dollars_without_cache),
                   _fmt_money(cap_total) if cap_total is not None else "unknown")
     out.print(table)
     stages = Table(title="Wall time, lower bound", title_justify="left")
@@ -162,9 +186,21 @@ def _print_estimate(result, out) -> None:
     out.print(f"[dim]Prompts rendered from the real templates for {result.sampled_profiles} sampled profiles and "
               f"scaled; answers assumed {a['answer_tokens']} tokens, "
               f"reasoning models +{a['reasoning_overhead_tokens']} "
-              f"per call (up to their cap); 'dollars at caps' = every answer at its max_tokens. No failures, "
-              f"repairs or cache hits counted. Wall time: {a['first_token_s']} s first token + "
+              f"per call (up to their cap); 'at caps' = dollars if every answer used its max_tokens. No failures, "
+              f"repairs or response-cache hits counted. Wall time: {a['first_token_s']} s first token + "
               f"{a['decode_tokens_per_s']:.0f} tok/s, concurrency {a['concurrency']}, alias rpm/tpm limits.[/dim]")
+    out.print("[dim]Provider prompt caching: each call reads the prefix it shares with the same role's previous "
+              "call (Anthropic: up to the breakpoints it marked), once that prefix reaches the provider's minimum; "
+              "cached input at the provider's published cached price (litellm's table or the alias's override), "
+              "the input price where none is published (no saving claimed). 'cached' = share of prompt tokens a prefix "
+              "cache would serve; "
+              "'uncached' = the same study without provider prompt caching.[/dim]")
+    for alias, cache in a.get("prompt_cache", {}).items():
+        if cache["read_cost_per_token"] is not None:
+            write = cache["write_cost_per_token"]
+            out.print(f"[dim]  {alias}: {'breakpoints' if cache['breakpoints'] else 'automatic'}, from "
+                      f"{cache['min_tokens']:,} tokens; cached read ${cache['read_cost_per_token'] * 1e6:,.3f}/1M"
+                      + (f", write ${write * 1e6:,.3f}/1M" if write is not None else "") + "[/dim]")
 
 
 def estimate(

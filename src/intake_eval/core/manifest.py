@@ -16,8 +16,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from intake_eval import SCHEMA_VERSION, __version__
-from intake_eval.core.errors import ConfigChangedError, IntakeEvalError
+from intake_eval.core.errors import (
+    ConfigChangedError,
+    IntakeEvalError,
+    describe_validation_error,
+)
 from intake_eval.core.records import Usage
 from intake_eval.core.store import RunPaths, stable_hash, write_text_atomic
 
@@ -51,6 +57,57 @@ def diff_configs(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> 
     return changes
 
 
+class _StageShape(BaseModel):
+    """What readers of a stage entry rely on (other keys pass through untouched)."""
+
+    model_config = ConfigDict(extra="allow")
+    status: str = ""
+    config: dict[str, Any] = Field(default_factory=dict)
+    counts: dict[str, Any] | None = None
+    usage: dict[str, Usage] = Field(default_factory=dict)
+    retries: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    additive_models: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class _StudyShape(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    history: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class _ManifestShape(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    stages: dict[str, _StageShape] = Field(default_factory=dict)
+    models: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
+    prompts: dict[str, Any] = Field(default_factory=dict)
+    seeds: dict[str, Any] = Field(default_factory=dict)
+    study: _StudyShape | None = None
+
+
+MOVE_ASIDE = "move it aside to start a new manifest (records on disk are kept and resumed)"
+
+
+def parse_manifest(path: Path, text: str) -> dict[str, Any]:
+    """manifest.json's text → its data, or one line saying why it cannot be used (unreadable,
+    another schema version, or malformed: not an object, a stage that is not an object...)."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise IntakeEvalError(f"{path}: manifest is unreadable ({exc.__class__.__name__}); {MOVE_ASIDE}") from None
+    if not isinstance(data, dict):
+        raise IntakeEvalError(f"{path}: manifest is malformed (a JSON {type(data).__name__}, expected an object); "
+                              f"{MOVE_ASIDE}")
+    version = data.get("schema_version", 0)
+    if version != SCHEMA_VERSION:
+        raise IntakeEvalError(
+            f"{path}: run folder has schema_version {version}, this intake-eval reads {SCHEMA_VERSION}; "
+            "use a new --run-dir (or the matching intake-eval version)")
+    try:
+        _ManifestShape.model_validate(data)
+    except ValidationError as error:
+        raise IntakeEvalError(f"manifest is malformed: {describe_validation_error(error, path)}; {MOVE_ASIDE}") from None
+    return data
+
+
 class Manifest:
     """Read-modify-write of manifest.json. Only the process holding the run lock writes it."""
 
@@ -73,17 +130,10 @@ class Manifest:
                 "seeds": {},
             }
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, OSError) as exc:
-            raise IntakeEvalError(
-                f"{path}: manifest is unreadable ({exc.__class__.__name__}); move it aside to rebuild it from the records"
-            ) from None
-        version = data.get("schema_version", 0)
-        if version != SCHEMA_VERSION:
-            raise IntakeEvalError(
-                f"{path}: run folder has schema_version {version}, this intake-eval writes {SCHEMA_VERSION}; "
-                "use a new --run-dir (or the matching intake-eval version)"
-            )
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise IntakeEvalError(f"{path}: manifest is unreadable ({exc.__class__.__name__}); {MOVE_ASIDE}") from None
+        data = parse_manifest(path, text)
         data.setdefault("stages", {})
         return data
 

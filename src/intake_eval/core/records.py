@@ -30,9 +30,11 @@ class Usage(BaseModel):
     calls: int = 0
     cache_hits: int = 0
     attempts: int = 0  # HTTP attempts, retries included
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # every input token, cached ones included
     completion_tokens: int = 0
     reasoning_tokens: int = 0
+    cached_prompt_tokens: int = 0  # input tokens the provider read from its prompt cache
+    cache_write_tokens: int = 0  # input tokens the provider wrote to its prompt cache (Anthropic)
     cost_usd: float = 0.0
     cost_known: bool = True  # False once any call had no known price
 
@@ -44,6 +46,8 @@ class Usage(BaseModel):
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cached_prompt_tokens=self.cached_prompt_tokens + other.cached_prompt_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             cost_usd=self.cost_usd + other.cost_usd,
             cost_known=self.cost_known and other.cost_known,
         )

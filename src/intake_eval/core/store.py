@@ -14,16 +14,20 @@ import hashlib
 import json
 import os
 import re
-import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from intake_eval import SCHEMA_VERSION
 from intake_eval.core.errors import IntakeEvalError, RunLockedError
+from intake_eval.core.fs import named_os_error, remove_quietly
+# readers import the line readers from here too
+from intake_eval.core.lines import ReadStats as ReadStats
+from intake_eval.core.lines import iter_json_lines as iter_json_lines
+from intake_eval.core.lines import iter_json_lines_at as iter_json_lines_at
+from intake_eval.core.lines import iter_records as iter_records
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -185,9 +189,10 @@ class JsonlWriter:
         data = (dumps_record(record) + "\n").encode("utf-8")
         fcntl.flock(self._fd, fcntl.LOCK_SH)
         try:
-            written = os.write(self._fd, data)
-            while written < len(data):  # a short write (signal, full disk) must not leave half a line
-                written += os.write(self._fd, data[written:])
+            with named_os_error(self.path):
+                written = os.write(self._fd, data)
+                while written < len(data):  # a short write (signal, full disk) must not leave half a line
+                    written += os.write(self._fd, data[written:])
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
@@ -208,63 +213,6 @@ def append_record(path: Path, record: BaseModel | dict[str, Any]) -> None:
         writer.write(record)
 
 
-@dataclass
-class ReadStats:
-    lines: int = 0
-    skipped_corrupt: int = 0
-    truncated_tail: bool = False
-
-
-def iter_json_lines(path: Path, stats: ReadStats | None = None) -> Iterator[dict[str, Any]]:
-    """Stream dicts from a JSONL file. A bad line is skipped with a warning and counted."""
-    for data, _offset, _length in iter_json_lines_at(path, stats):
-        yield data
-
-
-def iter_json_lines_at(path: Path, stats: ReadStats | None = None) -> Iterator[tuple[dict[str, Any], int, int]]:
-    """Like iter_json_lines, with each line's byte offset and length (to read it back later)."""
-    stats = stats if stats is not None else ReadStats()
-    if not path.exists():
-        return
-    offset = 0
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            start, offset = offset, offset + len(raw)
-            if not raw.strip():
-                continue
-            is_tail = not raw.endswith(b"\n")
-            try:
-                data = json.loads(raw)
-                if not isinstance(data, dict):
-                    raise ValueError("not an object")
-            except ValueError:
-                if is_tail:
-                    stats.truncated_tail = True
-                    warnings.warn(f"{path}: ignoring a half-written last line (a crash mid-write)", stacklevel=3)
-                else:
-                    stats.skipped_corrupt += 1
-                    warnings.warn(f"{path}:{number}: skipping a corrupt line", stacklevel=3)
-                continue
-            stats.lines += 1
-            yield data, start, len(raw)
-
-
-def iter_records(path: Path, model: type[T], stats: ReadStats | None = None) -> Iterator[T]:
-    stats = stats if stats is not None else ReadStats()
-    for data in iter_json_lines(path, stats):
-        version = data.get("schema_version", 1)
-
-        if version > SCHEMA_VERSION:
-            raise IntakeEvalError(
-                f"{path}: written by a newer intake-eval (schema_version {version} > {SCHEMA_VERSION}); upgrade to read it"
-            )
-        try:
-            yield model.model_validate(data)
-        except ValidationError:
-            stats.skipped_corrupt += 1
-            warnings.warn(f"{path}: skipping a record that does not match {model.__name__}", stacklevel=2)
-
-
 def latest_by_key(path: Path, model: type[T], key: str) -> dict[str, T]:
     """Latest record per key (a retried failure is superseded by its later success)."""
     latest: dict[str, T] = {}
@@ -274,7 +222,7 @@ def latest_by_key(path: Path, model: type[T], key: str) -> dict[str, T]:
 
 
 def done_keys(path: Path, key: str, ok_only: bool = True) -> set[str]:
-    """Keys of records already finished on disk (status 'ok' unless ok_only is False)."""
+    """Keys of valid records already finished on disk (status 'ok' unless ok_only is False)."""
     latest: dict[str, bool] = {}
     for data in iter_json_lines(path):
         if key in data:
@@ -283,17 +231,22 @@ def done_keys(path: Path, key: str, ok_only: bool = True) -> set[str]:
 
 
 def compact(path: Path, key: str) -> int:
-    """Rewrite a JSONL file as its latest record per key, sorted by key, atomically. Returns count."""
+    """Rewrite a JSONL file as its latest valid record per key, sorted by key, atomically. Returns count."""
     if not path.exists():
         return 0
     latest: dict[str, str] = {}
     for data in iter_json_lines(path):
-        latest[str(data[key])] = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        for k in sorted(latest):
-            handle.write(latest[k] + "\n")
-    os.replace(tmp, path)
+        if key in data:
+            latest[str(data[key])] = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with named_os_error(path), open(tmp, "w", encoding="utf-8") as handle:
+            for k in sorted(latest):
+                handle.write(latest[k] + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        remove_quietly(tmp)  # the original file is untouched; the next compaction starts over
+        raise
     return len(latest)
 
 
@@ -315,8 +268,13 @@ def drop_records(path: Path, unwanted: Callable[[dict[str, Any]], bool]) -> int:
 def write_text_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        with named_os_error(path):
+            tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        remove_quietly(tmp)
+        raise
 
 
 # ---------------------------------------------------------------- hashing

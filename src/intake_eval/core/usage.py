@@ -28,7 +28,8 @@ def latest_lines(paths: Iterable, key: str) -> dict[str, dict[str, Any]]:
     return latest
 
 
-def _usage(raw: Any) -> Usage:
+def usage_of(raw: Any) -> Usage:
+    """A record's usage dict as Usage; anything malformed counts as no usage (never a crash)."""
     try:
         return Usage.model_validate(raw) if isinstance(raw, dict) else Usage()
     except ValueError:
@@ -58,7 +59,7 @@ def conversation_usage(paths: RunPaths, clinicians: Iterable[str], owners: Mappi
             continue
         clinician = str(data.get("clinician", ""))
         for role, raw in (data.get("usage") or {}).items():
-            _add(total, clinician if role in CLINICIAN_ROLES else owners.get(role, role), _usage(raw))
+            _add(total, clinician if role in CLINICIAN_ROLES else owners.get(role, role), usage_of(raw))
     return dict(sorted(total.items()))
 
 
@@ -67,7 +68,7 @@ def usage_by_role(paths: RunPaths, clinicians: Iterable[str]) -> dict[str, Usage
     total: dict[str, Usage] = {}
     for data in latest_lines([paths.conversations(alias) for alias in clinicians], "conversation_id").values():
         for role, raw in (data.get("usage") or {}).items():
-            _add(total, role, _usage(raw))
+            _add(total, role, usage_of(raw))
     return dict(sorted(total.items()))
 
 
@@ -75,7 +76,7 @@ def judgment_usage(paths: RunPaths, label: str) -> Usage:
     files = sorted(paths.judge_dir(label).glob("*.jsonl")) if paths.judge_dir(label).is_dir() else []
     total = Usage()
     for data in latest_lines(files, "conversation_id").values():
-        total = total.add(_usage(data.get("usage")))
+        total = total.add(usage_of(data.get("usage")))
     return total
 
 
@@ -83,7 +84,7 @@ def profile_usage(paths: RunPaths) -> Usage:
     total = Usage()
     for source in (paths.profiles, paths.render_failures):
         for data in latest_lines([source], "profile_id").values():
-            total = total.add(_usage((data.get("render") or {}).get("usage") if source == paths.profiles
+            total = total.add(usage_of((data.get("render") or {}).get("usage") if source == paths.profiles
                                      else data.get("usage")))
     return total
 
@@ -95,7 +96,7 @@ def probe_usage(paths: RunPaths, patient: str, mode: str, owners: Mapping[str, s
         if data.get("judge") != owners.get("judge"):
             continue
         for role, raw in (data.get("usage") or {}).items():
-            _add(total, owners.get(role, role), _usage(raw))
+            _add(total, owners.get(role, role), usage_of(raw))
     return dict(sorted(total.items()))
 
 

@@ -84,7 +84,7 @@ def run_fork_stage(runner: StageRunner, settings: RunSettings, *, at: str, nudge
     _, result.interrupted = runner.run(lambda: run_conversations(
         plan.items, runner.pool, paths=paths, patient=settings.patient, tracker=tracker,
         concurrency=settings.concurrency, budget=settings.budget, totals=result.totals,
-        on_update=display.update if display is not None else None), display)
+        on_update=display.update if display is not None else None, stopped=runner.pool.stopped), display)
     compact_conversations(paths, sorted(clinicians))
     status = fork_status(paths, sorted(clinicians), {item.conversation_id for item in plan.items})
     result.ok, result.failed = status["ok"], status["failed"]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from intake_eval.catalog.load import load_catalog
@@ -43,7 +42,7 @@ from intake_eval.generate.sampling import (
     profile_id,
     sample_profile,
 )
-from intake_eval.llm.registry import load_model_specs, resolve_spec
+from intake_eval.llm.registry import ModelsFiles, load_model_specs, resolve_spec
 from intake_eval.runner.leakage import GENERATOR_ROLE, assert_generator_is_held_out
 from intake_eval.runner.stage import StageRunner
 from intake_eval.simulated import check_offline_name
@@ -215,7 +214,7 @@ def config_prompt_name(spec: "ModelSpec") -> str:
 
 
 def execute_generate(paths: RunPaths, *, n: int, mode: Mode, seed: int, generator: str = "offline/generator",
-                     models_file: Path | None = None, use_cache: bool = True, force: bool = False, console: Any = None,
+                     models_file: ModelsFiles = None, use_cache: bool = True, force: bool = False, console: Any = None,
                      catalog: Catalog | None = None, concurrency: int = 8, max_attempts: int = MAX_ATTEMPTS,
                      qc_threshold: float = QC_THRESHOLD) -> GenerateSummary:
     """The generate stage as the CLI runs it: its own stage runner (lock, guards, pool)."""

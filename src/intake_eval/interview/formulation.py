@@ -24,6 +24,7 @@ from intake_eval.core.formulation import (
     RiskLevel,
     parse_formulation,
 )
+from intake_eval.core.placeholders import written_text
 from intake_eval.core.prompts import render_prompt
 from intake_eval.llm.base import (
     ChatModel,
@@ -32,11 +33,15 @@ from intake_eval.llm.base import (
     Message,
     ModelCallError,
 )
+from intake_eval.llm.prompt_cache import history_cache_points
 
 RISK_LEVELS: tuple[str, ...] = get_args(RiskLevel)
 FORMULATION_MAX_TOKENS = 1200  # a formulation is ~300-500 tokens; a larger spec cap (reasoning models) wins
 ANSWER_KEPT = 2000  # characters of an unusable answer kept in the record, for diagnosis
 PROMPT_NAMES = ("formulation", "formulation_repair")
+SHORT_TEXT_CHARS = 150  # a phrase: a complaint, a problem, a diagnosis name
+EVIDENCE_CHARS = 400
+MAX_PROBLEMS = 10  # a bound a grammar enforces, so a looping model still closes its JSON
 
 
 def formulation_instruction() -> str:
@@ -49,19 +54,24 @@ def repair_instruction(error: str) -> str:
 
 
 def response_schema() -> dict[str, Any]:
-    """The Formulation as a plain JSON schema for structured output: types, enum, required and maxItems
-    only (no $ref, titles, defaults or additionalProperties, which some providers' dialects reject)."""
-    diagnosis = {"type": "object", "properties": {"name": {"type": "string"}, "icd10": {"type": "string"}},
-                 "required": ["name", "icd10"]}
-    properties = {
-        "chief_complaint": {"type": "string"},
-        "problems": {"type": "array", "items": {"type": "string"}},
+    """The Formulation as a plain JSON schema for structured output: every property required, no
+    others allowed, text bounded and never a placeholder (core/placeholders.written_text); no $ref,
+    titles or defaults, which some dialects reject; Gemini's dialect loses additionalProperties and
+    patterns on the way out (llm/structured.py)."""
+    def closed(properties: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+    # A code or "" (the instruction allows none); the validator is more lenient than the grammar.
+    icd10 = {"type": "string", "maxLength": 8, "pattern": "^([A-Z][0-9][0-9A-Z](\\.[0-9A-Z]{1,4})?)?$"}
+    diagnosis = closed({"name": written_text(SHORT_TEXT_CHARS), "icd10": icd10})
+    return closed({
+        "chief_complaint": written_text(SHORT_TEXT_CHARS),
+        "problems": {"type": "array", "items": written_text(SHORT_TEXT_CHARS), "maxItems": MAX_PROBLEMS},
         "principal_diagnosis": diagnosis,
         "differential": {"type": "array", "items": diagnosis, "maxItems": MAX_DIFFERENTIAL},
         "risk_level": {"type": "string", "enum": list(RISK_LEVELS)},
-        "risk_evidence": {"type": "string"},
-    }
-    return {"type": "object", "properties": properties, "required": list(properties)}
+        "risk_evidence": written_text(EVIDENCE_CHARS),
+    })
 
 
 async def request_formulation(clinician_model: ChatModel, clinician_messages: list[Message], *,
@@ -78,9 +88,11 @@ async def request_formulation(clinician_model: ChatModel, clinician_messages: li
     context = {"role": "clinician", "conversation_id": conversation_id, "turn": turn, "max_turns": max_turns,
                "trial": trial, "request": "formulation"}
     schema = response_schema()
+    # The clinician's last turn call ended one exchange before the finished conversation.
+    points = history_cache_points(messages, 0, previous_end=len(clinician_messages) - 3)
     for attempt in range(2):
         request = ChatRequest(messages=messages, sample_index=trial, max_tokens=cap, response_schema=schema,
-                              purpose="formulation", context=context)
+                              purpose="formulation", context=context, cache_points=points)
         try:
             result = await clinician_model.complete(request)
         except ModelCallError as exc:

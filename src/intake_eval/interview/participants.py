@@ -10,13 +10,11 @@ Patient modes:
   turn asks about specifically; the responder prompt holds only the presenting concern plus
   the domains unlocked so far, so a locked domain's text never reaches the responder.
   With an offline tracker the decision is the offline classifier's; otherwise it is an LLM call
-  whose JSON answer is validated and repaired once.
+  (interview/tracker.py) whose JSON answer is validated and repaired once.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
@@ -24,12 +22,11 @@ from typing import Any
 from intake_eval.catalog.classifier import classify
 from intake_eval.core.prompts import render_prompt
 from intake_eval.core.records import (
-    QUESTION_TYPES,
     ConversationTurn,
-    DomainDraw,
     Profile,
     TrackerDecision,
 )
+from intake_eval.interview.tracker import ask_tracker
 from intake_eval.llm.base import (
     ChatModel,
     ChatRequest,
@@ -37,9 +34,9 @@ from intake_eval.llm.base import (
     Message,
     ModelCallError,
 )
+from intake_eval.llm.prompt_cache import history_cache_points
 
 OFFLINE_TRACKER = "offline/classifier"
-TRACKER_MAX_TOKENS = 300
 
 
 @dataclass(frozen=True)
@@ -133,10 +130,12 @@ async def patient_opening(setup: PatientSetup) -> tuple[str, ChatResult, Patient
     """The patient speaks first, about the presenting concern only."""
     state = PatientState()
     system = setup.system_prompt(())
+    messages = patient_messages(system, state, None)
     request = ChatRequest(
-        messages=patient_messages(system, state, None),
+        messages=messages,
         sample_index=setup.sample_index,
         purpose="patient",
+        cache_points=history_cache_points(messages, 1),
         context=_patient_context(setup, state, (), 0, None),
     )
     result = await setup.model.complete(request)
@@ -153,10 +152,12 @@ async def patient_reply(setup: PatientSetup, state: PatientState, turn: int, utt
         decision, tracker_results = await track_turn(setup, state, utterance)
         unlocked = tuple(decision.unlocked_after)
     system = setup.system_prompt(unlocked)
+    messages = patient_messages(system, state, utterance)
     request = ChatRequest(
-        messages=patient_messages(system, state, utterance),
+        messages=messages,
         sample_index=setup.sample_index,
         purpose="patient",
+        cache_points=history_cache_points(messages, 1),
         context=_patient_context(setup, state, unlocked, turn, utterance),
     )
     result = await setup.model.complete(request)
@@ -192,84 +193,12 @@ async def track_turn(setup: PatientSetup, state: PatientState, utterance: str) -
     if tracker.spec.is_offline:
         found = classify(utterance, disclosed=state.unlocked)
         return _decision(found.question_type, list(found.domains), state, setup.profile, OFFLINE_TRACKER), []
-    return await _track_with_model(tracker, setup, state, utterance)
-
-
-async def _track_with_model(tracker: ChatModel, setup: PatientSetup, state: PatientState,
-                            utterance: str) -> tuple[TrackerDecision, list[ChatResult]]:
     previous = state.turns[-1].patient if state.turns else state.opening
-    prompt = render_prompt(
-        "patient_tracker", hidden=setup.profile.hidden, previous_patient=previous, clinician_utterance=utterance
-    )
-    messages: list[Message] = [{"role": "user", "content": prompt}]
-    results: list[ChatResult] = []
+    verdict = await ask_tracker(tracker, setup.profile.hidden, previous_patient=previous, utterance=utterance,
+                                sample_index=setup.sample_index)
     source = tracker.spec.alias or tracker.spec.model
-    for attempt in range(2):  # the first answer, then one repair
-        request = ChatRequest(
-            messages=messages,
-            sample_index=setup.sample_index,
-            temperature=0.0,
-            max_tokens=max(TRACKER_MAX_TOKENS, tracker.spec.max_tokens or 0) if tracker.spec.reasoning else TRACKER_MAX_TOKENS,
-            response_schema=TRACKER_SCHEMA,
-            purpose="tracker",
-        )
-        result = await tracker.complete(request)
-        results.append(result)
-        parsed, problem = parse_tracker_answer(result.text, setup.profile.hidden)
-        if parsed is not None:
-            question_type, asked = parsed
-            return _decision(question_type, asked, state, setup.profile, source, repaired=attempt > 0), results
-        messages = messages + [
-            {"role": "assistant", "content": result.text or ""},
-            {"role": "user", "content": render_prompt("patient_tracker_repair", problem=problem)},
-        ]
-    raise ModelCallError(f"tracker {source} gave no valid JSON after one repair: {problem}", kind="invalid_output")
-
-
-TRACKER_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "question_type": {"type": "string", "enum": list(QUESTION_TYPES)},
-        "asked_domains": {"type": "array", "items": {"type": "string"}},
-    },
-    "required": ["question_type", "asked_domains"],
-    "additionalProperties": False,
-}
-
-
-def _json_object(text: str) -> Any:
-    cleaned = re.sub(r"^```(?:json)?\s*|\s*```$", "", (text or "").strip())
-    try:
-        return json.loads(cleaned)
-    except ValueError:
-        start, end = cleaned.find("{"), cleaned.rfind("}")
-        if start < 0 or end <= start:
-            raise
-        return json.loads(cleaned[start : end + 1])
-
-
-def parse_tracker_answer(text: str, hidden: list[DomainDraw]) -> tuple[tuple[str, list[str]] | None, str]:
-    """(question_type, hidden domain ids) or (None, what was wrong). Labels are mapped to ids;
-    a named domain that is not hidden is ignored (nothing to unlock)."""
-    try:
-        data = _json_object(text)
-    except ValueError:
-        return None, "it was not a JSON object"
-    if not isinstance(data, dict):
-        return None, "it was not a JSON object"
-    question_type = data.get("question_type")
-    if question_type not in QUESTION_TYPES:
-        return None, f"question_type must be one of {', '.join(QUESTION_TYPES)} (got {question_type!r})"
-    asked = data.get("asked_domains", [])
-    if not isinstance(asked, list) or not all(isinstance(item, str) for item in asked):
-        return None, "asked_domains must be a list of area ids"
-    by_name = {}
-    for draw in hidden:
-        by_name[draw.domain.lower()] = draw.domain
-        if draw.label:
-            by_name[draw.label.lower()] = draw.domain
-    ids = [by_name[item.strip().lower()] for item in asked if item.strip().lower() in by_name]
-    return (question_type, ids), ""
+    decision = _decision(verdict.question_type, verdict.asked, state, setup.profile, source, repaired=verdict.repaired)
+    return decision, verdict.results
 
 
 # ---------------------------------------------------------------- clinician
@@ -308,10 +237,13 @@ async def clinician_turn(model: ChatModel, *, condition: str, opening: str, turn
                          turn: int, max_turns: int, conversation_id: str, trial: int,
                          nudge: str | None = None) -> ChatResult:
     """One clinician utterance. The result's text is visible speech; reasoning stays apart."""
+    messages = clinician_messages(condition, opening, turns, nudge)
     request = ChatRequest(
-        messages=clinician_messages(condition, opening, turns, nudge),
+        messages=messages,
         sample_index=trial,
         purpose="clinician",
+        # the previous call ended one exchange earlier (and before this turn's supervisor note, if any)
+        cache_points=history_cache_points(messages, 0, previous_end=len(messages) - (4 if nudge else 3)),
         context={
             "role": "clinician",
             "conversation_id": conversation_id,

@@ -94,6 +94,14 @@ class RunTotals:
     per_clinician: dict[str, dict[str, int]] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)  # reason -> count
     formulations: dict[str, int] = field(default_factory=dict)  # re-requested for ok records: status -> count
+    new_formulations: dict[str, int] = field(default_factory=dict)  # asked after this invocation's conversations
+    stopped: dict[str, str] = field(default_factory=dict)  # alias -> why its endpoint takes no more requests
+
+    @property
+    def failed_formulations(self) -> int:
+        """Formulations this invocation asked for that did not come back ok."""
+        return sum(count for outcomes in (self.formulations, self.new_formulations)
+                   for status, count in outcomes.items() if status != "ok")
 
     @property
     def not_started(self) -> int:
@@ -114,6 +122,9 @@ class RunTotals:
             self.failed += 1
             cell["failed"] += 1
             self.failures[conversation.status] = self.failures.get(conversation.status, 0) + 1
+        if conversation.formulation:
+            status = str(conversation.formulation.get("status", "invalid"))
+            self.new_formulations[status] = self.new_formulations.get(status, 0) + 1
 
 
 def pending(plan: list[PlannedConversation], paths: RunPaths) -> tuple[list[PlannedConversation], int]:

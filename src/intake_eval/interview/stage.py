@@ -50,6 +50,7 @@ from intake_eval.interview.plan import (
     stage_config,
 )
 from intake_eval.llm.base import ChatResult, ModelSpec
+from intake_eval.llm.registry import ModelsFiles
 from intake_eval.runner.stage import StageRunner
 
 OnDone = Callable[[Conversation], Any]
@@ -59,8 +60,12 @@ async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, 
                             patient: str, tracker: str | None = None, concurrency: int = 16,
                             budget: float | None = None, on_done: OnDone | None = None,
                             totals: RunTotals | None = None,
-                            on_update: Callable[[RunTotals], None] | None = None) -> RunTotals:
+                            on_update: Callable[[RunTotals], None] | None = None,
+                            stopped: Callable[[str], str | None] | None = None) -> RunTotals:
     """Run every planned conversation not already ok on disk; write each record as it finishes.
+
+    ``stopped(alias)`` names why a model's endpoint takes no more requests (the pool's breaker,
+    after repeated identical deterministic failures): conversations that need it are not started.
 
     ``on_done(conversation)`` (sync or async) is called after each record is on disk, so a caller
     can start judging while the run continues. The files are not compacted here (see
@@ -93,6 +98,11 @@ async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, 
                 totals.budget_reached = True
                 return
             item = queue.popleft()
+            blocked = next(((alias, reason) for alias in (item.clinician, patient, tracker)
+                            if alias and stopped is not None and (reason := stopped(alias))), None)
+            if blocked is not None:
+                totals.stopped.setdefault(*blocked)
+                continue  # not started: the next run retries it once the endpoint is fixed
             participants = Participants(
                 clinician=pool.get(item.clinician), patient=patient_model, tracker=tracker_model, patient_alias=patient
             )
@@ -175,12 +185,14 @@ def finish_run_stage(runner: StageRunner, plan: list[PlannedConversation], total
                       "last_invocation": {"ran": totals.ok + totals.failed, "skipped": totals.skipped,
                                           "failed": totals.failed, "failures": totals.failures,
                                           "paid_usd": round(totals.dollars, 6), "budget_reached": totals.budget_reached,
-                                          "formulations": totals.formulations, "limit": limit,
+                                          "formulations": totals.formulations,
+                                          "new_formulations": totals.new_formulations,
+                                          "stopped": totals.stopped or None, "limit": limit,
                                           "seconds": round(time.monotonic() - totals.started, 1)}})
     return RunResult(totals=totals, counts=counts, per_clinician=per_clinician, interrupted=interrupted)
 
 
-def execute_run(paths: RunPaths, settings: RunSettings, *, models_file: Path | None = None,
+def execute_run(paths: RunPaths, settings: RunSettings, *, models_file: ModelsFiles = None,
                 use_cache: bool = True, force: bool = False, console: Any = None) -> RunResult:
     """The run stage as the CLI runs it: models, lock, guards, conversations with progress, compaction."""
     tracker = (settings.tracker or settings.patient) if settings.patient_mode == "tracked" else None
@@ -193,5 +205,5 @@ def execute_run(paths: RunPaths, settings: RunSettings, *, models_file: Path | N
         _, interrupted = runner.run(lambda: run_conversations(
             plan, runner.pool, paths=paths, patient=settings.patient, tracker=tracker,
             concurrency=settings.concurrency, budget=settings.budget, totals=totals,
-            on_update=display.update if display else None), display)
+            on_update=display.update if display else None, stopped=runner.pool.stopped), display)
         return finish_run_stage(runner, plan, totals, interrupted=interrupted, limit=settings.limit)

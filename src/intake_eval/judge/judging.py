@@ -2,8 +2,10 @@
 
 ``judge_conversation`` labels one conversation with one judge model:
 - ``per-turn`` (the study's design): one call per turn 0..N (turn 0 = the patient's opening), each
-  seeing the conversation up to and including the patient's reply to that turn; the calls of one
-  conversation run concurrently.
+  seeing the conversation up to and including the patient's reply to that turn. The prompt is
+  static-first (rules, domain lists, answer format, then the conversation), so each turn's prompt
+  begins with the previous one's; a provider judge's calls go in turn order, each after the
+  previous answered, so each reads that prefix from the provider's prompt cache.
 - ``conversation``: one call labels every turn.
 An answer that does not validate gets ONE repair request quoting the validation error; if that also
 fails the turn is a judge error (status "judge_error", errors listed) — never read as "no". A
@@ -16,6 +18,7 @@ judge already labelled ok, retry the rest) and compacts the judgment files at th
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -43,6 +46,10 @@ MODES: tuple[str, ...] = ("per-turn", "conversation")
 # Conversation mode answers every turn at once (about 200 tokens per turn with reasonings): the
 # alias's cap, sized for one turn, would truncate it, so each turn gets this much room.
 CONVERSATION_TOKENS_PER_TURN = 700
+# A per-turn answer grows with the hidden domains (a bounded reasoning and two labels each): the
+# cap must hold the whole object, or a truncated answer fails validation.
+TURN_ANSWER_TOKENS = 120
+DOMAIN_ANSWER_TOKENS = 80
 OFFLINE_PROMPT = "(offline judge: the labels come from request.context)"
 JUDGE_PROMPTS: tuple[str, ...] = ("judge_rules", "judge_turn", "judge_conversation", "judge_repair")
 
@@ -104,18 +111,18 @@ def turn_prompt(conversation: Conversation, profile: Profile, turn: int, catalog
     )
 
 
-def conversation_prompt(conversation: Conversation, profile: Profile, catalog: "Catalog | None" = None) -> str:
+def conversation_prompt(conversation: Conversation, profile: Profile, catalog: "Catalog | None" = None, *,
+                        rules: str | None = None) -> str:
     turns = _turn_dicts(conversation, None)
     return render_prompt(
-        "judge_conversation", rules=rules_prompt(profile, catalog), hidden=domain_briefs(profile, catalog),
+        "judge_conversation", rules=rules if rules is not None else rules_prompt(profile, catalog),
+        hidden=domain_briefs(profile, catalog),
         opening=conversation.opening, turns=turns, last_turn=turns[-1]["turn"] if turns else 0,
     )
 
 
-def _repair_prompt(error: str, mode: str, hidden: Sequence[str]) -> str:
-    expectation = ("one turn object {\"turn\", \"reasoning\", \"question_type\", \"patient_faithful\", \"domains\": [...]}"
-                   if mode == "per-turn" else "{\"turns\": [one turn object per turn]}")
-    return render_prompt("judge_repair", error=error, expectation=expectation, hidden_ids=list(hidden),
+def _repair_prompt(error: str, mode: str, hidden: Sequence[str], turns: Sequence[int]) -> str:
+    return render_prompt("judge_repair", error=error, mode=mode, turns=list(turns), hidden_ids=list(hidden),
                          question_types=list(QUESTION_TYPES))
 
 
@@ -128,15 +135,31 @@ class _Outcome:
     provider_error: ModelCallError | None = None
 
 
+def turn_cache_points(prompts: Sequence[str], static_length: int) -> list[tuple[tuple[int, int], ...]]:
+    """Per turn prompt: where the prefixes it shares end — the static block (rules), the prefix it
+    shares with the previous turn's prompt (read from the cache) and the one it shares with the next
+    (written for it)."""
+    points = []
+    for k, prompt in enumerate(prompts):
+        ends = {static_length}
+        if k > 0:
+            ends.add(len(os.path.commonprefix([prompts[k - 1], prompt])))
+        if k + 1 < len(prompts):
+            ends.add(len(os.path.commonprefix([prompt, prompts[k + 1]])))
+        points.append(tuple((0, end) for end in sorted(ends) if 0 < end <= len(prompt)))
+    return points
+
+
 async def _ask(model: ChatModel, prompt: str, parse: Callable[[str], list[TurnJudgment]], *, mode: str,
-               hidden: Sequence[str], context: dict[str, Any], meter: UsageMeter, sample_index: int,
-               what: str, max_tokens: int | None = None) -> _Outcome:
+               hidden: Sequence[str], turns: Sequence[int], context: dict[str, Any], meter: UsageMeter,
+               sample_index: int, what: str, max_tokens: int | None = None,
+               cache_points: tuple[tuple[int, int], ...] = ()) -> _Outcome:
     """One judge request and, if its answer does not validate, one repair request."""
     messages = [{"role": "user", "content": prompt}]
-    schema = response_schema(hidden, mode)
+    schema = response_schema(hidden, mode, turns)
     for attempt in range(2):
         request = ChatRequest(messages=messages, sample_index=sample_index, response_schema=schema,
-                              purpose="judge", context=context, max_tokens=max_tokens)
+                              purpose="judge", context=context, max_tokens=max_tokens, cache_points=cache_points)
         try:
             result = await model.complete(request)
         except ModelCallError as exc:
@@ -149,7 +172,7 @@ async def _ask(model: ChatModel, prompt: str, parse: Callable[[str], list[TurnJu
                 return _Outcome(judge_error=f"{what}: {exc} (after one repair request)")
             messages = messages + [
                 {"role": "assistant", "content": result.text},
-                {"role": "user", "content": _repair_prompt(str(exc), mode, hidden)},
+                {"role": "user", "content": _repair_prompt(str(exc), mode, hidden, turns)},
             ]
     raise AssertionError("unreachable")
 
@@ -176,19 +199,34 @@ async def judge_conversation(conversation: Conversation, profile: Profile, judge
     # conversation for it would be most of the offline judging time. Its answer still goes
     # through the same parsing and validation as a provider's.
     offline = judge_model.spec.is_offline
-    if mode == "per-turn":
-        rules = "" if offline else rules_prompt(profile, catalog)
+    if mode == "per-turn" and offline:
         outcomes = await asyncio.gather(*[
-            _ask(judge_model, OFFLINE_PROMPT if offline else turn_prompt(conversation, profile, number, catalog, rules=rules),
-                 lambda text, n=number: [parse_turn(text, n, hidden)], mode=mode, hidden=hidden,
-                 context={**base_context, "turn": number}, meter=meter, sample_index=attempt, what=f"turn {number}")
+            _ask(judge_model, OFFLINE_PROMPT, lambda text, n=number: [parse_turn(text, n, hidden)], mode=mode,
+                 hidden=hidden, turns=[number], context={**base_context, "turn": number}, meter=meter,
+                 sample_index=attempt, what=f"turn {number}")
             for number in turn_numbers
         ])
+    elif mode == "per-turn":
+        rules = rules_prompt(profile, catalog)
+        turn_cap = max(judge_model.spec.max_tokens or 0, TURN_ANSWER_TOKENS + DOMAIN_ANSWER_TOKENS * len(hidden))
+        prompts = [turn_prompt(conversation, profile, number, catalog, rules=rules) for number in turn_numbers]
+        outcomes = []
+        for number, prompt, points in zip(turn_numbers, prompts, turn_cache_points(prompts, len(rules))):
+            outcomes.append(await _ask(
+                judge_model, prompt, lambda text, n=number: [parse_turn(text, n, hidden)], mode=mode, hidden=hidden,
+                turns=[number], context={**base_context, "turn": number}, meter=meter, sample_index=attempt,
+                what=f"turn {number}", cache_points=points, max_tokens=turn_cap))
+            if outcomes[-1].provider_error is not None:
+                break  # the conversation is retried as a whole later; the other turns would be paid twice
     else:
-        outcomes = [await _ask(judge_model, OFFLINE_PROMPT if offline else conversation_prompt(conversation, profile, catalog),
+        # the rules are this profile's static block, shared with its other conversations' judgments
+        rules = "" if offline else rules_prompt(profile, catalog)
+        prompt = OFFLINE_PROMPT if offline else conversation_prompt(conversation, profile, catalog, rules=rules)
+        outcomes = [await _ask(judge_model, prompt,
                                lambda text: parse_conversation(text, turn_numbers, hidden), mode=mode, hidden=hidden,
+                               turns=turn_numbers,
                                context={**base_context, "turn": None}, meter=meter, sample_index=attempt,
-                               what="conversation",
+                               what="conversation", cache_points=((0, len(rules)),) if rules else (),
                                max_tokens=max(judge_model.spec.max_tokens or 0, CONVERSATION_TOKENS_PER_TURN * len(turn_numbers)))]
     turns = sorted((t for outcome in outcomes for t in outcome.turns), key=lambda t: t.turn)
     provider = next((o.provider_error for o in outcomes if o.provider_error is not None), None)

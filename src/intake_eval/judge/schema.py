@@ -1,12 +1,19 @@
 """What a judge must answer: the JSON schema sent for structured output, a tolerant parser for
 answers that arrive wrapped in prose or code fences, and strict validation against the profile.
 
-Per-turn mode answers one turn object; conversation mode answers ``{"turns": [turn, …]}``. A turn:
-    {"turn": 3, "reasoning": "...", "question_type": "closed_hypothesis", "patient_faithful": true,
-     "domains": [{"domain": "insomnia", "reasoning": "...", "asked_about": true, "disclosed": false}, …]}
+The schema is built per conversation, so a grammar-constrained model cannot leave anything out:
+every object names all its properties as required and allows no others. Per-turn mode (one call
+per turn) answers one turn:
 
-Domains are a list with an enum rather than an object keyed by domain id, because Gemini's
-structured output rejects ``additionalProperties`` and free-form keys; the schema never uses it.
+    {"reasoning": "...", "question_type": "closed_hypothesis", "patient_faithful": true,
+     "domains": {"insomnia": {"reasoning": "...", "asked_about": true, "disclosed": false}, …one per hidden id}}
+
+Conversation mode answers ``{"turns": {"0": turn, "1": turn, …one per turn}}``. Providers whose
+schema dialect refuses ``additionalProperties`` (Gemini) get it removed on the way out
+(llm/structured.py); the required keys stay. The parser also reads the older shapes a model
+answering from the prompt alone may give (domains as a list of ``{"domain": id, …}``, turns as a
+list with ``"turn"`` numbers). Reasonings copied from the prompt's example (``"<one sentence>"``,
+``"..."``) are invalid. The stored record keeps its own shape (records.TurnJudgment).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from intake_eval.core.placeholders import placeholder_problem, written_text
 from intake_eval.core.records import (
     QUESTION_TYPES,
     DomainLabel,
@@ -41,7 +49,7 @@ class RawDomainLabel(BaseModel):
 
 class RawTurn(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    turn: int
+    turn: int | None = None  # per-turn answers need not repeat it; keyed turns get it from the key
     reasoning: str = ""
     question_type: QuestionType
     patient_faithful: bool
@@ -53,36 +61,34 @@ class RawConversation(BaseModel):
     turns: list[RawTurn]
 
 
+def _closed(properties: dict[str, Any]) -> dict[str, Any]:
+    """An object whose every property is required and nothing else is allowed."""
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+
+# Reasoning lengths a grammar enforces (a sentence or two); an unconstrained answer may be longer.
+TURN_REASONING_CHARS = 300
+DOMAIN_REASONING_CHARS = 200
+
+
 def _turn_schema(hidden: Sequence[str]) -> dict[str, Any]:
-    label = {
-        "type": "object",
-        "properties": {
-            "domain": {"type": "string", "enum": list(hidden)},
-            "reasoning": {"type": "string"},
-            "asked_about": {"type": "boolean"},
-            "disclosed": {"type": "boolean"},
-        },
-        "required": ["domain", "reasoning", "asked_about", "disclosed"],
-    }
-    return {
-        "type": "object",
-        "properties": {
-            "turn": {"type": "integer"},
-            "reasoning": {"type": "string"},
-            "question_type": {"type": "string", "enum": list(QUESTION_TYPES)},
-            "patient_faithful": {"type": "boolean"},
-            "domains": {"type": "array", "items": label},
-        },
-        "required": ["turn", "reasoning", "question_type", "patient_faithful", "domains"],
-    }
+    # Reasoning before the labels: a model generating in schema order thinks before it decides.
+    label = _closed({"reasoning": written_text(DOMAIN_REASONING_CHARS), "asked_about": {"type": "boolean"},
+                     "disclosed": {"type": "boolean"}})
+    return _closed({
+        "reasoning": written_text(TURN_REASONING_CHARS),
+        "question_type": {"type": "string", "enum": list(QUESTION_TYPES)},
+        "patient_faithful": {"type": "boolean"},
+        "domains": _closed({domain: label for domain in hidden}),
+    })
 
 
-def response_schema(hidden: Sequence[str], mode: str) -> dict[str, Any]:
-    """JSON schema for structured output (no additionalProperties anywhere: Gemini rejects it)."""
+def response_schema(hidden: Sequence[str], mode: str, turns: Sequence[int] = ()) -> dict[str, Any]:
+    """The schema for one judge request: one turn (per-turn mode), or every turn in ``turns``."""
     turn = _turn_schema(hidden)
     if mode == "per-turn":
         return turn
-    return {"type": "object", "properties": {"turns": {"type": "array", "items": turn}}, "required": ["turns"]}
+    return _closed({"turns": _closed({str(number): turn for number in turns})})
 
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
@@ -108,7 +114,7 @@ def extract_json(text: str) -> Any:
 
 
 def _normalise_domains(data: Any) -> Any:
-    """Accept {"domains": {"insomnia": {...}}} as well as the list form."""
+    """{"domains": {"insomnia": {...}}} (the schema's shape) → the list form RawTurn reads."""
     if isinstance(data, dict) and isinstance(data.get("domains"), dict):
         data = dict(data)
         data["domains"] = [
@@ -127,8 +133,33 @@ def _describe(error: ValidationError) -> str:
     return "; ".join(problems) + more
 
 
+def _normalise_turns(data: Any) -> Any:
+    """{"turns": {"0": {...}, …}} (the schema's shape) → the list form with turn numbers."""
+    turns = data.get("turns") if isinstance(data, dict) else None
+    if isinstance(turns, dict):
+        listed = []
+        for key, value in turns.items():
+            if not isinstance(value, dict):
+                raise JudgeOutputError(f"turns.{key} must be a turn object")
+            try:
+                number = int(str(key).strip().removeprefix("turn").strip())
+            except ValueError:
+                raise JudgeOutputError(f"turns: {key!r} is not a turn number") from None
+            listed.append({**value, "turn": number})
+        data = {**data, "turns": listed}
+    if isinstance(data, dict) and isinstance(data.get("turns"), list):
+        data = {**data, "turns": [_normalise_domains(turn) for turn in data["turns"]]}
+    return data
+
+
+def _placeholders(raw: RawTurn) -> list[str]:
+    found = [placeholder_problem("reasoning", raw.reasoning)]
+    found += [placeholder_problem(f"domains.{label.domain}.reasoning", label.reasoning) for label in raw.domains]
+    return [problem for problem in found if problem]
+
+
 def _to_turn_judgment(raw: RawTurn, expected_turn: int, hidden: Sequence[str]) -> TurnJudgment:
-    if raw.turn != expected_turn:
+    if raw.turn is not None and raw.turn != expected_turn:
         raise JudgeOutputError(f"turn is {raw.turn} but turn {expected_turn} was asked for")
     seen = [label.domain for label in raw.domains]
     unknown = sorted(set(seen) - set(hidden))
@@ -141,6 +172,7 @@ def _to_turn_judgment(raw: RawTurn, expected_turn: int, hidden: Sequence[str]) -
         problems.append(f"unknown domains {unknown} (label only {list(hidden)})")
     if duplicated:
         problems.append(f"domains listed twice {duplicated}")
+    problems += _placeholders(raw)
     if problems:
         raise JudgeOutputError(f"turn {expected_turn}: " + "; ".join(problems))
     opening = expected_turn == 0
@@ -161,8 +193,8 @@ def _to_turn_judgment(raw: RawTurn, expected_turn: int, hidden: Sequence[str]) -
 
 def parse_turn(text: str, expected_turn: int, hidden: Sequence[str]) -> TurnJudgment:
     data = _normalise_domains(extract_json(text))
-    if isinstance(data.get("turns"), list) and len(data["turns"]) == 1 and "question_type" not in data:
-        data = _normalise_domains(data["turns"][0])  # a one-turn conversation answer is fine too
+    if "question_type" not in data and isinstance(data.get("turns"), (list, dict)) and len(data["turns"]) == 1:
+        data = _normalise_turns(data)["turns"][0]  # a one-turn conversation answer is fine too
     try:
         raw = RawTurn.model_validate(data)
     except ValidationError as exc:
@@ -171,13 +203,13 @@ def parse_turn(text: str, expected_turn: int, hidden: Sequence[str]) -> TurnJudg
 
 
 def parse_conversation(text: str, expected_turns: Sequence[int], hidden: Sequence[str]) -> list[TurnJudgment]:
-    data = extract_json(text)
-    if isinstance(data.get("turns"), list):
-        data = {"turns": [_normalise_domains(turn) for turn in data["turns"]]}
+    data = _normalise_turns(extract_json(text))
     try:
         raw = RawConversation.model_validate(data)
     except ValidationError as exc:
         raise JudgeOutputError(_describe(exc)) from None
+    if any(turn.turn is None for turn in raw.turns):
+        raise JudgeOutputError("every turn in the list needs its \"turn\" number")
     by_turn = {turn.turn: turn for turn in raw.turns}
     missing = [t for t in expected_turns if t not in by_turn]
     extra = sorted(set(by_turn) - set(expected_turns))

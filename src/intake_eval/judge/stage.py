@@ -26,6 +26,7 @@ from intake_eval.core.store import (
     iter_json_lines,
     iter_records,
 )
+from intake_eval.judge.batch import BatchSettings, batch_judges, check_batchable
 from intake_eval.judge.judging import (
     JUDGE_PROMPTS,
     judge_config,
@@ -33,6 +34,7 @@ from intake_eval.judge.judging import (
     judge_label,
 )
 from intake_eval.llm.base import ChatModel
+from intake_eval.llm.registry import ModelsFiles
 from intake_eval.runner.stage import StageRunner
 
 
@@ -64,11 +66,14 @@ def _attempts_so_far(path: Path, key: str) -> dict[str, int]:
 async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concurrency: int = 8,
                       limit: int | None = None, catalog: "Catalog | None" = None,
                       on_planned: Callable[[int], None] | None = None,
-                      on_done: Callable[[Judgment], None] | None = None) -> JudgeStageResult:
+                      on_done: Callable[[Judgment], None] | None = None,
+                      stopped: Callable[[str], str | None] | None = None) -> JudgeStageResult:
     """Judge every ok conversation of the run folder with every judge, resuming where it stopped.
 
     ``limit`` keeps only the first N ok conversations (sorted by id) so repeated runs stay the same
     subset. Conversations stream from disk; at most ``concurrency`` are in memory at a time.
+    ``stopped(alias)`` names why a judge's endpoint takes no more requests (the pool's breaker):
+    that judge starts nothing more. Without it, the judge's first fatal error stops it.
     """
 
     profiles = {p.profile_id: p for p in iter_records(paths.profiles, Profile)}
@@ -104,9 +109,15 @@ async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concur
     gate = asyncio.Semaphore(max(1, concurrency))
     tasks: set[asyncio.Task] = set()
 
+    def halted(setup: JudgeSetup) -> bool:
+        reason = stopped(setup.alias) if stopped is not None else None
+        if reason:
+            result.aborted.setdefault(setup.label, reason)
+        return setup.label in result.aborted
+
     async def one(setup: JudgeSetup, conversation: Conversation, profile: Profile) -> None:
         try:
-            if setup.label in result.aborted:
+            if halted(setup):
                 return
             judgment = await judge_conversation(
                 conversation, profile, setup.model, setup.mode, judge=setup.label, catalog=catalog,
@@ -123,7 +134,8 @@ async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concur
                 result.judge_errors[setup.label] += 1
             else:
                 result.provider_errors[setup.label] += 1
-                if judgment.status.endswith("fatal"):  # a bad key or model id: every call would fail alike
+                halted(setup)  # the endpoint may have stopped while this conversation was judged
+                if stopped is None and judgment.status.endswith("fatal"):  # a bad key or model id: all would fail
                     result.aborted.setdefault(setup.label, judgment.errors[0] if judgment.errors else judgment.status)
             if on_done is not None:
                 on_done(judgment)
@@ -232,8 +244,9 @@ class JudgeOutcome:
 
 
 def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn", concurrency: int = 8,
-                  limit: int | None = None, models_file: Path | None = None, use_cache: bool = True,
-                  force: bool = False, console: Any = None, display: Any = None) -> JudgeOutcome:
+                  limit: int | None = None, models_file: ModelsFiles = None, use_cache: bool = True,
+                  force: bool = False, console: Any = None, display: Any = None,
+                  batch: BatchSettings | None = None) -> JudgeOutcome:
     """The judge stage as the CLI runs it: models and keys, lock, guards, judging with progress."""
     if not paths.profiles.exists():
         raise IntakeEvalError(f"{paths.profiles}: no profiles here yet; run `intake-eval generate --run-dir {paths.root}` first")
@@ -242,12 +255,19 @@ def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn"
     catalog = load_catalog()
     with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, catalog=catalog,
                      models=aliases) as runner:
+        if batch is not None:
+            check_batchable(runner.resolve(aliases))
         setups = begin_judge_stages(runner, aliases, mode, force=force)
         planned = getattr(display, "planned", None)
         done = getattr(display, "done", None)
-        result, interrupted = runner.run(lambda: judge_stage(paths, setups, concurrency=concurrency, limit=limit,
-                                                             catalog=catalog, on_planned=planned, on_done=done),
-                                         display)
+
+        async def work() -> JudgeStageResult:
+            judges = setups if batch is None else await batch_judges(runner, setups, limit=limit, catalog=catalog,
+                                                                     settings=batch)
+            return await judge_stage(paths, judges, concurrency=concurrency, limit=limit, catalog=catalog,
+                                     on_planned=planned, on_done=done, stopped=runner.pool.stopped)
+
+        result, interrupted = runner.run(work, display)
         counts = finish_judge_stages(runner, setups, interrupted=interrupted, limit=limit,
                                      aborted=result.aborted if result is not None else None)
     return JudgeOutcome([s.label for s in setups], result, counts, interrupted)

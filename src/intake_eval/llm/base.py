@@ -35,7 +35,12 @@ class ModelSpec(BaseModel):
     timeout_s: float = 120.0
     input_cost_per_token: float | None = None  # override litellm's price table
     output_cost_per_token: float | None = None
-    supports_json_schema: bool | None = None  # None → decided by provider prefix
+    cache_read_cost_per_token: float | None = None  # input read from the provider's prompt cache
+    cache_write_cost_per_token: float | None = None  # input written to it (Anthropic)
+    batch_cost_factor: float | None = None  # batch price ÷ online price (judge --batch); None → one half
+    # Where structured-output negotiation starts: true → json_schema, false → no response_format
+    # at all (prompt + validation); None → by provider. See llm/structured.py.
+    supports_json_schema: bool | None = None
     extra_params: dict[str, Any] = Field(default_factory=dict)  # passed through to the provider
     description: str = ""
     # local/… models only (an embedded llama.cpp server): tokens per request (prompt + answer),
@@ -72,13 +77,19 @@ class ChatRequest:
     # Structured facts for offline participants (profile, turn, …). Never sent to a provider,
     # not part of the cache key.
     context: Mapping[str, Any] | None = None
+    # Where a prefix this request shares with other calls ends: (message index, character offset in
+    # its content). Providers that cache only at explicit breakpoints get them here (prompt_cache.py);
+    # the text sent is the same either way, so this is not part of the cache key either.
+    cache_points: tuple[tuple[int, int], ...] = ()
 
 
 class CallUsage(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # every input token, cached ones included
     completion_tokens: int = 0
     reasoning_tokens: int = 0
+    cached_prompt_tokens: int = 0  # read from the provider's prompt cache (part of prompt_tokens)
+    cache_write_tokens: int = 0  # written to the provider's prompt cache (part of prompt_tokens)
     cost_usd: float = 0.0
     cost_known: bool = True
 
@@ -88,11 +99,13 @@ class ChatResult(BaseModel):
     text: str  # visible answer, reasoning removed
     reasoning: str | None = None
     usage: CallUsage = Field(default_factory=CallUsage)
-    latency_s: float = 0.0
+    latency_s: float = 0.0  # from sending the answered request to its answer
+    queue_s: float = 0.0  # time spent waiting for our own endpoint limiter, every attempt included
     cached: bool = False
     attempts: int = 1
     finish_reason: str | None = None
     model: str = ""  # provider id that answered
+    structured_output: str | None = None  # the negotiation level that answered a schema request
     # The server's own account of the call when it gives one (llama.cpp: prompt_n, cache_n,
     # prompt_ms, predicted_n, predicted_ms): compute time beside latency, prompt-cache reuse.
     server_timings: dict[str, float] | None = None
@@ -111,7 +124,8 @@ FailureKind = Literal["fatal", "exhausted", "empty_after_length", "invalid_outpu
 class ModelCallError(IntakeEvalError):
     """A model call that did not produce a usable answer.
 
-    kind: fatal (400/401/404: retrying cannot help), exhausted (retries/deadline used up),
+    kind: fatal (400/401/404, a refused connection, an endpoint stopped after repeated identical
+    failures: retrying cannot help), exhausted (retries/deadline used up),
     empty_after_length (length stop with no visible text), invalid_output.
     """
 
@@ -135,10 +149,13 @@ class UsageMeter:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     reasoning_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    cache_write_tokens: int = 0
     cost_usd: float = 0.0
     paid_usd: float = 0.0
     cost_known: bool = True
     latency_s: float = 0.0
+    queue_s: float = 0.0
     by_purpose: dict[str, "UsageMeter"] = field(default_factory=dict)
 
     def add(self, result: ChatResult) -> None:
@@ -148,14 +165,17 @@ class UsageMeter:
         self.prompt_tokens += result.usage.prompt_tokens
         self.completion_tokens += result.usage.completion_tokens
         self.reasoning_tokens += result.usage.reasoning_tokens
+        self.cached_prompt_tokens += result.usage.cached_prompt_tokens
+        self.cache_write_tokens += result.usage.cache_write_tokens
         self.cost_usd += result.usage.cost_usd
         self.paid_usd += 0.0 if result.cached else result.usage.cost_usd
         self.cost_known = self.cost_known and result.usage.cost_known
         self.latency_s += result.latency_s
+        self.queue_s += result.queue_s
 
     def merge(self, other: "UsageMeter") -> None:
         for name in ("calls", "cache_hits", "attempts", "prompt_tokens", "completion_tokens", "reasoning_tokens",
-                     "cost_usd", "paid_usd", "latency_s"):
+                     "cached_prompt_tokens", "cache_write_tokens", "cost_usd", "paid_usd", "latency_s", "queue_s"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.cost_known = self.cost_known and other.cost_known
 
@@ -167,6 +187,8 @@ class UsageMeter:
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
             reasoning_tokens=self.reasoning_tokens,
+            cached_prompt_tokens=self.cached_prompt_tokens,
+            cache_write_tokens=self.cache_write_tokens,
             cost_usd=round(self.cost_usd, 8),
             cost_known=self.cost_known,
         )

@@ -1,8 +1,8 @@
 """Real providers behind the one call shape: one attempt per ``complete`` (retries live in retry.py).
 
-litellm speaks to every provider. For OpenAI-compatible endpoints (``openai/…`` or
-``hosted_vllm/…`` with an ``api_base``: vLLM, Ollama, llama.cpp, a local test server) a plain
-aiohttp POST is used instead (openai_http.py): same wire format, a fraction of the CPU per call
+litellm speaks to every provider. For OpenAI-compatible endpoints (the providers listed in
+providers.py, and ``openai/…`` or ``hosted_vllm/…`` with an ``api_base``: vLLM, llama.cpp, a local
+test server) a plain aiohttp POST is used instead (openai_http.py): same wire format, a fraction of the CPU per call
 (see scripts/bench_models.py). Both paths feed the same normalisation below, so a result looks the
 same whichever path produced it. The API key is read from its variable at call time and is
 never logged, cached or put in a message.
@@ -10,6 +10,7 @@ never logged, cached or put in a message.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from typing import Any
@@ -23,14 +24,15 @@ from intake_eval.llm.base import (
     is_local_base,
 )
 from intake_eval.llm.openai_http import OpenAICompatibleClient
+from intake_eval.llm.prompt_cache import with_breakpoints
+from intake_eval.llm.providers import direct_route
 from intake_eval.llm.reasoning import split_reasoning
+from intake_eval.llm.structured import response_format, starting_level
 
-# Providers whose json_schema response_format litellm forwards faithfully.
-_SCHEMA_PROVIDERS = {"openai", "hosted_vllm", "local", "gemini", "vertex_ai", "anthropic", "azure", "fireworks_ai"}
-_OPENAI_COMPATIBLE = {"openai", "hosted_vllm", "local"}  # local: the embedded llama.cpp server
 _NO_KEY = "not-needed"  # OpenAI-compatible servers expect some Bearer value; local ones ignore it
 
 
+@functools.cache  # once: setting logger levels clears every logger's cache, on each call otherwise
 def import_litellm():
     """Import litellm offline-safe: local price map, no .env loading, no banner on stdout."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -63,47 +65,70 @@ def api_key_for(spec: ModelSpec) -> str | None:
 
 
 def uses_direct_http(spec: ModelSpec) -> bool:
-    return bool(spec.api_base) and spec.provider in _OPENAI_COMPATIBLE
+    return direct_route(spec) is not None
 
 
-def _strip_key(schema: Any, key: str) -> Any:
-    if isinstance(schema, dict):
-        return {k: _strip_key(v, key) for k, v in schema.items() if k != key}
-    if isinstance(schema, list):
-        return [_strip_key(item, key) for item in schema]
-    return schema
+def cache_prices(spec: ModelSpec) -> tuple[float | None, float | None]:
+    """Dollars per input token read from / written to the provider's prompt cache: the alias's
+    override, else litellm's table (not when the alias sets its own input/output prices); None
+    where neither says, and such tokens then cost the plain input price."""
+    read, write = spec.cache_read_cost_per_token, spec.cache_write_cost_per_token
+    overridden = spec.input_cost_per_token is not None or spec.output_cost_per_token is not None
+    if (read is None or write is None) and not overridden and not is_local_base(spec.api_base) and not spec.is_offline:
+        litellm = import_litellm()
+        try:
+            info = dict(litellm.get_model_info(spec.model))
+        except Exception:  # an unmapped model: no cached prices
+            info = {}
+        read = read if read is not None else info.get("cache_read_input_token_cost")
+        write = write if write is not None else info.get("cache_creation_input_token_cost")
+    return read, write
 
 
-def response_format_for(spec: ModelSpec, schema: dict[str, Any] | None) -> dict[str, Any] | None:
-    """json_schema response_format where the provider honours it; None to let the caller parse."""
-    if schema is None:
-        return None
-    supported = spec.supports_json_schema
-    if supported is None:
-        thinking = "thinking" in spec.extra_params or "reasoning_effort" in spec.extra_params
-        # Anthropic forces a tool call for schemas, which is refused while thinking is on.
-        supported = spec.provider in _SCHEMA_PROVIDERS and not (spec.provider == "anthropic" and thinking)
-    if not supported:
-        return None
-    if spec.provider in ("gemini", "vertex_ai"):
-        schema = _strip_key(schema, "additionalProperties")  # rejected by Gemini's schema dialect
-    return {"type": "json_schema", "json_schema": {"name": "response", "schema": schema, "strict": False}}
-
-
-def call_cost(spec: ModelSpec, prompt_tokens: int, completion_tokens: int) -> tuple[float, bool]:
-    """(dollars, known). The alias's prices win; local servers are free; else litellm's table."""
+def call_cost(spec: ModelSpec, prompt_tokens: int, completion_tokens: int, *, cached_tokens: int = 0,
+              cache_write_tokens: int = 0) -> tuple[float, bool]:
+    """(dollars, known). The alias's prices win; local servers are free; else litellm's table.
+    ``prompt_tokens`` counts every input token; the cached and cache-written ones among them are
+    priced at the provider's cache rates where known."""
+    cached = min(max(cached_tokens, 0), prompt_tokens)
+    written = min(max(cache_write_tokens, 0), prompt_tokens - cached)
     if spec.input_cost_per_token is not None or spec.output_cost_per_token is not None:
-        return ((spec.input_cost_per_token or 0.0) * prompt_tokens
-                + (spec.output_cost_per_token or 0.0) * completion_tokens), True
-    if spec.is_local or (spec.api_base and is_local_base(spec.api_base)):
+        per_input = spec.input_cost_per_token or 0.0
+        full_prompt = per_input * prompt_tokens
+        completion_cost = (spec.output_cost_per_token or 0.0) * completion_tokens
+    elif spec.is_local or (spec.api_base and is_local_base(spec.api_base)):
         return 0.0, True
-    litellm = import_litellm()
-    try:
-        prompt_cost, completion_cost = litellm.cost_per_token(
-            model=spec.model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
-    except Exception:  # litellm raises several types for an unmapped model; unknown is not an error
-        return 0.0, False
-    return float(prompt_cost) + float(completion_cost), True
+    else:
+        litellm = import_litellm()
+        try:
+            full_prompt, completion_cost = litellm.cost_per_token(
+                model=spec.model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+        except Exception:  # litellm raises several types for an unmapped model; unknown is not an error
+            return 0.0, False
+        per_input = float(full_prompt) / prompt_tokens if prompt_tokens else 0.0
+    if not (cached or written):
+        return float(full_prompt) + float(completion_cost), True
+    read_price, write_price = cache_prices(spec)
+    read_price = per_input if read_price is None else read_price
+    write_price = per_input if write_price is None else write_price
+    prompt_cost = float(full_prompt) - per_input * (cached + written) + read_price * cached + write_price * written
+    return prompt_cost + float(completion_cost), True
+
+
+def cache_tokens(response: Any, usage: Any) -> tuple[int, int]:
+    """(read from, written to) the provider's prompt cache, from its own usage shape: OpenAI and vLLM
+    ``prompt_tokens_details.cached_tokens`` (also litellm's mapping of Anthropic's and Gemini's counts),
+    Anthropic ``cache_read_input_tokens`` / ``cache_creation_input_tokens``, llama.cpp ``timings.cache_n``."""
+    details = _field(usage, "prompt_tokens_details")
+    read = _field(details, "cached_tokens")
+    if read is None:
+        read = _field(usage, "cache_read_input_tokens")
+    if read is None:
+        read = _field(_field(response, "timings"), "cache_n")
+    written = _field(usage, "cache_creation_input_tokens")
+    if written is None:
+        written = _field(details, "cache_creation_tokens")
+    return int(read or 0), int(written or 0)
 
 
 def _field(obj: Any, name: str) -> Any:
@@ -132,6 +157,7 @@ def normalise(spec: ModelSpec, request: ChatRequest, response: Any, latency_s: f
     prompt_tokens = int(_field(usage, "prompt_tokens") or 0)
     completion_tokens = int(_field(usage, "completion_tokens") or 0)
     reasoning_tokens = int(_field(_field(usage, "completion_tokens_details"), "reasoning_tokens") or 0)
+    cached, written = cache_tokens(response, usage)
     if not text and finish_reason == "length":
         limit = request.max_tokens if request.max_tokens is not None else spec.max_tokens
         raise ModelCallError(
@@ -139,13 +165,14 @@ def normalise(spec: ModelSpec, request: ChatRequest, response: Any, latency_s: f
             f"({reasoning_tokens or completion_tokens} tokens spent, reasoning included); raise max_tokens for this alias",
             kind="empty_after_length",
         )
-    cost, known = call_cost(spec, prompt_tokens, completion_tokens)
+    cost, known = call_cost(spec, prompt_tokens, completion_tokens, cached_tokens=cached, cache_write_tokens=written)
     timings = _field(response, "timings")
     return ChatResult(
         text=text,
         reasoning=reasoning,
         usage=CallUsage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                        reasoning_tokens=reasoning_tokens, cost_usd=cost, cost_known=known),
+                        reasoning_tokens=reasoning_tokens, cached_prompt_tokens=min(cached, prompt_tokens),
+                        cache_write_tokens=written, cost_usd=cost, cost_known=known),
         latency_s=latency_s,
         finish_reason=finish_reason,
         model=spec.model,
@@ -162,25 +189,28 @@ class ProviderBackend:
             raise ValueError(f"client must be 'auto' or 'litellm', not {client!r}")
         self.spec = spec
         self._http = None  # client="litellm" forces litellm even for OpenAI-compatible endpoints
-        if client == "auto" and uses_direct_http(spec):
-            self._http = OpenAICompatibleClient(spec.api_base or "", spec.timeout_s)
+        self._route = direct_route(spec) if client == "auto" else None
+        if self._route is not None:
+            self._http = OpenAICompatibleClient(self._route.base_url, spec.timeout_s)
         priced_by_litellm = not is_local_base(spec.api_base) and (
             spec.input_cost_per_token is None and spec.output_cost_per_token is None)
         if self._http is None or priced_by_litellm:
             import_litellm()  # here, not inside the event loop: the import takes seconds
 
-    def request_params(self, request: ChatRequest) -> dict[str, Any]:
+    def request_params(self, request: ChatRequest, level: str | None = None) -> dict[str, Any]:
+        """The provider parameters; ``level`` is the structured-output level for a schema request
+        (None → where this alias's negotiation starts)."""
         spec = self.spec
-        params: dict[str, Any] = {"messages": request.messages}
+        params: dict[str, Any] = {"messages": with_breakpoints(spec, request.messages, request.cache_points)}
         temperature = request.temperature if request.temperature is not None else spec.temperature
         max_tokens = request.max_tokens if request.max_tokens is not None else spec.max_tokens
         if temperature is not None:
             params["temperature"] = temperature
         if max_tokens is not None:
             params["max_tokens"] = max_tokens
-        response_format = response_format_for(spec, request.response_schema)
-        if response_format is not None:
-            params["response_format"] = response_format
+        fmt = response_format(level or starting_level(spec), request.response_schema, spec.provider)
+        if fmt is not None:
+            params["response_format"] = fmt
         params.update(spec.extra_params)
         return params
 
@@ -188,14 +218,15 @@ class ProviderBackend:
         if self._http is not None:
             await self._http.aclose()
 
-    async def complete(self, request: ChatRequest) -> ChatResult:
+    async def complete(self, request: ChatRequest, level: str | None = None) -> ChatResult:
         spec = self.spec
-        params = self.request_params(request)
-        api_key = api_key_for(spec)
+        params = self.request_params(request, level)
         started = time.monotonic()
-        if self._http is not None:
-            response = await self._http.chat({"model": spec.model.split("/", 1)[1], **params}, api_key or _NO_KEY)
+        if self._http is not None and self._route is not None:
+            route = self._route
+            response = route.fix_usage(await self._http.chat(route.body(params), route.api_key(spec)))
         else:
+            api_key = api_key_for(spec)
             litellm = import_litellm()
             response = await litellm.acompletion(
                 model=spec.model, api_key=api_key, api_base=spec.api_base, timeout=spec.timeout_s,

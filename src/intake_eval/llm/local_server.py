@@ -244,8 +244,8 @@ class LocalBackend:
             self._inner = ProviderBackend(self.spec.model_copy(update={"api_base": api_base}))
         return self._inner
 
-    async def complete(self, request: ChatRequest) -> ChatResult:
-        return await (await self._backend()).complete(request)
+    async def complete(self, request: ChatRequest, level: str | None = None) -> ChatResult:
+        return await (await self._backend()).complete(request, level=level)
 
     async def aclose(self) -> None:
         if self._inner is not None:

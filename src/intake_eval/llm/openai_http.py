@@ -25,14 +25,19 @@ class ProviderHTTPError(Exception):
 
 
 def _error_message(raw: bytes) -> str:
+    """The server's own words: OpenAI's {"error": {"message", "param"}}, vLLM's top-level
+    {"message"}, or the raw text. The parameter a server names is kept (it may be response_format)."""
     try:
         payload = json.loads(raw)
     except ValueError:
-        return raw[:300].decode(errors="replace").strip() or "no body"
-    error = payload.get("error") if isinstance(payload, dict) else None
-    if isinstance(error, dict):
-        return str(error.get("message") or error)
-    return str(error or payload)[:300]
+        return raw[:600].decode(errors="replace").strip() or "no body"
+    if not isinstance(payload, dict):
+        return str(payload)[:600]
+    error = payload.get("error")
+    source = error if isinstance(error, dict) else payload
+    message = source.get("message") or source.get("detail") or error or payload
+    param = source.get("param")
+    return str(message)[:600] + (f" (param: {param})" if param and str(param) not in str(message) else "")
 
 
 class OpenAICompatibleClient:

@@ -1,14 +1,18 @@
 """The pool hands every stage a ready ``ChatModel``: cache → retry → limiter → provider.
 
-One PooledModel per alias, one limiter per endpoint (provider id + api_base, shared by aliases
-that point at the same server), one usage meter per alias. The limiter sits inside the retry
-loop so every attempt, retries included, counts against the endpoint's rate and in-flight caps
-and a backoff wait holds no slot. Offline participants skip cache and limiter (instant,
-deterministic) but are metered like the rest.
+One PooledModel per alias; per endpoint (provider id + api_base, shared by aliases that point at
+the same server) one limiter, one structured-output negotiation (llm/structured.py) and one
+health record (first failure of each kind announced, breaker: llm/health.py); one usage meter per
+alias. The limiter sits inside the retry loop so every attempt, retries included, counts against
+the endpoint's rate and in-flight caps and a backoff wait holds no slot. A result's ``latency_s``
+runs from sending the answered request to its answer; the time spent waiting for a limiter slot
+is ``queue_s``. Offline participants skip cache and limiter (instant, deterministic) but are
+metered like the rest.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -19,15 +23,31 @@ from intake_eval.llm.base import (
     ChatModel,
     ChatRequest,
     ChatResult,
+    ModelCallError,
     ModelSpec,
     UsageMeter,
 )
 from intake_eval.llm.cache import ResponseCache, cache_key
+from intake_eval.llm.health import EndpointHealth
 from intake_eval.llm.limiter import EndpointLimiter
 from intake_eval.llm.litellm_backend import ProviderBackend
 from intake_eval.llm.local_server import SERVERS, LocalBackend, ServerSettings, gguf_path
 from intake_eval.llm.registry import resolve_spec
 from intake_eval.llm.retry import RetryPolicy, RetryStats, call_with_retry
+from intake_eval.llm.structured import (
+    LEVEL_NAMES,
+    StructuredOutput,
+    error_text,
+    names_response_format,
+    starting_level,
+)
+
+Endpoint = tuple[str, "str | None"]
+
+
+def endpoint_label(endpoint: Endpoint) -> str:
+    model, base = endpoint
+    return f"{model}@{base}" if base else model
 
 
 class PooledModel:
@@ -35,7 +55,8 @@ class PooledModel:
 
     def __init__(self, spec: ModelSpec, backend: Any, *, limiter: EndpointLimiter | None,
                  policy: RetryPolicy, stats: RetryStats, meter: UsageMeter,
-                 cache: ResponseCache | None, use_cache: bool):
+                 cache: ResponseCache | None, use_cache: bool,
+                 structured: StructuredOutput | None = None, health: EndpointHealth | None = None):
         self.spec = spec
         self.backend = backend
         self.limiter = limiter
@@ -44,12 +65,56 @@ class PooledModel:
         self.meter = meter
         self.cache = cache
         self.use_cache = use_cache
+        self.structured = structured or StructuredOutput(endpoint_label((spec.model, spec.api_base)))
+        self.health = health
+        self.start_level = starting_level(spec)
 
-    async def _attempt(self, request: ChatRequest) -> ChatResult:
+    async def _send(self, request: ChatRequest, level: str | None, timing: dict[str, float]) -> ChatResult:
         if self.limiter is None:
-            return await self.backend.complete(request)
+            return await self._post(request, level)
+        asked = time.monotonic()
         async with self.limiter.slot():
-            return await self.backend.complete(request)
+            timing["queue_s"] += time.monotonic() - asked
+            return await self._post(request, level)
+
+    async def _post(self, request: ChatRequest, level: str | None) -> ChatResult:
+        if self.health is not None:
+            self.health.check()  # the breaker may have opened while this request waited its turn
+        return await self.backend.complete(request, level=level)
+
+    async def _attempt(self, request: ChatRequest, timing: dict[str, float]) -> ChatResult:
+        """One attempt; for a schema request, as many requests as the negotiation needs (a refused
+        response_format is not a failed attempt: the next level goes out at once)."""
+        if request.response_schema is None:
+            return await self._send(request, None, timing)
+        structured = self.structured
+        async with structured.probing():
+            while True:
+                level = structured.level_for(self.start_level)
+                try:
+                    result = await self._send(request, level, timing)
+                except ModelCallError:
+                    raise
+                except Exception as error:
+                    if level == "prompt" or not names_response_format(error):
+                        raise
+                    self._refused(level, error)
+                    continue
+                structured.confirm(level)
+                return result.model_copy(update={"structured_output": level})
+
+    def _refused(self, level: str, error: Exception) -> None:
+        words = " ".join(error_text(error).split())
+        secret = os.environ.get(self.spec.api_key_env, "") if self.spec.api_key_env else ""
+        if len(secret) >= 6:
+            words = words.replace(secret, "***")  # some servers echo the request's key
+        words = words[:300] + ("…" if len(words) > 300 else "")
+        following = self.structured.reject(level, words)
+        if self.health is not None and following is not None:
+            self.health.announce(
+                f"response_format:{level}",
+                f"{self.structured.endpoint} refused response_format {LEVEL_NAMES[level]} ({words}); "
+                f"sending {LEVEL_NAMES[following]} from now on")
 
     async def complete(self, request: ChatRequest) -> ChatResult:
         key = None
@@ -60,15 +125,15 @@ class PooledModel:
                 if hit is not None:
                     # The call keeps its price (the record it lands in cost that much to make);
                     # ``cached`` says this process did not pay for it again.
-                    result = hit.model_copy(update={"cached": True, "attempts": 0, "latency_s": 0.0})
+                    result = hit.model_copy(update={"cached": True, "attempts": 0, "latency_s": 0.0, "queue_s": 0.0})
                     self.meter.add(result)
                     return result
-        started = time.monotonic()
         pause = self.limiter.pause_for if self.limiter is not None else None
+        timing = {"queue_s": 0.0}
         result, attempts = await call_with_retry(
-            lambda: self._attempt(request), spec=self.spec, policy=self.policy, stats=self.stats,
-            on_retry_after=pause)
-        result = result.model_copy(update={"attempts": attempts, "latency_s": time.monotonic() - started})
+            lambda: self._attempt(request, timing), spec=self.spec, policy=self.policy, stats=self.stats,
+            on_retry_after=pause, health=self.health)
+        result = result.model_copy(update={"attempts": attempts, "queue_s": round(timing["queue_s"], 6)})
         if self.cache is not None and key is not None:
             self.cache.put(key, self.spec.model, result)
         self.meter.add(result)
@@ -94,7 +159,8 @@ class ModelPool:
 
     def __init__(self, specs: Mapping[str, ModelSpec], cache_path: Path | None = None, use_cache: bool = True,
                  offline: "Callable[[ModelSpec], ChatModel] | None" = None, *, retry_policy: RetryPolicy | None = None,
-                 max_concurrency: int | None = None, rpm: float | None = None, client: str = "auto"):
+                 max_concurrency: int | None = None, rpm: float | None = None, client: str = "auto",
+                 on_notice: Callable[[str], None] | None = None):
         self.specs = dict(specs)
         self.use_cache = use_cache
         self.offline = offline  # builds offline/… participants (they live above this layer)
@@ -105,9 +171,18 @@ class ModelPool:
         self._cache_path = cache_path
         self._cache: ResponseCache | None = None
         self._models: dict[str, ChatModel] = {}
-        self._limiters: dict[tuple[str, str | None], EndpointLimiter] = {}
+        self._limiters: dict[Endpoint, EndpointLimiter] = {}
+        self._structured: dict[Endpoint, StructuredOutput] = {}
+        self._health: dict[Endpoint, EndpointHealth] = {}
         self._stats: dict[str, RetryStats] = {}
         self._meters: dict[str, UsageMeter] = {}
+        self.on_notice = on_notice  # a console line for each provider problem worth telling the user
+        self.notices: list[str] = []
+
+    def _notify(self, message: str) -> None:
+        self.notices.append(message)
+        if self.on_notice is not None:
+            self.on_notice(message)
 
     def _cache_db(self) -> ResponseCache | None:
         if self._cache is None and self._cache_path is not None:
@@ -121,6 +196,12 @@ class ModelPool:
                 max_in_flight=self.max_concurrency or spec.max_concurrency or in_flight, rpm=self.rpm or spec.rpm)
         return self._limiters[endpoint]
 
+    def _endpoint_state(self, spec: ModelSpec) -> tuple[StructuredOutput, EndpointHealth]:
+        endpoint = (spec.model, spec.api_base)
+        if endpoint not in self._structured:
+            self._structured[endpoint] = StructuredOutput(endpoint_label(endpoint))
+            self._health[endpoint] = EndpointHealth(endpoint_label(endpoint), notify=self._notify)
+        return self._structured[endpoint], self._health[endpoint]
     def _backend(self, spec: ModelSpec) -> tuple[Any, EndpointLimiter]:
         if not spec.is_local:
             return ProviderBackend(spec, client=self.client), self._limiter(spec)
@@ -143,11 +224,12 @@ class ModelPool:
                 raise IntakeEvalError(f"{name}: this model pool was given no builder for offline participants")
             model: ChatModel = MeteredModel(self.offline(spec), meter)
         else:
+            structured, health = self._endpoint_state(spec)
             backend, limiter = self._backend(spec)
             model = PooledModel(
                 spec, backend, limiter=limiter,
                 policy=self.retry_policy, stats=self._stats.setdefault(name, RetryStats()), meter=meter,
-                cache=self._cache_db(), use_cache=self.use_cache)
+                cache=self._cache_db(), use_cache=self.use_cache, structured=structured, health=health)
         self._models[name] = model
         return model
 
@@ -168,6 +250,21 @@ class ModelPool:
                 "max_in_flight": limiter.max_in_flight, "rpm": limiter.rpm, "peak_in_flight": limiter.peak_in_flight}
             for (model, base), limiter in sorted(self._limiters.items(), key=lambda item: str(item[0]))
         }
+
+    def structured_output(self) -> dict[str, dict[str, Any]]:
+        """Per endpoint that was sent a schema: the level that answered and the levels it refused."""
+        return {state.endpoint: state.as_dict() for _, state in sorted(self._structured.items(), key=lambda i: str(i[0]))
+                if state.used}
+
+    def stopped_endpoints(self) -> dict[str, str]:
+        """Endpoints whose breaker opened in this process, with the reason."""
+        return {health.label: health.stopped for health in self._health.values() if health.stopped}
+
+    def stopped(self, name: str) -> str | None:
+        """Why the endpoint behind an alias takes no more requests, or None."""
+        spec = self.spec(name)
+        health = self._health.get((spec.model, spec.api_base))
+        return health.stopped if health is not None else None
 
     async def aclose(self) -> None:
         """Close provider connections of the running event loop, then the cache."""

@@ -10,13 +10,14 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from intake_eval.core.errors import IntakeEvalError, describe_validation_error
+from intake_eval.core.yamlfile import read_yaml
 from intake_eval.llm.base import ModelSpec
 from intake_eval.llm.litellm_backend import import_litellm
 from intake_eval.llm.local_server import canonical_model, check_local
@@ -70,6 +71,8 @@ def _check_spec(alias: str, spec: ModelSpec, source: Path) -> None:
             raise bad(field, f"must be at least 1, not {value}")
     if spec.timeout_s <= 0:
         raise bad("timeout_s", "must be positive")
+    if spec.batch_cost_factor is not None and not 0.0 <= spec.batch_cost_factor <= 1.0:
+        raise bad("batch_cost_factor", f"{spec.batch_cost_factor} is outside 0–1 (batch price ÷ online price)")
     if spec.api_key_env is not None and (not _ENV_NAME.match(spec.api_key_env) or _looks_like_secret(spec.api_key_env)):
         # Never echo the value: it may be the key itself pasted by mistake.
         raise bad("api_key_env", "must be the NAME of an environment variable (e.g. TOGETHER_API_KEY), not a key")
@@ -100,18 +103,12 @@ def _with_defaults(alias: str, spec: ModelSpec, relative_to: Path | None = None)
 
 
 def read_models_file(path: Path, label: str = "--models") -> dict[str, ModelSpec]:
-    import yaml
-
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = read_yaml(path)
     except FileNotFoundError:
         raise IntakeEvalError(f"{label} {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise IntakeEvalError(f"{path}: cannot read ({error})") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise IntakeEvalError(f"{path}:{where} invalid YAML ({getattr(error, 'problem', error)})") from None
+    except OSError as error:
+        raise IntakeEvalError(f"{path}: cannot read ({error.strerror or error})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -127,11 +124,14 @@ def read_models_file(path: Path, label: str = "--models") -> dict[str, ModelSpec
     return specs
 
 
-def load_model_specs(extra: Path | None = None, base: Path | None = None) -> dict[str, ModelSpec]:
-    """Shipped aliases, then the user's file over them (alias by alias)."""
+ModelsFiles = Path | Sequence[Path] | None
+
+
+def load_model_specs(extra: ModelsFiles = None, base: Path | None = None) -> dict[str, ModelSpec]:
+    """Shipped aliases, then the user's files over them in order (alias by alias: a later file wins)."""
     specs = read_models_file(base or DEFAULT_MODELS_FILE, label="model aliases file")
-    if extra is not None:
-        specs.update(read_models_file(Path(extra)))
+    for path in [extra] if isinstance(extra, (str, Path)) else list(extra or ()):
+        specs.update(read_models_file(Path(path)))
     return specs
 
 

@@ -1,10 +1,12 @@
 """The one retry policy for provider calls.
 
-Retried: 429, 408/409/425, 5xx, timeouts, connection errors (litellm reports a refused
-connection as InternalServerError) and garbled bodies. Waits are jittered exponential backoff,
-or the server's Retry-After when it names one, each capped, inside a total deadline.
-Fatal at once: 400/401/403/404/422 and other 4xx — retrying cannot fix a bad key or model name.
-The SDKs' own retries are off (see litellm_backend), so attempts never multiply.
+Retried: 429, 408/409/425, 5xx, timeouts, dropped connections and garbled bodies. Waits are
+jittered exponential backoff, or the server's Retry-After when it names one, each capped, inside a
+total deadline. Fatal at once: 400/401/403/404/422 and other 4xx — retrying cannot fix a bad key or
+model name — and a refused connection (nothing listens at the api_base: backing off for minutes
+would only hide that). The SDKs' own retries are off (see litellm_backend), so attempts never
+multiply. Every failure is reported to the endpoint's health (llm/health.py): the first of each
+kind is shown to the user, and repeated identical deterministic ones stop the endpoint.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from intake_eval.llm.base import ModelCallError, ModelSpec
+from intake_eval.llm.health import DETERMINISTIC_STATUS, EndpointHealth
 
 T = TypeVar("T")
 
 RETRYABLE_STATUS = {408, 409, 425, 429}
+_JITTER = random.Random()  # one per process: seeding reads os.urandom, a GIL hand-off per call under litellm's threads
 FATAL_HINTS = {
     400: "the provider rejected the request",
     401: "authentication failed",
@@ -112,10 +116,24 @@ def retry_after_seconds(headers: Any, now: float | None = None) -> float | None:
 
 
 def _short(error: BaseException, secret: str | None = None) -> str:
-    text = " ".join(str(getattr(error, "message", None) or error).split())
+    text = " ".join(str(getattr(error, "message", None) or error).split()) or type(error).__name__  # never empty
     if secret and len(secret) >= 6:
         text = text.replace(secret, "***")  # some providers echo the key they rejected
     return text[:240] + ("…" if len(text) > 240 else "")
+
+
+def connection_refused(error: BaseException) -> bool:
+    """Nothing listens at the address: ECONNREFUSED anywhere in the exception's chain (aiohttp keeps
+    it in ``os_error``; litellm wraps openai's APIConnectionError around httpx around the OSError)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError) or isinstance(getattr(current, "os_error", None),
+                                                                      ConnectionRefusedError):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def classify_failure(error: BaseException, secret: str | None = None) -> Failure:
@@ -123,7 +141,11 @@ def classify_failure(error: BaseException, secret: str | None = None) -> Failure
     import openai  # light next to litellm, and every provider error derives from its classes
 
     detail = _short(error, secret)
+    if connection_refused(error):
+        return Failure(False, "connection_refused", detail=detail)
     if isinstance(error, (openai.APITimeoutError, asyncio.TimeoutError, TimeoutError)):
+        if not str(error).strip():  # asyncio's timeout carries no message
+            detail = "no reply within the request timeout"
         return Failure(True, "timeout", detail=detail)
     status = getattr(error, "status_code", None)
     if not isinstance(status, int):
@@ -149,10 +171,18 @@ def classify_failure(error: BaseException, secret: str | None = None) -> Failure
     return Failure(False, f"error_{type(error).__name__}", detail=detail)
 
 
-def describe_fatal(spec: ModelSpec, failure: Failure) -> str:
-    hint = FATAL_HINTS.get(failure.status or 0, "the request failed")
+def _where(spec: ModelSpec) -> str:
     where = f"model '{spec.alias or spec.model}' (provider {spec.provider}, model id {spec.model}"
-    where += f", api_base {spec.api_base})" if spec.api_base else ")"
+    return where + (f", api_base {spec.api_base})" if spec.api_base else ")")
+
+
+def describe_fatal(spec: ModelSpec, failure: Failure) -> str:
+    if failure.reason == "connection_refused":
+        target = spec.api_base or f"the {spec.provider} endpoint"
+        return (f"cannot connect to {target}: connection refused — is the server running and is api_base right? "
+                f"(model '{spec.alias or spec.model}', model id {spec.model})")
+    hint = FATAL_HINTS.get(failure.status or 0, "the request failed")
+    where = _where(spec)
     advice = ""
     if failure.status in (401, 403):
         advice = f"; check the key in ${spec.api_key_env}" if spec.api_key_env else "; this model has no api_key_env set"
@@ -160,6 +190,16 @@ def describe_fatal(spec: ModelSpec, failure: Failure) -> str:
         advice = "; check the model id and api_base"
     code = f"HTTP {failure.status}" if failure.status else failure.reason
     return f"{hint} for {where}: {code}: {failure.detail}{advice}"
+
+
+def describe_transient(spec: ModelSpec, failure: Failure, wait_s: float) -> str:
+    code = f"HTTP {failure.status}" if failure.status else failure.reason
+    return (f"{_where(spec)}: {code}: {failure.detail} — retrying (first wait {wait_s:.1f} s; "
+            "later ones of this kind are counted, not shown)")
+
+
+def is_deterministic(failure: Failure) -> bool:
+    return failure.reason == "connection_refused" or (not failure.retryable and failure.status in DETERMINISTIC_STATUS)
 
 
 def backoff_delay(policy: RetryPolicy, retry_number: int, retry_after_s: float | None,
@@ -182,14 +222,17 @@ async def call_with_retry(
     stats: RetryStats | None = None,
     on_retry_after: Callable[[float], None] | None = None,
     rng: random.Random | None = None,
+    health: EndpointHealth | None = None,
 ) -> tuple[T, int]:
     """Run ``attempt`` until it succeeds, fails fatally, or the policy is used up.
 
     Returns (result, attempts). ModelCallError raised by the attempt (e.g. an empty answer after
     a length stop) passes through unchanged: it is an answer, not a transport failure.
     """
-    rng = rng or random.Random()
+    rng = rng or _JITTER
     stats = stats if stats is not None else RetryStats()
+    if health is not None:
+        health.check()  # an endpoint stopped after repeated identical failures sends nothing more
     stats.calls += 1
     started = time.monotonic()
     attempts = 0
@@ -197,7 +240,10 @@ async def call_with_retry(
         attempts += 1
         stats.attempts += 1
         try:
-            return await attempt(), attempts
+            result = await attempt()
+            if health is not None:
+                health.succeeded()
+            return result, attempts
         except ModelCallError as error:
             error.attempts = attempts
             stats.failures += 1
@@ -210,11 +256,17 @@ async def call_with_retry(
             stats.by_reason[failure.reason] = stats.by_reason.get(failure.reason, 0) + 1
             if not failure.retryable:
                 stats.failures += 1
-                raise ModelCallError(describe_fatal(spec, failure), kind="fatal", attempts=attempts,
-                                     status_code=failure.status) from None
+                message = describe_fatal(spec, failure)
+                if health is not None:
+                    health.failed(failure.reason, message, deterministic=is_deterministic(failure),
+                                  identity=(failure.reason, failure.detail))
+                raise ModelCallError(message, kind="fatal", attempts=attempts, status_code=failure.status) from None
             if failure.retry_after_s is not None and on_retry_after is not None:
                 on_retry_after(failure.retry_after_s)
             wait = backoff_delay(policy, attempts, failure.retry_after_s, rng)
+            if health is not None:
+                health.failed(failure.reason, describe_transient(spec, failure, wait), deterministic=False,
+                              identity=(failure.reason,))
             elapsed = time.monotonic() - started
             if attempts >= policy.max_attempts or elapsed + wait > policy.deadline_s:
                 stats.failures += 1

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from intake_eval.catalog.load import load_catalog
 from intake_eval.core.records import Conversation, Judgment, Profile
-from intake_eval.core.store import RunPaths, iter_json_lines, iter_records
+from intake_eval.core.store import RunPaths, iter_records
 from intake_eval.interview.formulation import formulation_of, formulation_status
 from intake_eval.metrics.diagnosis import (
     map_formulation,
@@ -84,8 +84,7 @@ class _ConversationFacts:
 def _conversations(paths: RunPaths) -> dict[str, _ConversationFacts]:
     facts: dict[str, _ConversationFacts] = {}
     for path in paths.conversation_files():
-        for data in iter_json_lines(path):
-            conversation = Conversation.model_validate(data)
+        for conversation in iter_records(path, Conversation):
             facts[conversation.conversation_id] = _ConversationFacts(
                 meta={"status": conversation.status}, formulation=conversation.formulation,
                 classifier_turns=classifier_screen_turns(conversation),

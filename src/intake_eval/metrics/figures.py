@@ -79,6 +79,8 @@ class DomainOutcome:
     bled: bool
     first_asked_turn: int | None
     first_covered_turn: int | None
+    first_disclosed_turn: int | None = None
+    leaked: bool = False  # the first turn that disclosed it did not ask about it
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,8 @@ class ConversationMetrics:
     n_hidden: int
     n_turns: int
     question_types: dict[str, int] = field(default_factory=dict)
+    leak_adjusted_active_coverage_rate: float | None = None
+    overshared: bool = False
 
     def as_row(self) -> dict[str, object]:
         row: dict[str, object] = {
@@ -103,6 +107,8 @@ class ConversationMetrics:
             "n_turns": self.n_turns,
         }
         row.update({f"n_{qtype}": self.question_types.get(qtype, 0) for qtype in QUESTION_TYPES})
+        row["leak_adjusted_active_coverage_rate"] = self.leak_adjusted_active_coverage_rate
+        row["overshared"] = self.overshared
         return row
 
 
@@ -116,23 +122,46 @@ class Figures:
     covered: set[str]
 
 
-def _domain_scan(turns: Sequence[TurnLabels], domain: str) -> tuple[int | None, int | None, bool]:
-    """(first asked turn, index of the first asked-and-disclosed turn, bled) of one domain."""
-    first_asked = covered_at = None
-    bled = False
+class _Scan(NamedTuple):
+    first_asked: int | None
+    covered_at: int | None  # index (not turn number) of the first asked-and-disclosed turn
+    bled: bool
+    first_disclosed: int | None
+    leaked: bool
+
+
+def _domain_scan(turns: Sequence[TurnLabels], domain: str) -> _Scan:
+    """One pass over the turns for one domain: when it was first asked, caught and disclosed."""
+    first_asked = covered_at = first_disclosed = None
+    bled = leaked = False
     for index, turn in enumerate(turns):
         asked, disclosed = turn.domains.get(domain, _NO_LABEL)
         if asked and first_asked is None:
             first_asked = turn.turn
         if asked and disclosed and covered_at is None:
             covered_at = index
+        if disclosed and first_disclosed is None:
+            first_disclosed, leaked = turn.turn, not asked
         bled = bled or (disclosed and not asked)
-    return first_asked, covered_at, bled
+    return _Scan(first_asked, covered_at, bled, first_disclosed, leaked)
+
+
+def leak_adjusted_coverage(outcomes: Sequence[DomainOutcome]) -> float | None:
+    """Active coverage over the hidden domains the patient did not leak (first disclosure unasked):
+    leaked domains leave numerator and denominator. None when every domain leaked (or none hidden)."""
+    kept = [o for o in outcomes if not o.leaked]
+    return sum(o.actively_covered for o in kept) / len(kept) if kept else None
 
 
 def first_treatment_planning(turns: Sequence[TurnLabels]) -> int | None:
     """Smallest clinician turn (≥ 1) whose question_type is treatment_planning."""
     return next((t.turn for t in turns if t.turn >= 1 and t.question_type == "treatment_planning"), None)
+
+
+def last_clinician_turn(turns: Sequence[TurnLabels]) -> int:
+    """The last judged clinician turn (0 when the clinician never spoke): where time-to-event
+    curves censor a conversation."""
+    return max((t.turn for t in turns if t.turn >= 1), default=0)
 
 
 def premature_closure(turns: Sequence[TurnLabels]) -> int | None:
@@ -149,16 +178,19 @@ def premature_closure(turns: Sequence[TurnLabels]) -> int | None:
 
 
 def figures(turns: Sequence[TurnLabels], hidden: Sequence[str]) -> Figures:
-    """Coverage, bleed, turn metrics, per-domain outcomes and the coverage trajectory."""
+    """Coverage (raw and leak-adjusted), bleed, turn metrics, per-domain outcomes and the coverage trajectory."""
     scans = {domain: _domain_scan(turns, domain) for domain in dict.fromkeys(hidden)}
-    covered = {d for d, (_, at, _) in scans.items() if at is not None}
-    bled = {d for d, (_, _, b) in scans.items() if b}
-    outcomes = [DomainOutcome(d, scans[d][1] is not None, scans[d][2], scans[d][0],
-                              turns[scans[d][1]].turn if scans[d][1] is not None else None) for d in hidden]
+    covered = {d for d, scan in scans.items() if scan.covered_at is not None}
+    bled = {d for d, scan in scans.items() if scan.bled}
+    by_domain = {d: DomainOutcome(d, scan.covered_at is not None, scan.bled, scan.first_asked,
+                                  turns[scan.covered_at].turn if scan.covered_at is not None else None,
+                                  scan.first_disclosed, scan.leaked)
+                 for d, scan in scans.items()}
+    outcomes = [by_domain[d] for d in hidden]
     caught_by = [0] * (len(turns) + 1)
-    for _, at, _ in scans.values():
-        if at is not None:
-            caught_by[at] += 1
+    for scan in scans.values():
+        if scan.covered_at is not None:
+            caught_by[scan.covered_at] += 1
     trajectory, caught = [], 0
     for index, turn in enumerate(turns):
         caught += caught_by[index]
@@ -174,6 +206,8 @@ def figures(turns: Sequence[TurnLabels], hidden: Sequence[str]) -> Figures:
         premature_closure_turn=premature_closure(turns),
         patient_leak_count=sum(1 for t in turns if not t.patient_faithful),
         n_hidden=len(hidden), n_turns=len(clinician), question_types=mix,
+        leak_adjusted_active_coverage_rate=leak_adjusted_coverage(outcomes),
+        overshared=any(scan.leaked for scan in scans.values()),
     )
     return Figures(metrics, outcomes, trajectory, covered)
 
@@ -192,6 +226,10 @@ def bled_domains(judgment: Judgment, hidden: Sequence[str]) -> set[str]:
 
 def active_coverage_rate(judgment: Judgment, hidden: Sequence[str]) -> float | None:
     return figures(turn_labels(judgment), hidden).metrics.active_coverage_rate
+
+
+def leak_adjusted_active_coverage_rate(judgment: Judgment, hidden: Sequence[str]) -> float | None:
+    return figures(turn_labels(judgment), hidden).metrics.leak_adjusted_active_coverage_rate
 
 
 def bleed_rate(judgment: Judgment, hidden: Sequence[str]) -> float | None:

@@ -5,7 +5,8 @@ per-domain outcomes, the coverage trajectory and the paired-label units (no tran
 latest record per conversation wins, so an uncompacted file (a crash mid-stage) gives the same
 tables as a compacted one. Judgments that are not ok are excluded from every rate and counted.
 
-Files: conversations, cells, domains, trajectories, agreement, clinicians, comparisons, masking.
+Files: conversations, cells, domains, trajectories, agreement, clinicians, comparisons, masking,
+domain_events, probe_curves, cost, cost_conversations, cost_per_domain.
 Every aggregate is per judge (the primary and each cross-check) and per clinician, condition and
 patient mode; an undefined value is an empty cell.
 """
@@ -25,7 +26,7 @@ from intake_eval.core.store import (
     iter_json_lines,
     iter_records,
 )
-from intake_eval.core.usage import CLINICIAN_ROLES
+from intake_eval.core.usage import CLINICIAN_ROLES, usage_of
 from intake_eval.metrics.agreement import (
     PairedLabels,
     agreement_rows,
@@ -37,10 +38,14 @@ from intake_eval.metrics.clinical import (
     load_default_catalog,
     write_diagnosis_metrics,
 )
+from intake_eval.metrics.cost import cost_tables
+from intake_eval.metrics.curves import PROBE_CURVE_COLUMNS, probe_curve_rows
+from intake_eval.metrics.events import DOMAIN_EVENT_COLUMNS, domain_event_rows
 from intake_eval.metrics.figures import (
     Figures,
     TurnLabels,
     figures,
+    last_clinician_turn,
 )
 from intake_eval.metrics.forks import write_capacity_gap
 from intake_eval.metrics.reading import iter_judgment_labels, write_csv
@@ -50,6 +55,7 @@ from intake_eval.metrics.stats import (
     median_with_undefined,
     paired_comparison,
 )
+from intake_eval.metrics.turn_labels import TURN_LABELS_TABLE, TurnLabelRows
 
 GROUP = ("judge", "clinician", "condition", "patient_mode")
 CONVERSATION_COLUMNS = (
@@ -57,7 +63,8 @@ CONVERSATION_COLUMNS = (
     "trial", "alignment", "n_hidden", "status", "active_coverage_rate", "bleed_rate", "first_treatment_planning_turn",
     "premature_closure_turn", "patient_leak_count", "n_turns", *(f"n_{q}" for q in QUESTION_TYPES),
     "caught_domains", "missed_domains", "bled_domains", "judge_calls", "judge_prompt_tokens",
-    "judge_completion_tokens", "judge_cost_usd", "judge_errors",
+    "judge_completion_tokens", "judge_cost_usd", "judge_errors", "leak_adjusted_active_coverage_rate", "overshared",
+    "judge_cached_prompt_tokens",
 )
 
 
@@ -67,6 +74,7 @@ class _Collected:
     outcomes: dict[tuple[str, str], list] = field(default_factory=dict)
     trajectories: dict[tuple[str, str], list] = field(default_factory=dict)
     qtypes: dict[tuple[str, str], dict[int, str]] = field(default_factory=dict)
+    last_turns: dict[tuple[str, str], int] = field(default_factory=dict)  # where time-to-event curves censor
     units: dict[tuple[str, str], tuple] = field(default_factory=dict)  # agreement.CompactUnits
     conversations: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> small meta
     shared_keys: dict[tuple, tuple] = field(default_factory=dict)  # unit-key tuples stored once
@@ -92,6 +100,8 @@ def _conversation_meta(paths: RunPaths, collected: _Collected) -> None:
                 "patient_mode": data.get("patient_mode", "prompted"), "status": data.get("status", "ok"),
                 "tokens": sum(int(u.get("prompt_tokens", 0)) + int(u.get("completion_tokens", 0)) for u in clinician_usage),
                 "cost": sum(float(u.get("cost_usd", 0.0)) for u in clinician_usage),
+                "profile_id": str(data.get("profile_id", "")),
+                "usage": {str(role): usage_of(raw) for role, raw in usage.items()} if isinstance(usage, dict) else {},
             }
 
 
@@ -107,10 +117,11 @@ def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: dict[
         "trial": judgment.trial, "alignment": (facts or {}).get("alignment", ""), "n_hidden": len(hidden),
         "status": judgment.status, "judge_calls": judgment.usage.calls,
         "judge_prompt_tokens": judgment.usage.prompt_tokens, "judge_completion_tokens": judgment.usage.completion_tokens,
+        "judge_cached_prompt_tokens": judgment.usage.cached_prompt_tokens,
         "judge_cost_usd": judgment.usage.cost_usd if judgment.usage.cost_known else None,
         "judge_errors": " | ".join(judgment.errors),
     }
-    for name in ("outcomes", "trajectories", "qtypes", "units"):
+    for name in ("outcomes", "trajectories", "qtypes", "last_turns", "units"):
         getattr(collected, name).pop(key, None)
     result = None
     if judgment.ok:
@@ -123,6 +134,7 @@ def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: dict[
         collected.outcomes[key] = outcomes
         collected.trajectories[key] = result.trajectory
         collected.qtypes[key] = {t.turn: t.question_type for t in labels if t.turn >= 1}
+        collected.last_turns[key] = last_clinician_turn(labels)
         collected.units[key] = compact_units(units_from_labels(labels, hidden, result.covered), collected.shared_keys)
     collected.rows[key] = row
     return hidden, result
@@ -185,7 +197,7 @@ def cells_rows(collected: _Collected) -> list[dict[str, Any]]:
 
 
 def domains_rows(collected: _Collected) -> list[dict[str, Any]]:
-    tallies: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    tallies: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
     for key, outcomes in collected.outcomes.items():
         row = collected.rows[key]
         for outcome in outcomes:
@@ -194,10 +206,11 @@ def domains_rows(collected: _Collected) -> list[dict[str, Any]]:
             tally[1] += outcome.actively_covered
             tally[2] += outcome.bled
             tally[3] += outcome.first_asked_turn is not None
+            tally[4] += outcome.leaked
     return [
         {**_group_dict(key[:-1]), "domain": key[-1], "n": n, "active_coverage_rate": covered / n,
-         "bleed_rate": bled / n, "asked_rate": asked / n}
-        for key, (n, covered, bled, asked) in sorted(tallies.items())
+         "bleed_rate": bled / n, "asked_rate": asked / n, "leak_rate": leaked / n}
+        for key, (n, covered, bled, asked, leaked) in sorted(tallies.items())
     ]
 
 
@@ -272,6 +285,8 @@ def clinicians_rows(collected: _Collected) -> list[dict[str, Any]]:
             "judge_cost_usd": sum(c for c in costs if c is not None) if all(c is not None for c in costs) else None,
             "clinician_tokens": clinician_spend.get(key[1:], [0, 0.0])[0],
             "clinician_cost_usd": clinician_spend.get(key[1:], [0, 0.0])[1],
+            "mean_leak_adjusted_active_coverage": mean_or_none([r["leak_adjusted_active_coverage_rate"] for r in ok]),
+            "conversations_overshared": sum(1 for r in ok if r["overshared"]),
         })
     return out
 
@@ -319,14 +334,15 @@ _GROUP_COLUMNS = list(GROUP)
 _ESTIMATE = ["mean_active_coverage", "mean_active_coverage_ci_low", "mean_active_coverage_ci_high", "n", "n_profiles"]
 TABLE_COLUMNS: dict[str, list[str]] = {
     "cells": [*_GROUP_COLUMNS, "phenotype", "alignment", *_ESTIMATE, "mean_bleed_rate"],
-    "domains": [*_GROUP_COLUMNS, "domain", "n", "active_coverage_rate", "bleed_rate", "asked_rate"],
+    "domains": [*_GROUP_COLUMNS, "domain", "n", "active_coverage_rate", "bleed_rate", "asked_rate", "leak_rate"],
     "trajectories": [*_GROUP_COLUMNS, "turn", "n", "mean_cumulative_coverage", *(f"share_{q}" for q in QUESTION_TYPES)],
     "agreement": ["judge_a", "judge_b", "conversations", "label", "n", "raw_agreement", "kappa", "prevalence_a", "prevalence_b"],
     "clinicians": [*_GROUP_COLUMNS, "judge_mode", "judged", *_ESTIMATE, "mean_bleed_rate",
                    "median_first_treatment_planning_turn", "first_treatment_planning_undefined",
                    "median_premature_closure_turn", "premature_closure_undefined", "patient_leak_count",
                    "conversations_leaking", "conversation_failures", "judge_errors", "judge_provider_errors",
-                   "judge_tokens", "judge_tokens_per_conversation", "judge_cost_usd", "clinician_tokens", "clinician_cost_usd"],
+                   "judge_tokens", "judge_tokens_per_conversation", "judge_cost_usd", "clinician_tokens", "clinician_cost_usd",
+                   "mean_leak_adjusted_active_coverage", "conversations_overshared"],
     "comparisons": ["judge", "condition", "patient_mode", "metric", "clinician_a", "clinician_b", "n_pairs", "n_nonzero",
                     "mean_a", "mean_b", "mean_difference", "wilcoxon_statistic", "wilcoxon_p", "permutation_p",
                     "permutation_exact"],
@@ -338,7 +354,13 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
     """Compute every table from the run folder and write metrics/<name>.csv. Returns name → path."""
 
     diagnosis = RowCollector(paths, load_default_catalog())
-    collected = collect(paths, also=diagnosis.add)
+    turn_labels = TurnLabelRows()
+
+    def also(*seen: Any) -> None:
+        diagnosis.add(*seen)
+        turn_labels.add(*seen)
+
+    collected = collect(paths, also=also)
     conversation_rows = [collected.rows[key] for key in sorted(collected.rows)]
     tables = {
         "conversations": (CONVERSATION_COLUMNS, conversation_rows),
@@ -349,8 +371,12 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
         "clinicians": (TABLE_COLUMNS["clinicians"], clinicians_rows(collected)),
         "comparisons": (TABLE_COLUMNS["comparisons"], comparisons_rows(collected)),
         "masking": (TABLE_COLUMNS["masking"], masking_rows(collected)),
+        "domain_events": (DOMAIN_EVENT_COLUMNS, domain_event_rows(collected.rows, collected.outcomes, collected.last_turns)),
+        "probe_curves": (PROBE_CURVE_COLUMNS, probe_curve_rows(collected.rows, collected.outcomes, collected.last_turns)),
     }
+    tables.update(cost_tables(collected.conversations, collected.rows, collected.outcomes))
     written = {name: write_csv(paths.metrics(name), columns, rows) for name, (columns, rows) in tables.items()}
+    written[TURN_LABELS_TABLE] = turn_labels.write(paths)
     # safety.csv (+ diagnosis.csv when conversations carry formulations), see metrics/clinical.py
     written.update(write_diagnosis_metrics(paths, collector=diagnosis))
     capacity = write_capacity_gap(paths)  # could-it-ask forks, when the run has them

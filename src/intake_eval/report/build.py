@@ -15,11 +15,15 @@ from intake_eval.core.records import QUESTION_TYPES
 from intake_eval.core.store import RunPaths, write_text_atomic
 from intake_eval.report import (
     agreement_view,
+    analyses_section,
+    calibration_section,
     charts,
     diagnosis_section,
+    figure_files,
     fmt,
     forks_section,  # noqa: F401  (registers the capacity-gap section)
     html,
+    sensitivity_section,  # noqa: F401  (registers the judge-sensitivity section)
     summary,
     tables,
     trust_section,
@@ -43,6 +47,7 @@ class ReportResult:
     views: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    figures: list[Path] = field(default_factory=list)  # report/figures/* when asked for
 
 
 def _steps(progress: Callable[[str], None] | None):
@@ -172,13 +177,20 @@ def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str],
 
 
 def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[[str], None] | None = None,
-                 shard_progress: Callable[[int], None] | None = None) -> ReportResult:
+                 shard_progress: Callable[[int], None] | None = None, figures: tuple[str, ...] = ()) -> ReportResult:
     step, timings = _steps(progress)
     paths = RunPaths(Path(run_dir))
     step("reading records and metrics")
     data = load_run(paths)
     try:
-        return _build(data, paths, judge, step, timings, shard_progress)
+        result = _build(data, paths, judge, step, timings, shard_progress)
+        if figures:
+            step("writing figure files")
+            result.figures = figure_files.write_figures(render_charts, result.views, domain_labels(data),
+                                                        paths.report_dir / "figures", figures, paths,
+                                                        sections=lambda: html.optional_sections(data))
+            step(None)
+        return result
     finally:
         data.close()  # the record files held open for the viewer shards
 
@@ -230,7 +242,9 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
     summary_path = paths.report_summary
     write_text_atomic(summary_path, summary.render_markdown(run, views, data.notes, labels,
                                                               extra=diagnosis_section.summary_markdown(data)
-                                                              + trust_section.summary_markdown(data)))
+                                                              + trust_section.summary_markdown(data)
+                                                              + analyses_section.summary_markdown(data)
+                                                              + calibration_section.summary_markdown(data)))
     headline_path = paths.report_headline
     write_text_atomic(headline_path, headline_csv(views["headline"]))
     step(None)

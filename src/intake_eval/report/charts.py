@@ -32,14 +32,21 @@ def _plt():
     return plt
 
 
+FIGURE_SINK: list | None = None  # `report --figures`: (inline svg, open figure) of every chart drawn
+
+
 def to_svg(fig) -> str:
     plt = _plt()
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
-    plt.close(fig)
     text = buffer.getvalue()
     text = text[text.find("<svg"):]  # drop the XML prolog and doctype: the SVG sits inline in HTML
-    return text.replace("<svg ", '<svg class="chart" ', 1)
+    text = text.replace("<svg ", '<svg class="chart" ', 1)
+    if FIGURE_SINK is not None:
+        FIGURE_SINK.append((text, fig))  # kept open: written again as standalone files
+    else:
+        plt.close(fig)
+    return text
 
 
 def heatmap(values, counts, *, title: str, row_labels: list[str], col_labels: list[str],
@@ -155,4 +162,41 @@ def forest(rows: list[dict[str, Any]], *, title: str) -> str:
     ax.spines[["top", "right", "left"]].set_visible(False)
     ax.tick_params(axis="y", length=0)
     ax.set_title(title, loc="left")
+    return to_svg(fig)
+
+
+def survival_panels(panels: dict[str, dict[str, dict[str, Any]]], *, max_turn: int, ylabel: str) -> str:
+    """Kaplan–Meier step curves side by side: panels title -> arm -> {'turns', 'survival', 'lo', 'hi', 'n'}
+    (values in 0..1; a None in lo/hi leaves a gap in the 95 % band). An arm keeps its colour in every
+    panel, so one legend serves them all; each title carries its own n."""
+    plt = _plt()
+    from matplotlib.lines import Line2D
+
+    arms = list(dict.fromkeys(arm for series in panels.values() for arm in series))
+    colours = {arm: OKABE_ITO[index % len(OKABE_ITO)] for index, arm in enumerate(arms)}
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 3.4), squeeze=False, sharey=True)
+    for column, (title, series) in enumerate(panels.items()):
+        ax = axes[0][column]
+        for arm, line in series.items():
+            colour = colours[arm]
+            turns = line["turns"]
+            ax.step(turns, [v * 100 for v in line["survival"]], where="post", color=colour, linewidth=1.8, label=arm)
+            lo = [math.nan if v is None else v * 100 for v in line["lo"]]
+            hi = [math.nan if v is None else v * 100 for v in line["hi"]]
+            ax.fill_between(turns, lo, hi, step="post", color=colour, alpha=0.15, linewidth=0)
+        ax.set_xlim(0, max_turn)
+        ax.set_ylim(0, 102)
+        ax.set_xticks(range(0, max_turn + 1, 1 if max_turn <= 12 else 2))
+        ax.set_xlabel("clinician turn")
+        if column == 0:
+            ax.set_ylabel(ylabel)
+        ax.grid(axis="y", color="#e5e5e5", linewidth=0.8)
+        ax.spines[["top", "right"]].set_visible(False)
+        sizes = [line["n"] for line in series.values()]
+        ax.set_title(f"{title} (n = {sizes[0]} per arm)" if len(set(sizes)) == 1
+                     else f"{title} (n = {' / '.join(map(str, sizes))})", loc="left", fontsize=9)
+    fig.tight_layout()
+    handles = [Line2D([], [], color=colours[arm], linewidth=1.8) for arm in arms]
+    fig.legend(handles, arms, loc="upper center", ncol=min(len(arms), 3), frameon=False, fontsize=8,
+               bbox_to_anchor=(0.5, 0.0))
     return to_svg(fig)

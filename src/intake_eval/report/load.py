@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from intake_eval import SCHEMA_VERSION
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.manifest import parse_manifest
 from intake_eval.core.records import arm_condition
 from intake_eval.core.store import (
     ReadStats,
@@ -91,16 +91,10 @@ def read_manifest(paths: RunPaths) -> dict[str, Any]:
     if not paths.manifest.exists():
         return {}
     try:
-        data = json.loads(paths.manifest.read_text(encoding="utf-8"))
-    except (ValueError, OSError) as exc:
+        text = paths.manifest.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
         raise IntakeEvalError(f"{paths.manifest}: manifest is unreadable ({exc.__class__.__name__})") from None
-
-    version = data.get("schema_version", 0) if isinstance(data, dict) else None
-    if version != SCHEMA_VERSION:  # an older (or newer) layout: its numbers would be read wrongly
-        raise IntakeEvalError(
-            f"{paths.manifest}: run folder has schema_version {version}, this intake-eval reads {SCHEMA_VERSION}; "
-            "report it with the matching intake-eval version")
-    return data
+    return parse_manifest(paths.manifest, text)
 
 
 def _latest(path: Path, key: str, damage: list[str] | None = None) -> dict[str, dict[str, Any]]:

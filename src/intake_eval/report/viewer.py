@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval import __version__
+from intake_eval.core.fs import as_if_made_by_mkdir, named_os_error
 from intake_eval.core.store import stable_hash
 
 PROFILES_PER_SHARD = 10
@@ -246,7 +247,8 @@ def write_shards(target: Path, profiles: dict, conversations: dict, index, judge
     import tempfile
 
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent))
+    staging = as_if_made_by_mkdir(
+        Path(tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent)))
     try:
         _SHARD_INPUT.update(staging=staging, profiles=profiles, index=index, judges=list(judges),
                             diagnosis=diagnosis or {})
@@ -256,19 +258,21 @@ def write_shards(target: Path, profiles: dict, conversations: dict, index, judge
             if len(conversations) >= PARALLEL_MIN_CONVERSATIONS and workers > 1 and "fork" in _start_methods():
                 import multiprocessing
 
-                with multiprocessing.get_context("fork").Pool(workers) as pool:
+                with multiprocessing.get_context("fork").Pool(workers) as pool, named_os_error(target):
                     for written in pool.imap_unordered(_write_shard_batch, batches):
                         if progress:
                             progress(written)
             else:
                 for batch in batches:
-                    written = _write_shard_batch(batch)
+                    with named_os_error(target):  # a full disk names the shard folder
+                        written = _write_shard_batch(batch)
                     if progress:
                         progress(written)
         finally:
             _SHARD_INPUT.clear()
         if fingerprint:
-            (staging / FINGERPRINT_FILE).write_text(fingerprint, encoding="utf-8")
+            with named_os_error(target):
+                (staging / FINGERPRINT_FILE).write_text(fingerprint, encoding="utf-8")
         _swap_in(staging, target)
     finally:
         if staging.exists():

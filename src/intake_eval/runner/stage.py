@@ -7,6 +7,9 @@ One ``StageRunner`` is one invocation on a run folder. It owns, once for every s
   hashes of its prompts; a change is refused naming the difference, ``force`` supersedes;
 - the leakage guard (the generator plays no other role);
 - the model pool (response cache in the run folder, offline participants built on demand);
+- provider problems as they happen: the first of each kind per endpoint on the console (and in the
+  stage log), and which structured-output level each endpoint answered (manifest
+  ``structured_output``: endpoint → level and the levels it refused);
 - Ctrl-C around the event loop, and the finish: status, counts, and usage summed from the records
   on disk (every invocation and kill included); retries go to the append-only stage log.
 
@@ -24,6 +27,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
+from rich.markup import escape
+
 from intake_eval.catalog.schema import Catalog
 from intake_eval.core.errors import ConfigChangedError
 from intake_eval.core.manifest import Manifest, diff_configs, now_iso
@@ -38,7 +43,12 @@ from intake_eval.core.usage import (
 )
 from intake_eval.llm.base import ModelSpec, is_local_base
 from intake_eval.llm.pool import ModelPool
-from intake_eval.llm.registry import load_model_specs, preflight, resolve_spec
+from intake_eval.llm.registry import (
+    ModelsFiles,
+    load_model_specs,
+    preflight,
+    resolve_spec,
+)
 from intake_eval.runner.leakage import (
     GENERATOR_ROLE,
     assert_generator_is_held_out,
@@ -64,7 +74,7 @@ def guarded_spec(spec: ModelSpec) -> dict[str, Any]:
 class StageRunner:
     """``with StageRunner(paths, ...) as runner:`` → ``begin`` a stage, ``run`` its coroutine, ``finish``."""
 
-    def __init__(self, paths: RunPaths, *, models_file: Path | None = None, use_cache: bool = True,
+    def __init__(self, paths: RunPaths, *, models_file: ModelsFiles = None, use_cache: bool = True,
                  console: Any = None, catalog: Catalog | None = None, lock: bool = True,
                  models: Iterable[str | None] = ()):
         self.paths = paths
@@ -100,8 +110,14 @@ class StageRunner:
     def pool(self) -> ModelPool:
         if self._pool is None:
             self._pool = ModelPool(self.specs, cache_path=self.paths.cache_db, use_cache=self.use_cache,
-                                   offline=OfflineParticipants(self.catalog))
+                                   offline=OfflineParticipants(self.catalog), on_notice=self._provider_notice)
         return self._pool
+
+    def _provider_notice(self, message: str) -> None:
+        """A provider problem worth telling the user now (the pool says each kind once per endpoint)."""
+        if self.console is not None:
+            self.console.print(f"[yellow]provider[/]: {escape(message)}")
+        self.log({"event": "provider_notice", "message": message})
 
     # ------------------------------------------------------------ lock and manifest
 
@@ -236,6 +252,14 @@ class StageRunner:
         usage = stage_usage(self.paths, name, stage)
         self._log_retries(name)
         extra = {**(extra or {}), "retries": retry_totals(self.paths, stage_aliases(stage))}
+        if self._pool is not None:
+            stopped = self._pool.stopped_endpoints()
+            if stopped:
+                extra["stopped_endpoints"] = stopped
+            # Which response_format each endpoint took; kept across invocations, the newest answer wins.
+            known = manifest.data.setdefault("structured_output", {})
+            known.update({endpoint: state for endpoint, state in self._pool.structured_output().items()
+                          if state["level"] is not None or endpoint not in known})
         manifest.finish_stage(name, status=status, counts=dict(counts) if counts is not None else None,
                               usage=usage, extra=extra)
         self.log({"event": "finish", "stage": name, "status": status})

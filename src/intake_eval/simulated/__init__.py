@@ -15,6 +15,7 @@ from intake_eval.catalog.schema import DEFAULT_CATALOG_DIR, Catalog
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.llm.base import ChatModel, ModelSpec
 from intake_eval.simulated.anchored import OfflineAnchored
+from intake_eval.simulated.drifting import OfflineDrifting
 from intake_eval.simulated.generator import OfflineGenerator
 from intake_eval.simulated.judge import OfflineJudge
 from intake_eval.simulated.patient import OfflinePatient
@@ -25,6 +26,7 @@ OFFLINE_BACKENDS: dict[str, Callable[[ModelSpec, Catalog], ChatModel]] = {
     "patient": OfflinePatient,
     "screener": OfflineScreener,
     "anchored": OfflineAnchored,
+    "drifting": OfflineDrifting,
     "judge": OfflineJudge,
 }
 
@@ -33,6 +35,7 @@ OFFLINE_ROLES: dict[str, str] = {
     "patient": "patient (state-tracked; discloses a hidden domain only when asked about it)",
     "screener": "clinician (reviews domains systematically: the ceiling baseline)",
     "anchored": "clinician (stays on the presenting concern, pivots to advice: the floor baseline)",
+    "drifting": "clinician (asks a seeded subset of areas, drifts into follow-ups, pivots to advice at a seeded turn)",
     "judge": "judge (rule-based per-turn labels from the text)",
 }
 

@@ -11,6 +11,7 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 from intake_eval.core.prompts import render_prompt
+from intake_eval.core.yamlfile import parse_yaml
 from intake_eval.llm.base import (
     CallUsage,
     ChatRequest,
@@ -27,10 +28,7 @@ _USAGE = CallUsage()
 
 
 def load_phrase_bank() -> dict[str, Any]:
-    import yaml
-
-
-    return yaml.safe_load(render_prompt(TEMPLATE))
+    return parse_yaml(render_prompt(TEMPLATE), f"prompts/{TEMPLATE}")
 
 
 def picks_for(key: str) -> tuple[int, int, int]:

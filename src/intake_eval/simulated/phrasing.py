@@ -8,8 +8,8 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.prompts import PROMPTS_DIR
+from intake_eval.core.yamlfile import read_yaml
 from intake_eval.llm.base import CallUsage, ChatResult, Message
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -18,12 +18,8 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 @lru_cache(maxsize=8)
 def phrases(name: str) -> dict[str, Any]:
     """prompts/<name>.yaml, the phrase bank of one offline participant."""
-    import yaml
-
     path = PROMPTS_DIR / f"{name}.yaml"
-    if not path.exists():
-        raise IntakeEvalError(f"phrase file {path} does not exist")
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    return read_yaml(path, missing=f"phrase file {path} does not exist")
 
 
 def seeded(*parts: object) -> random.Random:

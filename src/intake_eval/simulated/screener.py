@@ -82,7 +82,7 @@ def group_plan(plan: list[tuple[list[str], str]], slots: int) -> list[list[tuple
     return groups
 
 
-def _disclosed_something(reply: str) -> bool:
+def disclosed_something(reply: str) -> bool:
     lowered = reply.strip().lower()
     return bool(lowered) and not lowered.startswith(_DENIAL_START)
 
@@ -103,6 +103,6 @@ def screener_turn(catalog: "Catalog", context: dict, pairs: list[tuple[str, str]
     if turn == 1:
         return f"{variant(bank['screener_intro'])} {question}"
     last_reply = pairs[-1][1] if pairs else ""
-    if _disclosed_something(last_reply):
+    if disclosed_something(last_reply):
         return f"{pick(rng, bank['acknowledgements'])} {question}"
     return question

@@ -20,6 +20,7 @@ from pydantic import (
 
 from intake_eval.core.errors import IntakeEvalError, describe_validation_error
 from intake_eval.core.prompts import available_conditions
+from intake_eval.core.yamlfile import read_yaml
 
 
 class Strict(BaseModel):
@@ -38,10 +39,12 @@ class PatientConfig(Strict):
 
 
 class QCConfig(Strict):
-    """Patient QC before the study: refuse to start when the patient leaks too often."""
+    """Patient QC before the study: refuse to start when the patient leaks too often, or discloses
+    too rarely when asked directly."""
 
     enabled: bool = False
     max_leak_rate: float = Field(0.05, ge=0.0, le=1.0)
+    min_recall: float | None = Field(0.5, ge=0.0, le=1.0)  # null: no recall gate
     profiles: int = Field(10, ge=1)
 
 
@@ -125,19 +128,13 @@ class StudyConfig(Strict):
 
 def load_study_config(path: Path) -> StudyConfig:
     """Read and validate a study YAML. Every problem is one IntakeEvalError naming the file and key."""
-    import yaml
-
     if not path.exists():
         raise IntakeEvalError(f"{path}: study config not found")
     if path.is_dir():
         raise IntakeEvalError(f"{path}: is a folder; give a study YAML file (e.g. configs/demo.yaml)")
     try:
-        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise IntakeEvalError(f"{path}: not valid YAML{where}") from None
-    except (OSError, UnicodeDecodeError) as exc:
+        data: Any = read_yaml(path)
+    except OSError as exc:
         raise IntakeEvalError(f"{path}: cannot read ({exc.__class__.__name__})") from None
     if not isinstance(data, dict):
         raise IntakeEvalError(f"{path}: a study config is a mapping of keys (name, profiles, clinicians, …)")

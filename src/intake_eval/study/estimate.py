@@ -7,6 +7,8 @@ stand-in of the expected length (ASSUMED_TOKENS). The per-profile figures are sc
 study's size. Call counts are exact for a run without failures or repairs; tokens are measured
 for prompts and assumed for answers; reasoning models add REASONING_OVERHEAD tokens per call up
 to their cap. ``dollars_at_cap`` is the ceiling if every answer used its full token cap.
+Provider prompt caching is replayed call by call (cache_estimate.py) and priced at the providers'
+cached rates; ``dollars_without_cache`` is the same study with every input token at the full price.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from intake_eval.interview.conversation import (
 )
 from intake_eval.judge.judging import judge_conversation, judge_label
 from intake_eval.llm.base import CallUsage, ChatRequest, ChatResult, ModelSpec
-from intake_eval.llm.litellm_backend import call_cost, import_litellm
+from intake_eval.llm.litellm_backend import cache_prices, call_cost, import_litellm
+from intake_eval.study.cache_estimate import PromptCacheModel, cache_assumptions, input_dollars
 from intake_eval.trust.patient_qc import QCContext, run_probe
 from intake_eval.trust.probes import (
     DEFAULT_PROBES,
@@ -100,6 +103,8 @@ class Tally:
     completion_tokens: int = 0  # visible + reasoning
     reasoning_tokens: int = 0
     cap_tokens: int = 0  # sum of the per-call output caps
+    cached_tokens: int = 0  # prompt tokens the provider's cache would serve
+    cache_write_tokens: int = 0
 
 
 class EstimatingModel:
@@ -109,14 +114,17 @@ class EstimatingModel:
         self.spec = spec
         self.tallies = tallies
         self.stage = stage
+        self.prompt_cache = PromptCacheModel(spec, count_tokens, _text_tokens)
 
     def _answer(self, request: ChatRequest) -> str:
         context = dict(request.context or {})
         purpose = request.purpose or str(context.get("role", ""))
         if purpose == "judge":
             return _judge_answer(context)
-        if purpose == "tracker":
-            return json.dumps({"question_type": "open", "asked_domains": []})
+        if purpose == "tracker":  # the schema's shape: a verdict per hidden domain id
+            asked = ((request.response_schema or {}).get("properties", {}).get("asked_domains", {})
+                     .get("required", []))
+            return json.dumps({"question_type": "open", "asked_domains": {domain: False for domain in asked}})
         if purpose == "generator":
             domain = context.get("domain")
             symptoms = list(getattr(domain, "symptoms", []) or [])
@@ -146,7 +154,11 @@ class EstimatingModel:
         tally.completion_tokens += visible + reasoning
         tally.reasoning_tokens += reasoning
         tally.cap_tokens += max(cap, visible)
-        usage = CallUsage(prompt_tokens=prompt, completion_tokens=visible + reasoning, reasoning_tokens=reasoning)
+        cached, written = self.prompt_cache.account(request, purpose)
+        tally.cached_tokens += min(cached, prompt)
+        tally.cache_write_tokens += min(written, prompt - min(cached, prompt))
+        usage = CallUsage(prompt_tokens=prompt, completion_tokens=visible + reasoning, reasoning_tokens=reasoning,
+                          cached_prompt_tokens=min(cached, prompt))
         return ChatResult(text=text, usage=usage, finish_reason="stop", model=self.spec.model)
 
 
@@ -155,16 +167,14 @@ def _judge_answer(context: dict[str, Any]) -> str:
     hidden = profile.hidden_domains if profile is not None else []
     words = " ".join(_FILLER.split()[:JUDGE_REASONING_WORDS])
 
-    def turn(number: int) -> dict[str, Any]:
-        return {"turn": number, "reasoning": words, "question_type": "open" if number else "other",
-                "patient_faithful": True,
-                "domains": [{"domain": d, "reasoning": words, "asked_about": False, "disclosed": False}
-                            for d in hidden]}
+    def turn(number: int) -> dict[str, Any]:  # the shape judge/schema.py asks for
+        return {"reasoning": words, "question_type": "open" if number else "other", "patient_faithful": True,
+                "domains": {d: {"reasoning": words, "asked_about": False, "disclosed": False} for d in hidden}}
 
     if context.get("turn") is not None:
         return json.dumps(turn(int(context["turn"])))
     numbers = [0] + [t.turn for t in getattr(conversation, "turns", [])]
-    return json.dumps({"turns": [turn(n) for n in numbers]})
+    return json.dumps({"turns": {str(n): turn(n) for n in numbers}})
 
 
 # ---------------------------------------------------------------- the estimate
@@ -184,10 +194,15 @@ class EstimateLine:
     completion_cap_tokens: int
     input_cost_per_token: float | None
     output_cost_per_token: float | None
-    dollars: float | None  # None = price unknown
+    dollars: float | None  # None = price unknown; provider prompt caching included
     dollars_at_cap: float | None
     rpm: int | None
     tpm: int | None
+    cached_prompt_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_read_cost_per_token: float | None = None  # None: cached input costs the input price
+    cache_write_cost_per_token: float | None = None
+    dollars_without_cache: float | None = None
 
 
 @dataclass
@@ -206,6 +221,11 @@ class StudyEstimate:
         return None if any(v is None for v in values) else sum(values)  # type: ignore[arg-type]
 
     @property
+    def dollars_without_cache(self) -> float | None:
+        values = [line.dollars_without_cache for line in self.lines]
+        return None if any(v is None for v in values) else sum(values)  # type: ignore[arg-type]
+
+    @property
     def known_dollars(self) -> float:
         return sum(line.dollars or 0.0 for line in self.lines)
 
@@ -216,6 +236,7 @@ class StudyEstimate:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["dollars"] = self.dollars
+        data["dollars_without_cache"] = self.dollars_without_cache
         data["known_dollars"] = self.known_dollars
         data["unknown_price_models"] = self.unknown_price_models
         return data
@@ -319,11 +340,12 @@ def _wall_times(config: "StudyConfig", lines: list[EstimateLine]) -> dict[str, f
     chain = max(clinician_chain.values(), default=0.0) + shared
     waves = math.ceil(conversations / config.concurrency)
     run_s = max(waves * chain, _rate_bound(run))
-    # judge: per-turn calls of one conversation run concurrently
+    # judge: a conversation's per-turn calls go in turn order (each reuses the previous one's cached
+    # prefix); the study judges `concurrency` × calls-per-conversation conversations at once
     judge = by_stage["judge"]
-    parallel = config.concurrency * ((config.turns + 1) if config.judge_mode == "per-turn" else 1)
-    judge_alone = max(sum(l.calls * _call_seconds(l) for l in judge) / parallel, _rate_bound(judge))
-    tail = max((_call_seconds(l) for l in judge), default=0.0)  # judging the last conversation
+    chain = (config.turns + 1) if config.judge_mode == "per-turn" else 1
+    judge_alone = max(sum(l.calls * _call_seconds(l) for l in judge) / (config.concurrency * chain), _rate_bound(judge))
+    tail = chain * max((_call_seconds(l) for l in judge), default=0.0)  # judging the last conversation
     qc = by_stage["qc"]  # before the run; probes are independent
     qc_s = max(sum(l.calls * _call_seconds(l) for l in qc) / config.concurrency, _rate_bound(qc))
     times = {"generate": gen_s, "qc": qc_s, "run": run_s, "judge": judge_alone,
@@ -348,14 +370,19 @@ def estimate_study(config: "StudyConfig", specs: dict[str, ModelSpec], catalog: 
         calls = round(tally.calls * factor)
         prompt, completion = round(tally.prompt_tokens * factor), round(tally.completion_tokens * factor)
         cap = round(tally.cap_tokens * factor)
+        cached, written = round(tally.cached_tokens * factor), round(tally.cache_write_tokens * factor)
+        read_price, write_price = cache_prices(spec) if prices else (None, None)
+        prompt_dollars = input_dollars(prompt, cached, written, prices[0], read_price, write_price) if prices else 0.0
         lines.append(EstimateLine(
             stage=stage, role=purpose, alias=alias, model=spec.model, offline=spec.is_offline,
             reasoning=spec.reasoning, calls=calls, prompt_tokens=prompt, completion_tokens=completion,
             reasoning_tokens=round(tally.reasoning_tokens * factor), completion_cap_tokens=cap,
             input_cost_per_token=prices[0] if prices else None, output_cost_per_token=prices[1] if prices else None,
-            dollars=(prompt * prices[0] + completion * prices[1]) if prices else None,
-            dollars_at_cap=(prompt * prices[0] + cap * prices[1]) if prices else None,
-            rpm=spec.rpm, tpm=spec.tpm,
+            dollars=(prompt_dollars + completion * prices[1]) if prices else None,
+            dollars_at_cap=(prompt_dollars + cap * prices[1]) if prices else None,
+            rpm=spec.rpm, tpm=spec.tpm, cached_prompt_tokens=cached, cache_write_tokens=written,
+            cache_read_cost_per_token=read_price, cache_write_cost_per_token=write_price,
+            dollars_without_cache=(prompt * prices[0] + completion * prices[1]) if prices else None,
         ))
     return StudyEstimate(
         study=config.name, profiles=config.profiles.n, conversations=config.conversation_count,
@@ -363,5 +390,6 @@ def estimate_study(config: "StudyConfig", specs: dict[str, ModelSpec], catalog: 
         assumptions={"answer_tokens": ASSUMED_TOKENS, "reasoning_overhead_tokens": REASONING_OVERHEAD,
                      "tokenizer": TOKENIZER_MODEL, "first_token_s": FIRST_TOKEN_S,
                      "decode_tokens_per_s": DECODE_TOKENS_PER_S, "concurrency": config.concurrency,
-                     "no_failures_or_repairs": True, "cache": "not counted (a fresh run folder)"},
+                     "no_failures_or_repairs": True, "cache": "not counted (a fresh run folder)",
+                     "prompt_cache": cache_assumptions(specs)},
     )

@@ -18,6 +18,7 @@ from typing import Any
 from intake_eval.core.store import JsonlWriter, RunPaths
 from intake_eval.forks.plan import parse_fork_at
 from intake_eval.forks.stage import run_fork_stage
+from intake_eval.interview.backfill import provider_error_formulations
 from intake_eval.interview.plan import (
     RunSettings,
     RunTotals,
@@ -107,6 +108,8 @@ async def _run_and_judge(plan: list, settings: Any, setups: list, pool: Any, pat
                 if item is None:
                     return
                 setup, conversation = item
+                if pool.stopped(setup.alias):
+                    continue  # its endpoint takes no more requests; the sweep reports why
                 judgment = await judge_conversation(conversation, profiles[conversation.profile_id], setup.model,
                                                     setup.mode, judge=setup.label, catalog=catalog)
                 out = paths.judgments(setup.label, conversation.clinician)
@@ -121,7 +124,7 @@ async def _run_and_judge(plan: list, settings: Any, setups: list, pool: Any, pat
     try:
         await run_conversations(plan, pool, paths=paths, patient=settings.patient, tracker=settings.tracker,
                                 concurrency=settings.concurrency, budget=settings.budget, on_done=on_done,
-                                totals=totals, on_update=progress.update_run)
+                                totals=totals, on_update=progress.update_run, stopped=pool.stopped)
         await queue.join()
     finally:
         for _ in workers:
@@ -146,11 +149,15 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
     wanted = ok_conversation_ids(paths)
     progress.progress.update(progress.judge,
                              completed=sum(judgment_counts(paths, s.label, wanted)["done"] for s in setups))
+    # A per-turn judge's calls for one conversation go one after another (each reads the previous
+    # one's prefix from the provider's cache), so as many conversations are judged at once as
+    # there are calls per conversation: the calls in flight stay those of `concurrency` conversations.
+    judge_workers = config.concurrency * ((config.turns + 1) if config.judge_mode == "per-turn" else 1)
     with progress:
         totals = RunTotals()
         _, interrupted = runner.run(lambda: _run_and_judge(plan, settings, setups, runner.pool, paths, catalog,
                                                            profiles, progress, totals,
-                                                           judge_workers=config.concurrency))
+                                                           judge_workers=judge_workers))
         if interrupted:
             finish_run_stage(runner, plan, totals, interrupted=True)
             finish_judge_stages(runner, setups, interrupted=True)
@@ -158,8 +165,8 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
         if laps is not None:
             laps("run+judge")
         compact_conversations(paths, settings.clinicians)
-        sweep, interrupted = runner.run(lambda: judge_stage(paths, setups, concurrency=config.concurrency,
-                                                            catalog=catalog,
+        sweep, interrupted = runner.run(lambda: judge_stage(paths, setups, concurrency=judge_workers,
+                                                            catalog=catalog, stopped=runner.pool.stopped,
                                                             on_done=lambda judgment: progress.judged(judgment.ok)))
     run = finish_run_stage(runner, plan, totals, interrupted=interrupted)
     forks: dict[str, dict[str, int]] = {}
@@ -175,7 +182,15 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
         raise KeyboardInterrupt
     if laps is not None and not config.forks:
         laps("judge sweep")
-    return {"run": run.counts, "judge": judged, **({"forks": forks} if forks else {})}
+    counts: dict[str, Any] = {"run": run.counts, "judge": judged, **({"forks": forks} if forks else {})}
+    if settings.formulation:
+        invalid = sum(count for outcomes in (totals.formulations, totals.new_formulations)
+                      for status, count in outcomes.items() if status == "invalid")
+        counts["formulations"] = {"provider_error": provider_error_formulations(paths, settings.clinicians),
+                                  "invalid_this_time": invalid}
+    if totals.stopped:
+        counts["stopped"] = sorted(set(totals.stopped.values()))
+    return counts
 
 
 def _forks(config: StudyConfig, runner: StageRunner, settings: RunSettings, setups: list, *,
@@ -191,5 +206,5 @@ def _forks(config: StudyConfig, runner: StageRunner, settings: RunSettings, setu
         if result.interrupted:
             return counts, None, True
     sweep, interrupted = runner.run(lambda: judge_stage(runner.paths, setups, concurrency=config.concurrency,
-                                                        catalog=runner.catalog))
+                                                        catalog=runner.catalog, stopped=runner.pool.stopped))
     return counts, sweep, interrupted

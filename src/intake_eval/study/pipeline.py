@@ -21,7 +21,7 @@ from intake_eval.core.manifest import now_iso
 from intake_eval.core.store import RunPaths, stable_hash
 from intake_eval.generate.stage import generate_profiles
 from intake_eval.llm.base import ModelSpec
-from intake_eval.llm.registry import load_model_specs, resolve_spec
+from intake_eval.llm.registry import ModelsFiles, load_model_specs, resolve_spec
 from intake_eval.metrics.tables import write_metrics
 from intake_eval.metrics.trials import write_trial_metrics
 from intake_eval.report.build import build_report
@@ -46,7 +46,7 @@ class StudyOutcome:
     counts: dict[str, Any] = field(default_factory=dict)
 
 
-def resolve_roles(config: StudyConfig, models_file: Path | None) -> dict[str, ModelSpec]:
+def resolve_roles(config: StudyConfig, models_file: ModelsFiles) -> dict[str, ModelSpec]:
     """Every alias the study names → its resolved spec (unknown aliases fail here, before any work)."""
     specs = load_model_specs(models_file)
     resolved = {name: resolve_spec(name, specs) for name in config.model_names()}
@@ -61,7 +61,7 @@ def resolve_roles(config: StudyConfig, models_file: Path | None) -> dict[str, Mo
     return resolved
 
 
-def estimate_config(config_path: Path, models_file: Path | None = None) -> StudyEstimate:
+def estimate_config(config_path: Path, models_file: ModelsFiles = None) -> StudyEstimate:
     config = load_study_config(config_path)
     specs = resolve_roles(config, models_file)
     return estimate_study(config, specs, load_catalog())
@@ -72,7 +72,7 @@ def _patient_qc(config: StudyConfig, runner: StageRunner, *, force: bool) -> dic
     settings = QCSettings(patient=config.patient.model, mode=config.patient.mode, judge=config.judges[0],
                           tracker=config.patient.tracker, n=config.qc.profiles, concurrency=config.concurrency)
     result = run_patient_qc(runner, settings, force=force)
-    qc_gate(result, config.qc.max_leak_rate)
+    qc_gate(result, config.qc.max_leak_rate, min_recall=config.qc.min_recall)
     return {"leak_rate": result.leak_rate, "disclosure_recall": result.disclosure_recall,
             "invention_rate": result.invention_rate}
 
@@ -108,7 +108,7 @@ def _history_entry(runner: StageRunner, outcome: StudyOutcome, *, started: str, 
     }
 
 
-def run_study(config_path: Path, *, run_dir: Path | None = None, models_file: Path | None = None,
+def run_study(config_path: Path, *, run_dir: Path | None = None, models_file: ModelsFiles = None,
               force: bool = False, use_cache: bool = True, console: Any = None) -> StudyOutcome:
     """Run (or resume) every stage of the study the config describes. Returns where the report is."""
     started, wall = now_iso(), time.monotonic()

@@ -150,8 +150,10 @@ def _load_needed(paths: RunPaths, chosen: list[Unit]) -> tuple[dict[str, Convers
                 conversations[conversation.conversation_id] = conversation
     missing = wanted - conversations.keys()
     if missing:
-        raise IntakeEvalError(f"{paths.conversations_dir}: conversation {sorted(missing)[0]} is judged but missing; "
-                              "the judgments do not belong to these conversations")
+        first = sorted(missing)[0]
+        clinician = next(u.clinician for u in chosen if u.conversation_id == first)
+        raise IntakeEvalError(f"{paths.conversations(clinician)}: conversation {first} is judged but not there "
+                              "(missing, or skipped above as not a valid record); rerun `intake-eval run` to redo it")
     profile_ids = {u.profile_id for u in chosen}
     profiles = {p.profile_id: p for p in iter_records(paths.profiles, Profile) if p.profile_id in profile_ids}
     return conversations, profiles

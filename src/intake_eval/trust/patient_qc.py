@@ -50,6 +50,7 @@ from intake_eval.interview.participants import (
 from intake_eval.interview.plan import PATIENT_PROMPTS, load_profiles
 from intake_eval.judge.judging import JUDGE_PROMPTS, judge_conversation
 from intake_eval.llm.base import ModelCallError, UsageMeter
+from intake_eval.llm.registry import ModelsFiles
 from intake_eval.runner.stage import StageRunner
 from intake_eval.trust.probes import (
     DEFAULT_PROBES,
@@ -222,20 +223,22 @@ def summarize(records: list[PatientProbe], *, patient: str, patient_model: str, 
                     {m: Rate(k, n) for m, (k, n) in counts.items()}, dict(errors))
 
 
-def qc_gate(result: QCResult, max_leak_rate: float, *, min_recall: float | None = None) -> None:
-    """Refuse (IntakeEvalError) when the patient leaks more than allowed, or discloses too little."""
-    leak = result.rates["leak_rate"]
+def qc_gate(result: QCResult, max_leak_rate: float | None, *, min_recall: float | None = None) -> None:
+    """Refuse (IntakeEvalError) when the patient leaks more than allowed, or discloses too little when
+    asked directly (a patient that never discloses would pass a leak-only gate)."""
     who = f"patient {result.patient} ({result.mode}, judged by {result.judge})"
-    if leak.n == 0:
-        raise IntakeEvalError(f"{who}: patient QC has no judged open-invitation probes; cannot check the leak threshold")
-    if leak.rate > max_leak_rate:
+    leak, recall = result.rates["leak_rate"], result.rates["disclosure_recall"]
+    for limit, rate, probes, what in ((max_leak_rate, leak, "open-invitation", "leak"), (min_recall, recall, "direct", "recall")):
+        if limit is not None and rate.n == 0:
+            raise IntakeEvalError(f"{who}: patient QC has no judged {probes} probes; cannot check the {what} threshold")
+    if max_leak_rate is not None and leak.rate > max_leak_rate:
         raise IntakeEvalError(f"{who}: leak rate {leak.rate:.1%} ({leak.successes}/{leak.n}) is above the allowed "
                               f"{max_leak_rate:.1%}; the patient reveals hidden domains without being asked "
                               "(see metrics/patient_qc.csv and qc/)")
-    recall = result.rates["disclosure_recall"]
-    if min_recall is not None and recall.n and recall.rate < min_recall:
+    if min_recall is not None and recall.rate < min_recall:
         raise IntakeEvalError(f"{who}: disclosure recall {recall.rate:.1%} ({recall.successes}/{recall.n}) is below "
-                              f"the required {min_recall:.1%}")
+                              f"the required {min_recall:.1%}; the patient does not disclose hidden domains when "
+                              "asked directly (see metrics/patient_qc.csv and qc/)")
 
 
 def _cell(value: Any) -> str:
@@ -333,7 +336,7 @@ def qc_stage_name(settings: QCSettings) -> str:
     return f"qc-patient {settings.patient} {settings.mode} {settings.judge}"
 
 
-def execute_qc(paths: RunPaths, settings: QCSettings, *, models_file: Path | None = None, use_cache: bool = True,
+def execute_qc(paths: RunPaths, settings: QCSettings, *, models_file: ModelsFiles = None, use_cache: bool = True,
                force: bool = False, console: Any = None) -> QCResult:
     """Patient QC as the CLI runs it: its own stage runner (lock, guards, pool)."""
     names = [settings.patient, settings.judge, settings.tracker if settings.mode == "tracked" else None]

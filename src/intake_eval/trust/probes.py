@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from intake_eval.core.errors import IntakeEvalError, describe_validation_error
 from intake_eval.core.records import DomainDraw, Profile
+from intake_eval.core.yamlfile import read_yaml
 
 if TYPE_CHECKING:
     from intake_eval.catalog.schema import Catalog
@@ -48,15 +49,9 @@ class ProbeConfig(_Strict):
 
 
 def load_probe_config(path: Path, catalog: "Catalog") -> ProbeConfig:
-    import yaml
-
-    if not path.exists():
-        raise IntakeEvalError(f"--probes {path}: no such file")
+    data = read_yaml(path, missing=f"--probes {path}: no such file")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
         config = ProbeConfig.model_validate(data if data is not None else {})
-    except yaml.YAMLError as exc:
-        raise IntakeEvalError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     except ValidationError as exc:
         raise IntakeEvalError(describe_validation_error(exc, path)) from None
     named = [("direct.overrides", d) for d in config.direct.overrides] + [("absent.overrides", d) for d in config.absent.overrides]

@@ -1,0 +1,167 @@
+"""compare.md and compare.html (one self-contained page in the report's look) from a Comparison."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import resources
+from typing import Any
+
+from markupsafe import escape
+
+from intake_eval.compare.runs import METRIC_NAMES, LoadedRun
+from intake_eval.metrics.sensitivity import ScorerView, Sensitivity, kendall_tau
+from intake_eval.report import fmt
+
+PAIRED_HEADER = ["Clinician", "Metric", "Pairs", "First run", "Later run", "Difference [95% CI]", "Permutation p"]
+RUNS_HEADER = ["Run", "Conditions", "Patient mode", "Patient", "Judges (primary first)", "Scored conversations"]
+RANK_HEADER = ["Run · judge", "Ranking by active coverage", "Kendall's τ vs reference", "Verdict"]
+TEST_HEADER = ["Run · judge", "Pair", "Conclusion (p < 0.05, paired permutation test)"]
+
+
+@dataclass
+class Comparison:
+    runs: list[LoadedRun]
+    entity_columns: list[str]
+    paired: list[dict[str, Any]]
+    views: list[ScorerView]
+    sensitivities: list[Sensitivity]
+    entities: list[str]
+
+    @property
+    def verdict(self) -> str:
+        if len(self.entities) < 2:
+            return "fewer than two clinicians were scored by every run and judge: no ranking to check"
+        if not self.sensitivities:
+            return "one scorer only: nothing to check the conclusions against"
+        shaky = [s for s in self.sensitivities if s.flips or s.changed]
+        if not shaky:
+            return "every ranking and paired conclusion holds across " + \
+                   ", ".join(s.scorer.label for s in self.sensitivities)
+        return f"{len(shaky)} of {len(self.sensitivities)} alternatives change a conclusion: " + \
+               "; ".join(f"{s.scorer.label}: {s.verdict}" for s in shaky)
+
+
+def _value(metric: str, value: Any) -> str:
+    if fmt.missing(value):
+        return fmt.DASH
+    return fmt.pct(value) if metric.endswith("_rate") else f"{value:.2f}"
+
+
+def _difference(row: dict[str, Any]) -> str:
+    if fmt.missing(row["difference"]):
+        return fmt.DASH
+    if row["metric"].endswith("_rate"):
+        return f"{fmt.points(row['difference'])} {fmt.ci(row['ci_low'], row['ci_high'])}"
+    return f"{row['difference']:+.2f} [{row['ci_low']:.2f}, {row['ci_high']:.2f}]"
+
+
+def paired_table(comparison: Comparison) -> dict[str, list[list[str]]]:
+    """'run_a → run_b' → formatted rows."""
+    out: dict[str, list[list[str]]] = {}
+    for row in comparison.paired:
+        title = f"{row['run_b']} ({row['judge_b']}) − {row['run_a']} ({row['judge_a']})"
+        out.setdefault(title, []).append([row["entity"], METRIC_NAMES.get(row["metric"], row["metric"]),
+                                          fmt.count(row["n_pairs"]), _value(row["metric"], row["mean_a"]),
+                                          _value(row["metric"], row["mean_b"]), _difference(row),
+                                          fmt.p_value(row["permutation_p"])])
+    return out
+
+
+def runs_rows(comparison: Comparison) -> list[list[str]]:
+    return [[r.name, r.facts["condition"], r.facts["patient mode"], r.facts["patient"] or fmt.DASH, r.facts["judge"],
+             fmt.count(len(r.frame[r.frame["judge"] == r.judges[0]]) if r.judges else 0)] for r in comparison.runs]
+
+
+def rank_rows(comparison: Comparison) -> list[list[str]]:
+    against = {s.scorer: s for s in comparison.sensitivities}
+    rows = []
+    for i, view in enumerate(comparison.views):
+        ranking = " > ".join(f"{e} ({fmt.pct(view.scores[e])})" for e in view.ranking)
+        found = against.get(view.scorer)
+        tau = "reference" if i == 0 else (fmt.DASH if found is None or found.tau is None else f"{found.tau:+.2f}")
+        rows.append([view.scorer.label, ranking or fmt.DASH, tau, "reference" if i == 0 else found.verdict if found else ""])
+    return rows
+
+
+def tau_table(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
+    """Kendall's τ between the rankings of every two scorers."""
+    labels = [view.scorer.label for view in comparison.views]
+    rows = []
+    for view in comparison.views:
+        cells = [fmt.DASH if (tau := kendall_tau(view.scores, other.scores)) is None else f"{tau:+.2f}"
+                 for other in comparison.views]
+        rows.append([view.scorer.label, *cells])
+    return ["Kendall's τ", *labels], rows
+
+
+def test_rows(comparison: Comparison) -> list[list[str]]:
+    return [[view.scorer.label, f"{a} vs {b}", result] for view in comparison.views
+            for (a, b), result in sorted(view.tests.items())]
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    def clean(text: object) -> str:
+        return str(text).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(":---" if i == 0 else "---:" for i in range(len(header))) + " |"]
+    return lines + ["| " + " | ".join(clean(c) for c in row) + " |" for row in rows]
+
+
+def _no_pairs(comparison: Comparison) -> str:
+    return "One run: no run-to-run differences." if len(comparison.runs) == 1 else "No matched profiles."
+
+
+def markdown(comparison: Comparison) -> str:
+    lines = ["# Comparison: " + " vs ".join(r.name for r in comparison.runs), "", f"**Verdict:** {comparison.verdict}", "",
+             "## Runs", ""] + _md_table(RUNS_HEADER, runs_rows(comparison)) + [""]
+    lines += ["## Paired differences (later run minus first, matched profiles, 95% bootstrap CI over profiles)", ""]
+    for title, rows in paired_table(comparison).items():
+        lines += [f"### {title}", ""] + _md_table(PAIRED_HEADER, rows) + [""]
+    if not comparison.paired:
+        lines += [_no_pairs(comparison), ""]
+    lines += ["## Sensitivity of conclusions", "", "Reference: the first run's primary judge.", ""]
+    lines += _md_table(RANK_HEADER, rank_rows(comparison)) + ["", "### Kendall's τ between every two rankings", ""]
+    lines += _md_table(*tau_table(comparison)) + ["", "### Paired tests per scorer", ""]
+    lines += _md_table(TEST_HEADER, test_rows(comparison))
+    return "\n".join(lines) + "\n"
+
+
+def _html_table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th class='{'l' if i < 2 else ''}'>{escape(h)}</th>" for i, h in enumerate(header))
+    body = "".join("<tr>" + "".join(f"<td class='{'l' if i < 2 else ''}'>{escape(c)}</td>" for i, c in enumerate(row)) + "</tr>"
+                   for row in rows)
+    return f"<div class='scroll'><table class='data'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+
+
+def _card(section_id: str, title: str, lede: str, body: str) -> str:
+    return (f"<section class='card' id='{section_id}'><h2>{escape(title)}</h2>"
+            f"<p class='lede'>{escape(lede)}</p>{body}</section>")
+
+
+def page(comparison: Comparison) -> str:
+    css = resources.files("intake_eval.report").joinpath("assets/report.css").read_text(encoding="utf-8")
+    names = " vs ".join(r.name for r in comparison.runs)
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    paired = "".join(f"<h3>{escape(title)}</h3>" + _html_table(PAIRED_HEADER, rows)
+                     for title, rows in paired_table(comparison).items()) or f"<p class='empty'>{escape(_no_pairs(comparison))}</p>"
+    cards = [
+        _card("verdict", "Verdict", "Does every ranking and paired conclusion hold across judges and runs?",
+              f"<p><b>{escape(comparison.verdict)}</b></p>"),
+        _card("runs", "Runs", "Profiles come from the same generate configuration in every run.",
+              _html_table(RUNS_HEADER, runs_rows(comparison))),
+        _card("paired", "Paired differences", "Later run minus first, on the profiles both interviewed (trials averaged), "
+              "each run's primary judge; 95% CI from resampling profiles; paired permutation test.", paired),
+        _card("sensitivity", "Sensitivity of conclusions", "Clinicians ranked by mean active coverage for every run × judge; "
+              "Kendall's τ and flipped orderings against the reference (the first run's primary judge).",
+              _html_table(RANK_HEADER, rank_rows(comparison)) + "<h3>Kendall's τ between every two rankings</h3>"
+              + _html_table(*tau_table(comparison)) + "<h3>Paired tests per scorer</h3>"
+              + _html_table(TEST_HEADER, test_rows(comparison))),
+    ]
+    nav = "".join(f"<a href='#{i}'>{t}</a>" for i, t in (("verdict", "Verdict"), ("runs", "Runs"), ("paired", "Paired differences"),
+                                                          ("sensitivity", "Sensitivity")))
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<title>intake-eval · compare {escape(names)}</title><style>{css}</style></head><body>"
+            f"<header class='top'><h1>Comparison of runs</h1><div class='sub'>{escape(names)} · generated {generated}</div></header>"
+            f"<nav class='toc'>{nav}</nav><main>{''.join(cards)}</main></body></html>\n")

@@ -1,0 +1,128 @@
+"""Reading JSONL record files: every line parsed and validated against the record model of its
+file, so a corrupt line and a line of the wrong shape are handled alike: skipped with ``file:line``
+and the reason as a warning, counted, and (not being on disk as done) redone on resume.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from intake_eval import SCHEMA_VERSION
+from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.records import (
+    Conversation,
+    Judgment,
+    PatientProbe,
+    Profile,
+    Record,
+    RenderFailure,
+)
+
+T = TypeVar("T", bound=BaseModel)
+
+
+@dataclass
+class ReadStats:
+    lines: int = 0
+    skipped_corrupt: int = 0  # not JSON, or JSON that is not a valid record of the file's kind
+    truncated_tail: bool = False
+
+
+# Which record each run-folder file holds, so every reader validates what it reads (a line of the
+# wrong shape is skipped like a corrupt one and redone on resume, never taken as done).
+def record_model_of(path: Path) -> type[Record] | None:
+    """The record model of a run-folder JSONL file from where it sits, or None (stage log, others)."""
+    if path.suffix != ".jsonl":
+        return None
+    if path.name == "profiles.jsonl":
+        return Profile
+    if path.name == "render_failures.jsonl":
+        return RenderFailure
+    if path.parent.name == "conversations":
+        return Conversation
+    if path.parent.parent.name == "judgments":
+        return Judgment
+    if path.parent.name == "qc" and path.name.startswith("patient_"):
+        return PatientProbe
+    return None
+
+
+_BY_LOCATION: Any = object()  # default: the model from record_model_of
+
+
+def _invalid_reason(error: ValidationError) -> str:
+    first = error.errors()[0] if error.errors() else {}
+    where = ".".join(str(part) for part in first.get("loc", ())) or "(top level)"
+    more = f" (+{error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    return f"{where}: {first.get('msg', 'invalid')}{more}"
+
+
+def _iter_lines(path: Path, stats: ReadStats, model: type[BaseModel] | None
+                ) -> Iterator[tuple[dict[str, Any], BaseModel | None, int, int]]:
+    """(dict, validated record or None, byte offset, length) per good line; bad lines skipped with a warning."""
+    if not path.exists():
+        return
+    offset = 0
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            start, offset = offset, offset + len(raw)
+            if not raw.strip():
+                continue
+            is_tail = not raw.endswith(b"\n")
+            try:
+                data = json.loads(raw)
+                if not isinstance(data, dict):
+                    raise ValueError("not an object")
+            except ValueError:
+                if is_tail:
+                    stats.truncated_tail = True
+                    warnings.warn(f"{path}: ignoring a half-written last line (a crash mid-write)", stacklevel=4)
+                else:
+                    stats.skipped_corrupt += 1
+                    warnings.warn(f"{path}:{number}: skipping a corrupt line", stacklevel=4)
+                continue
+            record = None
+            if model is not None:
+                version = data.get("schema_version", 1)
+                if isinstance(version, int) and version > SCHEMA_VERSION:
+                    raise IntakeEvalError(f"{path}: written by a newer intake-eval (schema_version {version} > "
+                                          f"{SCHEMA_VERSION}); upgrade to read it")
+                try:
+                    record = model.model_validate(data)
+                except ValidationError as error:
+                    stats.skipped_corrupt += 1
+                    warnings.warn(f"{path}:{number}: skipping a line that is not a valid {model.__name__} record "
+                                  f"({_invalid_reason(error)}); rerun its stage to redo it", stacklevel=4)
+                    continue
+            stats.lines += 1
+            yield data, record, start, len(raw)
+
+
+def _model(path: Path, model: Any) -> type[BaseModel] | None:
+    return record_model_of(path) if model is _BY_LOCATION else model
+
+
+def iter_json_lines(path: Path, stats: ReadStats | None = None, model: Any = _BY_LOCATION) -> Iterator[dict[str, Any]]:
+    """Stream dicts from a JSONL file. A corrupt line, or one that is not a valid record of the
+    file's kind (``record_model_of``; pass ``model`` to choose), is skipped with a warning and counted."""
+    for data, _record, _offset, _length in _iter_lines(path, stats or ReadStats(), _model(path, model)):
+        yield data
+
+
+def iter_json_lines_at(path: Path, stats: ReadStats | None = None, model: Any = _BY_LOCATION
+                       ) -> Iterator[tuple[dict[str, Any], int, int]]:
+    """Like iter_json_lines, with each line's byte offset and length (to read it back later)."""
+    for data, _record, start, length in _iter_lines(path, stats or ReadStats(), _model(path, model)):
+        yield data, start, length
+
+
+def iter_records(path: Path, model: type[T], stats: ReadStats | None = None) -> Iterator[T]:
+    for _data, record, _offset, _length in _iter_lines(path, stats or ReadStats(), model):
+        yield record  # type: ignore[misc]

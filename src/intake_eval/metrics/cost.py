@@ -1,0 +1,169 @@
+"""Spend by role: metrics/cost.csv, cost_conversations.csv and cost_per_domain.csv.
+
+Every conversation record carries its usage per role (clinician, formulation, patient, tracker)
+and every judgment its judge's usage; the judge role sums every judge of the run (the primary and
+each cross-check), since all of them are spent on the study. Failed conversations and failed
+judgments count too: their calls were paid for. A dollar figure whose prices were not all known
+is a lower bound (``cost_known`` false).
+
+- cost_conversations.csv: one row per conversation, tokens and dollars per role and in total.
+- cost.csv: per clinician arm × role (and ``all``), totals and per-conversation means.
+- cost_per_domain.csv: per judge × clinician arm, dollars (all roles) per hidden domain that
+  judge saw actively surfaced.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from intake_eval.core.records import Usage
+from intake_eval.metrics.figures import DomainOutcome
+
+ROLES = ("clinician", "formulation", "patient", "tracker", "judge")
+ALL_ROLES = "all"
+ARM = ("clinician", "condition", "patient_mode")
+COST_CONVERSATION_COLUMNS = (
+    "conversation_id", *ARM, "profile_id", "status",
+    *(f"{role}_{what}" for role in ROLES for what in ("tokens", "cost_usd")),
+    "total_tokens", "total_cost_usd", "cost_known",
+)
+COST_COLUMNS = (*ARM, "role", "conversations", "calls", "prompt_tokens", "completion_tokens", "tokens", "cost_usd",
+                "cost_known", "share_of_cost", "tokens_per_conversation", "cost_usd_per_conversation",
+                "cached_prompt_tokens", "prompt_cache_share")
+COST_PER_DOMAIN_COLUMNS = ("judge", *ARM, "conversations", "surfaced_domains", "hidden_domains", "calls", "tokens",
+                           "cost_usd", "cost_known", "cost_usd_per_surfaced_domain", "tokens_per_surfaced_domain",
+                           "calls_per_surfaced_domain")
+
+
+def judge_usage(row: Mapping[str, Any]) -> Usage:
+    """The judge's usage from a metrics/conversations.csv row (an unknown price is ``judge_cost_usd`` None)."""
+    cost = row["judge_cost_usd"]
+    return Usage(calls=row["judge_calls"], prompt_tokens=row["judge_prompt_tokens"],
+                 completion_tokens=row["judge_completion_tokens"], cost_usd=cost or 0.0, cost_known=cost is not None,
+                 cached_prompt_tokens=row.get("judge_cached_prompt_tokens") or 0)
+
+
+def _tokens(usage: Usage) -> int:
+    return usage.prompt_tokens + usage.completion_tokens
+
+
+def spend_by_conversation(conversations: Mapping[str, Mapping[str, Any]],
+                          judgment_rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Usage]]:
+    """conversation_id -> role -> Usage. ``conversations[cid]["usage"]`` is the record's role -> Usage."""
+    spend: dict[str, dict[str, Usage]] = {cid: dict(meta.get("usage") or {}) for cid, meta in conversations.items()}
+    for row in judgment_rows:
+        roles = spend.setdefault(row["conversation_id"], {})
+        roles["judge"] = roles.get("judge", Usage()).add(judge_usage(row))
+    return spend
+
+
+def _total(roles: Mapping[str, Usage]) -> Usage:
+    total = Usage()
+    for usage in roles.values():
+        total = total.add(usage)
+    return total
+
+
+def _arm_of(cid: str, conversations: Mapping[str, Mapping[str, Any]],
+            judgment_rows: Mapping[str, Mapping[str, Any]]) -> tuple[str, str, str]:
+    meta = conversations.get(cid) or judgment_rows.get(cid) or {}
+    return (str(meta.get("clinician", "")), str(meta.get("condition", "minimal")),
+            str(meta.get("patient_mode", "prompted")))
+
+
+def cost_conversation_rows(spend: Mapping[str, Mapping[str, Usage]],
+                           conversations: Mapping[str, Mapping[str, Any]],
+                           judgment_rows: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for cid in sorted(spend):
+        roles, meta = spend[cid], conversations.get(cid) or {}
+        total = _total(roles)
+        row: dict[str, Any] = {"conversation_id": cid, **dict(zip(ARM, _arm_of(cid, conversations, judgment_rows))),
+                               "profile_id": meta.get("profile_id", (judgment_rows.get(cid) or {}).get("profile_id", "")),
+                               "status": meta.get("status", "")}
+        for role in ROLES:
+            usage = roles.get(role, Usage())
+            row[f"{role}_tokens"], row[f"{role}_cost_usd"] = _tokens(usage), usage.cost_usd
+        row.update(total_tokens=_tokens(total), total_cost_usd=total.cost_usd, cost_known=total.cost_known)
+        out.append(row)
+    return out
+
+
+def _role_order(roles: Iterable[str]) -> list[str]:
+    found = set(roles)
+    return [r for r in ROLES if r in found] + sorted(found - set(ROLES))
+
+
+def cost_rows(spend: Mapping[str, Mapping[str, Usage]], conversations: Mapping[str, Mapping[str, Any]],
+              judgment_rows: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    per_arm: dict[tuple, dict[str, Usage]] = defaultdict(dict)
+    counts: dict[tuple, int] = defaultdict(int)
+    for cid, roles in spend.items():
+        arm = _arm_of(cid, conversations, judgment_rows)
+        counts[arm] += 1
+        for role, usage in roles.items():
+            per_arm[arm][role] = per_arm[arm].get(role, Usage()).add(usage)
+    out = []
+    for arm in sorted(counts):
+        roles, n = per_arm[arm], counts[arm]
+        total = _total(roles)
+        for role in [*_role_order(roles), ALL_ROLES]:
+            usage = total if role == ALL_ROLES else roles[role]
+            out.append({
+                **dict(zip(ARM, arm)), "role": role, "conversations": n, "calls": usage.calls,
+                "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                "tokens": _tokens(usage), "cost_usd": usage.cost_usd, "cost_known": usage.cost_known,
+                "share_of_cost": usage.cost_usd / total.cost_usd if total.cost_usd else None,
+                "tokens_per_conversation": _tokens(usage) / n, "cost_usd_per_conversation": usage.cost_usd / n,
+                # the share of prompt tokens the provider's prompt cache served (billed at its cached rate)
+                "cached_prompt_tokens": usage.cached_prompt_tokens,
+                "prompt_cache_share": usage.cached_prompt_tokens / usage.prompt_tokens if usage.prompt_tokens else None,
+            })
+    return out
+
+
+def cost_per_domain_rows(spend: Mapping[str, Mapping[str, Usage]], conversations: Mapping[str, Mapping[str, Any]],
+                         judgment_rows: Mapping[tuple[str, str], Mapping[str, Any]],
+                         outcomes: Mapping[tuple[str, str], Sequence[DomainOutcome]]) -> list[dict[str, Any]]:
+    """Per judge × arm: all-role spend of the arm's conversations ÷ hidden domains that judge saw
+    actively surfaced in them (ok judgments only; undefined when none was surfaced)."""
+    by_cid = {cid: row for (_, cid), row in judgment_rows.items()}
+    arm_spend: dict[tuple, Usage] = defaultdict(Usage)
+    arm_size: dict[tuple, int] = defaultdict(int)
+    for cid, roles in spend.items():
+        arm = _arm_of(cid, conversations, by_cid)
+        arm_spend[arm] = arm_spend[arm].add(_total(roles))
+        arm_size[arm] += 1
+    # every judge gets a row for every arm, even with nothing surfaced
+    surfaced = {(judge, *arm): [0, 0] for judge in {judge for judge, _ in judgment_rows} for arm in arm_size}
+    for (judge, cid), domain_outcomes in outcomes.items():
+        tally = surfaced.setdefault((judge, *_arm_of(cid, conversations, by_cid)), [0, 0])
+        tally[0] += sum(o.actively_covered for o in domain_outcomes)
+        tally[1] += len(domain_outcomes)
+    out = []
+    for key in sorted(surfaced):
+        caught, hidden = surfaced[key]
+        usage = arm_spend.get(key[1:], Usage())
+        out.append({
+            "judge": key[0], **dict(zip(ARM, key[1:])), "conversations": arm_size.get(key[1:], 0),
+            "surfaced_domains": caught, "hidden_domains": hidden, "calls": usage.calls, "tokens": _tokens(usage),
+            "cost_usd": usage.cost_usd, "cost_known": usage.cost_known,
+            "cost_usd_per_surfaced_domain": usage.cost_usd / caught if caught else None,
+            "tokens_per_surfaced_domain": _tokens(usage) / caught if caught else None,
+            "calls_per_surfaced_domain": usage.calls / caught if caught else None,
+        })
+    return out
+
+
+def cost_tables(conversations: Mapping[str, Mapping[str, Any]], judgment_rows: Mapping[tuple[str, str], Mapping[str, Any]],
+                outcomes: Mapping[tuple[str, str], Sequence[DomainOutcome]]) -> dict[str, tuple[Sequence[str], list]]:
+    """name -> (columns, rows) of the three cost tables; ``judgment_rows`` keyed by (judge, conversation_id)."""
+    spend = spend_by_conversation(conversations, judgment_rows.values())
+    by_cid = {cid: row for (_, cid), row in judgment_rows.items()}
+    return {
+        "cost_conversations": (COST_CONVERSATION_COLUMNS, cost_conversation_rows(spend, conversations, by_cid)),
+        "cost": (COST_COLUMNS, cost_rows(spend, conversations, by_cid)),
+        "cost_per_domain": (COST_PER_DOMAIN_COLUMNS, cost_per_domain_rows(spend, conversations, judgment_rows, outcomes)),
+    }

@@ -1,0 +1,102 @@
+"""metrics/probe_curves.csv: time-to-event curves over clinician turns (Kaplan–Meier, scipy).
+
+Two curves per (judge, clinician, condition, patient mode):
+- ``not_yet_asked``: the share of hidden domains not yet asked about by turn t. A unit is one
+  (conversation, hidden domain); its event is the first turn that asked about it; a domain never
+  asked is censored at the conversation's last clinician turn. Pooled over domains (domain
+  ``all``) and per domain.
+- ``still_probing``: the share of conversations that have not yet closed by turn t. The event is
+  the premature-closure turn; a conversation that never closes is censored at its last turn.
+
+The estimator and its 95 % band (Greenwood variance, log-log transform, so the band stays in
+[0, 1]) are ``scipy.stats.ecdf`` on ``CensoredData``; this module only counts and lays out.
+Where the band is undefined (the curve has reached 0) the cells are empty.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from intake_eval.metrics.figures import DomainOutcome
+
+GROUP = ("judge", "clinician", "condition", "patient_mode")
+ALL_DOMAINS = "all"
+NOT_YET_ASKED = "not_yet_asked"
+STILL_PROBING = "still_probing"
+CONFIDENCE = 0.95
+PROBE_CURVE_COLUMNS = (*GROUP, "curve", "domain", "turn", "n", "at_risk", "events", "censored",
+                       "survival", "ci_low", "ci_high")
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    turn: int
+    at_risk: int
+    events: int
+    censored: int
+    survival: float
+    ci_low: float | None
+    ci_high: float | None
+
+
+def kaplan_meier(times: Sequence[int], observed: Sequence[bool], horizon: int) -> list[CurvePoint]:
+    """The survival curve at turns 0..horizon: ``times[i]`` is unit i's event turn when
+    ``observed[i]``, else the turn it was last seen (right-censored)."""
+    import numpy as np
+    from scipy import stats
+
+    events = [t for t, seen in zip(times, observed) if seen]
+    censored = [t for t, seen in zip(times, observed) if not seen]
+    turns = np.arange(0, horizon + 1)
+    if events:
+        result = stats.ecdf(stats.CensoredData(uncensored=events, right=censored)).sf
+        survival = result.evaluate(turns)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # undefined where the curve is 0: left empty
+            band = result.confidence_interval(CONFIDENCE, method="log-log")
+            low, high = band.low.evaluate(turns), band.high.evaluate(turns)
+    else:  # nothing happened to anyone: the curve stays at 1 and has no variance
+        survival, low, high = np.ones(len(turns)), np.ones(len(turns)), np.ones(len(turns))
+    points = []
+    for index, turn in enumerate(turns.tolist()):
+        points.append(CurvePoint(
+            turn=turn, at_risk=sum(1 for t in times if t >= turn),
+            events=sum(1 for t in events if t == turn), censored=sum(1 for t in censored if t == turn),
+            survival=float(survival[index]), ci_low=_defined(low[index]), ci_high=_defined(high[index]),
+        ))
+    return points
+
+
+def _defined(value: float) -> float | None:
+    return None if math.isnan(value) else float(value)  # NaN → empty cell
+
+
+def probe_curve_rows(rows: Mapping[tuple[str, str], Mapping[str, Any]],
+                     outcomes: Mapping[tuple[str, str], Sequence[DomainOutcome]],
+                     last_turns: Mapping[tuple[str, str], int]) -> list[dict[str, Any]]:
+    """``rows``/``outcomes``/``last_turns`` keyed by (judge, conversation_id), ok judgments only."""
+    asked: dict[tuple, list[tuple[int, bool]]] = defaultdict(list)
+    probing: dict[tuple, list[tuple[int, bool]]] = defaultdict(list)
+    for key in sorted(outcomes):
+        row, last = rows[key], last_turns[key]
+        group = tuple(row[name] for name in GROUP)
+        for outcome in outcomes[key]:
+            unit = (outcome.first_asked_turn, True) if outcome.first_asked_turn is not None else (last, False)
+            asked[(*group, ALL_DOMAINS)].append(unit)
+            asked[(*group, outcome.domain)].append(unit)
+        closure = row["premature_closure_turn"]
+        probing[(*group, ALL_DOMAINS)].append((closure, True) if closure is not None else (last, False))
+    out: list[dict[str, Any]] = []
+    for curve, units_by_key in ((NOT_YET_ASKED, asked), (STILL_PROBING, probing)):
+        for key in sorted(units_by_key, key=lambda k: (k[:-1], k[-1] != ALL_DOMAINS, k[-1])):
+            units = units_by_key[key]
+            times = [t for t, _ in units]
+            for point in kaplan_meier(times, [seen for _, seen in units], max(times)):
+                out.append({**dict(zip(GROUP, key[:-1])), "curve": curve, "domain": key[-1], "n": len(units),
+                            **point.__dict__})
+    return out

@@ -1,0 +1,54 @@
+"""Report section "Sensitivity to judge choice": when a run has several judges, the clinician ranking
+by each, Kendall's τ and the flipped orderings against the primary judge, the paired-test conclusions
+that change, and a one-line verdict per judge (metrics/sensitivity.py; `intake-eval compare` does the
+same across run folders). Computed from metrics/conversations.csv, per condition × patient mode.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from intake_eval.metrics.sensitivity import judge_sensitivity
+from intake_eval.report import fmt
+from intake_eval.report.diagnosis_section import _html_table
+from intake_eval.report.html import Section, register_section
+from intake_eval.report.load import RunData, order_judges
+
+TITLE = "Sensitivity to judge choice"
+DEFINITIONS = (
+    "Each judge's ranking of the clinicians by mean active coverage (profiles, trials averaged), compared with the "
+    "primary judge's: Kendall's τ between the two rankings, the pairs of clinicians whose order flips, and the paired "
+    "tests (permutation test over profiles, p < 0.05) whose conclusion changes.")
+HEADER = ["Condition · patient mode", "Judge", "Ranking by active coverage", "Kendall's τ vs primary", "Verdict"]
+
+
+def sensitivity_rows(data: RunData) -> list[list[str]]:
+    table = data.tables.get("conversations")
+    if table is None or not len(table) or "judge" not in table.columns:
+        return []
+    table = table[table["status"] == "ok"]
+    judged = {str(j): list(group["conversation_id"]) for j, group in table.groupby("judge")}
+    if len(judged) < 2:
+        return []
+    judges = order_judges(judged, data.manifest, data.primary_judge)
+    rows: list[list[str]] = []
+    for (condition, mode), scope in table.groupby(["condition", "patient_mode"], sort=True):
+        views, found = judge_sensitivity(scope, judges, ["clinician"], seed=f"{condition}|{mode}")
+        verdicts: dict[Any, Any] = {item.scorer: item for item in found}
+        for index, view in enumerate(views):
+            item = verdicts.get(view.scorer)
+            tau = "primary" if index == 0 else (fmt.DASH if item is None or item.tau is None else f"{item.tau:+.2f}")
+            rows.append([f"{condition} · {mode}", str(view.scorer),
+                         " > ".join(f"{e} ({fmt.pct(view.scores[e])})" for e in view.ranking) or fmt.DASH, tau,
+                         "primary judge" if index == 0 else item.verdict if item else ""])
+    return rows
+
+
+def sensitivity_section(data: RunData) -> Section | None:
+    rows = sensitivity_rows(data)
+    if not rows:
+        return None
+    return Section("judge-sensitivity", TITLE, f"<p class='lede'>{DEFINITIONS}</p>" + _html_table(HEADER, rows))
+
+
+register_section("judge_sensitivity", sensitivity_section)

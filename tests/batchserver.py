@@ -1,0 +1,137 @@
+"""A loopback server speaking the OpenAI batch protocol on top of tests/fakeserver.py's chat endpoint.
+
+POST /v1/files (multipart, purpose=batch), POST /v1/batches, GET /v1/batches/{id},
+GET /v1/files/{id}/content; POST /v1/chat/completions stays the online endpoint. Each batch line is
+answered by the same responder the online endpoint uses, so a batch and an online run of the same
+requests get the same answers. ``hold`` keeps batches in progress until a test releases them.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import email.policy
+import itertools
+import json
+import threading
+import time
+from typing import Any
+
+from tests.fakeserver import FakeOpenAIServer, Reply, Responder, _approx_tokens, _Handler, _Server
+
+
+def completion_body(body: dict[str, Any], reply: Reply, index: int) -> dict[str, Any]:
+    prompt_text = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
+    completion = reply.completion_tokens if reply.completion_tokens is not None else _approx_tokens(reply.content or " ")
+    prompt = reply.prompt_tokens if reply.prompt_tokens is not None else _approx_tokens(prompt_text)
+    return {"id": f"chatcmpl-batch-{index}", "object": "chat.completion", "created": 0,
+            "model": body.get("model", "fake"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.content},
+                         "finish_reason": reply.finish_reason}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
+
+
+class _BatchHandler(_Handler):
+    server: Any
+
+    def _json(self, status: int, payload: Any) -> None:
+        self._send(status, json.dumps(payload).encode())
+
+    def do_GET(self) -> None:  # noqa: N802
+        owner = self.server.owner
+        parts = self.path.strip("/").split("/")
+        if len(parts) == 3 and parts[1] == "batches":
+            batch = owner.poll(parts[2])
+            self._json(200, batch) if batch else self._json(404, {"error": {"message": "no such batch"}})
+        elif len(parts) == 4 and parts[1] == "files" and parts[3] == "content" and parts[2] in owner.files:
+            self._send(200, owner.files[parts[2]])
+        else:
+            super().do_GET()
+
+    def do_POST(self) -> None:  # noqa: N802
+        owner = self.server.owner
+        if self.path.rstrip("/").endswith("/files"):
+            raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            message = email.parser.BytesParser(policy=email.policy.default).parsebytes(
+                f"Content-Type: {self.headers['Content-Type']}\r\n\r\n".encode() + raw)
+            fields = {part.get_param("name", header="content-disposition"): part.get_payload(decode=True)
+                      for part in message.iter_parts()}
+            file_id = owner.add_file(fields["file"], purpose=fields["purpose"].decode())
+            self._json(200, {"id": file_id, "object": "file", "purpose": "batch", "bytes": len(fields["file"])})
+        elif self.path.rstrip("/").endswith("/batches"):
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+            self._json(200, owner.create_batch(body, self.headers.get("Authorization", "")))
+        else:
+            super().do_POST()
+
+
+class FakeBatchServer(FakeOpenAIServer):
+    def __init__(self, responder: Responder | None = None, *, hold: bool = False, polls_to_finish: int = 2):
+        super().__init__(responder)
+        self._server.server_close()
+        self._server = _Server(("127.0.0.1", 0), _BatchHandler)
+        self._server.owner = self
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self.hold = hold
+        self.polls_to_finish = polls_to_finish
+        self.files: dict[str, bytes] = {}
+        self.uploads: list[str] = []
+        self.purposes: list[str] = []
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.batch_auth: list[str] = []
+        self.batch_lines = 0  # requests answered inside batches
+        self._ids = itertools.count(1)
+        self._batch_lock = threading.Lock()
+
+    def add_file(self, content: bytes, purpose: str) -> str:
+        with self._batch_lock:
+            file_id = f"file-{next(self._ids)}"
+            self.files[file_id] = content
+            self.purposes.append(purpose)
+            if purpose in ("batch", "batch-api"):
+                self.uploads.append(file_id)
+            return file_id
+
+    def create_batch(self, body: dict[str, Any], auth: str) -> dict[str, Any]:
+        with self._batch_lock:
+            lines = [json.loads(line) for line in self.files[body["input_file_id"]].splitlines() if line.strip()]
+            batch = {"id": f"batch_{next(self._ids)}", "object": "batch", "endpoint": body["endpoint"],
+                     "input_file_id": body["input_file_id"], "completion_window": body["completion_window"],
+                     "status": "validating", "created_at": int(time.time()), "output_file_id": None,
+                     "error_file_id": None, "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
+                     "_lines": lines, "_polls": 0}
+            self.batches[batch["id"]] = batch
+            self.batch_auth.append(auth)
+            return self._public(batch)
+
+    @staticmethod
+    def _public(batch: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in batch.items() if not k.startswith("_")}
+
+    def poll(self, batch_id: str) -> dict[str, Any] | None:
+        with self._batch_lock:
+            batch = self.batches.get(batch_id)
+            if batch is None:
+                return None
+            batch["_polls"] += 1
+            if batch["status"] == "validating":
+                batch["status"] = "in_progress"
+            elif batch["status"] == "in_progress" and not self.hold and batch["_polls"] >= self.polls_to_finish:
+                self._finish(batch)
+            return self._public(batch)
+
+    def _finish(self, batch: dict[str, Any]) -> None:
+        out = []
+        for line in batch["_lines"]:
+            index = self.batch_lines
+            self.batch_lines += 1
+            reply = self.responder(line["body"], index)
+            response = ({"status_code": 200, "request_id": f"req-{index}", "body": completion_body(line["body"], reply, index)}
+                        if reply.status == 200 else
+                        {"status_code": reply.status, "request_id": f"req-{index}",
+                         "body": {"error": {"message": reply.error_message}}})
+            out.append(json.dumps({"id": f"line-{index}", "custom_id": line["custom_id"], "response": response,
+                                   "error": None}))
+        file_id = f"file-{next(self._ids)}"
+        self.files[file_id] = ("\n".join(out) + "\n").encode()
+        batch.update(status="completed", output_file_id=file_id,
+                     request_counts={"total": len(out), "completed": len(out), "failed": 0})

@@ -1,0 +1,52 @@
+"""Rankings, flips, changed conclusions and verdicts between scorers (metrics/sensitivity.py)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from intake_eval.metrics.sensitivity import ScorerView, compare_views, judge_sensitivity
+
+
+def test_verdict_names_changed_conclusions_without_flips():
+    a, b = "judge one", "judge two"
+    reference = ScorerView(a, {"x": 0.8, "y": 0.5}, {("x", "y"): "x > y"}, ["x", "y"])
+    view = ScorerView(b, {"x": 0.7, "y": 0.6}, {("x", "y"): "no difference"}, ["x", "y"])
+    found = compare_views(reference, view, "judge choice")
+    assert found.flips == [] and found.tau == pytest.approx(1.0)
+    assert found.verdict == "depends on judge: test conclusion changes for x vs y: x > y → no difference"
+    same = compare_views(reference, ScorerView(b, {"x": 0.9, "y": 0.1}, {("x", "y"): "x > y"}), "judge choice")
+    assert same.verdict == "robust to judge choice"
+
+
+def test_judge_sensitivity_over_conversation_rows():
+    rows = []
+    for profile in range(12):
+        for clinician, strong in (("a", 0.9), ("b", 0.3)):
+            rows.append({"judge": "primary", "clinician": clinician, "profile_id": f"P{profile}", "condition": "minimal",
+                         "patient_mode": "tracked", "active_coverage_rate": strong + (profile % 3) * 0.02})
+            rows.append({"judge": "lenient", "clinician": clinician, "profile_id": f"P{profile}", "condition": "minimal",
+                         "patient_mode": "tracked", "active_coverage_rate": 0.95})
+    views, found = judge_sensitivity(pd.DataFrame(rows), ["primary", "lenient"], ["clinician"])
+    assert [v.scorer for v in views] == ["primary", "lenient"]
+    assert views[0].ranking == ["a", "b"] and views[0].tests[("a", "b")] == "a > b"
+    assert views[1].tests[("a", "b")] == "no difference"
+    assert found[0].flips == ["a vs b"]  # a tie against a strict order counts as a flip
+    assert found[0].verdict.startswith("depends on judge: ordering flips for a vs b; test conclusion changes")
+    assert judge_sensitivity(pd.DataFrame(rows), ["primary"], ["clinician"]) == ([], [])
+
+
+def test_arms_pair_across_runs_that_differ_in_condition_forks_included():
+    from intake_eval.compare.runs import LoadedRun, assign_entities
+
+    def run(name: str, conditions: list[str]) -> LoadedRun:
+        frame = pd.DataFrame([{"clinician": c, "condition": cond, "patient_mode": "tracked"}
+                              for c in ("x", "y") for cond in conditions])
+        return LoadedRun(name, None, {}, ["judge"], frame)
+
+    first, second = run("a", ["minimal", "minimal+review@closure"]), run("b", ["screening", "screening+review@closure"])
+    assert assign_entities([first, second]) == ["entity"]
+    assert list(first.frame["entity"]) == list(second.frame["entity"]) == ["x", "x +review@closure", "y", "y +review@closure"]
+    same_a, same_b = run("a", ["minimal", "screening"]), run("b", ["minimal", "screening"])
+    assign_entities([same_a, same_b])  # the runs share their conditions: they stay in the entity
+    assert list(same_a.frame["entity"]) == ["x · minimal", "x · screening", "y · minimal", "y · screening"]
