@@ -16,6 +16,8 @@ import gc
 import importlib.util
 import os
 import threading
+import time
+import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,11 +158,41 @@ class LocalServer:
                                   f"and does n_ctx {settings.n_ctx} × parallel {settings.parallel} fit in memory?") from None
         self.address: str = self._server.listening_address  # http://127.0.0.1:<port>
         self.api_base = self.address.rstrip("/") + "/v1"
+        self._wait_until_serving()
 
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server = None  # the server's destructor stops its threads and closes the port
+    def _wait_until_serving(self, timeout_s: float = 60.0) -> None:
+        """Return once the server's task loop answers. /slots is served by that loop (/health is
+        not): a server stopped before its loop waits for tasks misses the stop and never exits."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                with urllib.request.urlopen(self.address + "/slots", timeout=5) as response:
+                    if response.status == 200:
+                        return
+            except (OSError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise IntakeEvalError(f"llama.cpp serving {self.path} did not answer within {timeout_s:g} s")
+            time.sleep(0.05)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """The server's destructor stops its threads and closes the port. It runs on a helper thread
+        so that a server that will not stop cannot hang the command: after ``timeout_s`` we move on
+        and the process's exit ends it."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        holder = [server]
+        del server
+
+        def destroy() -> None:
+            holder.clear()
             gc.collect()
+
+        stopper = threading.Thread(target=destroy, name="llama.cpp-stop", daemon=True)
+        stopper.start()
+        stopper.join(timeout_s)
 
 
 class LocalServers:
