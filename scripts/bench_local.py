@@ -44,8 +44,8 @@ def record_calls() -> None:
     """Keep every answer of the local backend (its latency is the HTTP call alone: no queue, no retry)."""
     original = local_server.LocalBackend.complete
 
-    async def complete(self, request):
-        result = await original(self, request)
+    async def complete(self, request, level=None):
+        result = await original(self, request, level=level)
         context = request.context or {}
         CALLS.append((request.purpose, int(context.get("turn", 0) or 0), result))
         return result
