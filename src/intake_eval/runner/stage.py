@@ -75,14 +75,12 @@ class StageRunner:
     """``with StageRunner(paths, ...) as runner:`` → ``begin`` a stage, ``run`` its coroutine, ``finish``."""
 
     def __init__(self, paths: RunPaths, *, models_file: ModelsFiles = None, use_cache: bool = True,
-                 console: Any = None, catalog: Catalog | None = None, lock: bool = True,
+                 console: Any = None, catalog: Catalog | None = None,
                  models: Iterable[str | None] = ()):
         self.paths = paths
-        self.models_file = models_file
         self.use_cache = use_cache
         self.console = console
         self.catalog = catalog
-        self.lock = lock
         self.specs = load_model_specs(models_file)
         self.manifest: Manifest | None = None
         self._pool: ModelPool | None = None
@@ -122,8 +120,7 @@ class StageRunner:
     # ------------------------------------------------------------ lock and manifest
 
     def __enter__(self) -> "StageRunner":
-        if self.lock:
-            self._lock = RunLock(self.paths).acquire()
+        self._lock = RunLock(self.paths).acquire()
         try:
             self.manifest = Manifest(self.paths)
         except BaseException:
