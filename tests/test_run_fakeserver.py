@@ -149,8 +149,9 @@ def test_budget_stops_starting_conversations(tmp_path):
         run_dir, models = setup_run(tmp_path, server, cost=0.01)
         result = invoke("--clinician", "doc", "--patient", "pat", "--turns", "2", "--concurrency", "1",
                         "--budget", "0.5", "--models", str(models), "--run-dir", str(run_dir))
-        assert result.exit_code == 0, result.output
-        assert "budget reached" in result.output
+        assert result.exit_code == 1, result.output
+        said = " ".join(result.output.split())
+        assert "budget reached" in said and "1 conversations left to run" in said, said
         records = list(iter_records(RunPaths(run_dir).conversations("doc"), Conversation))
         assert len(records) == 1 and records[0].usage["clinician"].cost_usd > 0
 

@@ -40,7 +40,9 @@ def run(
     trials: Annotated[int, typer.Option(
         "--trials", help="Independent conversations per (profile, clinician, condition); each trial samples anew.")] = 1,
     budget: Annotated[float | None, typer.Option(
-        "--budget", help="Stop starting new conversations once this invocation has spent this many dollars.",
+        "--budget", help="Dollars for the whole run folder: what its records already cost counts. A conversation "
+        "starts only if its estimated cost still fits (so running many at once overshoots by at most about one "
+        "conversation); a budget stop exits 1 saying what is left to run.",
         show_default=False)] = None,
     formulation: Annotated[bool, typer.Option(
         "--formulation/--no-formulation", help="After the last turn, ask each clinician for a case formulation "
@@ -127,13 +129,15 @@ def _fork(out, paths, settings, at: str, nudge: str, *, models, use_cache: bool,
                   "to fork them; then judge again to label the forks.")
     if forked.interrupted:
         return 130
+    if forked.totals.budget_reached:
+        out.print(budget_stop_line(forked.totals.budget_left, forked.planned - forked.ok - forked.failed))
     for reason in sorted(set(forked.totals.stopped.values())):
         from rich.markup import escape
 
         out.print(f"[red]stopped[/]: {escape(reason)}")
     if forked.failed:
         out.print(f"[red]{forked.failed} forks failed[/]; run the same command again to retry them.")
-    return 1 if forked.failed or forked.totals.stopped else 0
+    return 1 if forked.failed or forked.totals.stopped or forked.totals.budget_reached else 0
 
 
 def _summarize(out, paths, result, *, formulation: bool = False) -> None:
@@ -171,8 +175,7 @@ def _summarize(out, paths, result, *, formulation: bool = False) -> None:
         out.print("[yellow]note[/]: some calls had no known price (set input_cost_per_token/output_cost_per_token "
                   "in the models file); dollars and --budget count only priced calls.")
     if totals.budget_reached:
-        out.print(f"[yellow]budget reached[/]: {counts['not_started']} conversations not started; "
-                  "run again (with a larger --budget) to continue.")
+        out.print(budget_stop_line(totals.budget_left, counts["not_started"]))
     for reason in sorted(set(totals.stopped.values())):
         out.print(f"[red]stopped[/]: {escape(reason)}")
     if totals.stopped:
@@ -182,5 +185,15 @@ def _summarize(out, paths, result, *, formulation: bool = False) -> None:
         reasons = ", ".join(f"{k}: {v}" for k, v in sorted(totals.failures.items()))
         out.print(f"[red]{counts['failed']} conversations failed[/] ({escape(reasons) or 'see status in the records'}); "
                   "run the same command again to retry them.")
-    if counts["failed"] or totals.stopped or unanswered or totals.failed_formulations:
+    if counts["failed"] or totals.stopped or unanswered or totals.failed_formulations or totals.budget_reached:
         raise typer.Exit(1)
+
+
+def budget_stop_line(left: dict | None, not_started: int) -> str:
+    """One line: what the budget stop left to run, and roughly what finishing would cost."""
+    if not left:
+        return f"[yellow]budget reached[/]: {not_started} conversations not started; run again with a larger --budget."
+    more = left["dollars_to_finish"]
+    return (f"[yellow]budget reached[/]: ${left['spent']:.2f} of ${left['limit']:.2f} spent in this run folder; "
+            f"{left['conversations']} conversations left to run, about ${more:.2f} more to finish "
+            f"(--budget {left['spent'] + more:.2f} or more).")

@@ -76,6 +76,11 @@ def _incomplete(counts: dict) -> str:
     if formulations.get("invalid_this_time"):
         parts.append(f"{formulations['invalid_this_time']} formulations not valid after one repair")
     parts += [f"stopped: {reason}" for reason in counts.get("stopped", [])]
+    budget = counts.get("budget")
+    if budget:
+        parts.append(f"budget reached (${budget['spent']:.2f} of ${budget['limit']:.2f} spent in this run folder; "
+                     f"{budget['conversations']} conversations left, about ${budget['dollars_to_finish']:.2f} more "
+                     "to finish)")
     return "; ".join(parts)
 
 

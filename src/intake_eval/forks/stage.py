@@ -15,6 +15,7 @@ from typing import Any
 from intake_eval.core.records import Conversation
 from intake_eval.core.store import RunPaths, drop_records, iter_records
 from intake_eval.forks.plan import ForkPlan, needs_judge, plan_forks
+from intake_eval.interview.budget import folder_budget
 from intake_eval.interview.display import RunDisplay
 from intake_eval.interview.plan import (
     RunSettings,
@@ -25,6 +26,7 @@ from intake_eval.interview.plan import (
 )
 from intake_eval.interview.stage import (
     RUN_STAGE,
+    budget_left,
     compact_conversations,
     run_conversations,
 )
@@ -81,11 +83,14 @@ def run_fork_stage(runner: StageRunner, settings: RunSettings, *, at: str, nudge
     result = ForkResult(stage=name, planned=len(plan.items), skipped=plan.skipped, totals=RunTotals())
     if display is None and runner.console is not None and plan.items:
         display = RunDisplay(runner.console, len(plan.items))
+    budget = folder_budget(settings.budget, runner, clinicians, patient=settings.patient, tracker=tracker)
     _, result.interrupted = runner.run(lambda: run_conversations(
         plan.items, runner.pool, paths=paths, patient=settings.patient, tracker=tracker,
-        concurrency=settings.concurrency, budget=settings.budget, totals=result.totals,
+        concurrency=settings.concurrency, budget=budget, totals=result.totals,
         on_update=display.update if display is not None else None, stopped=runner.pool.stopped), display)
     compact_conversations(paths, sorted(clinicians))
+    if budget is not None:
+        result.totals.budget_left = budget_left(paths, plan.items, budget)
     status = fork_status(paths, sorted(clinicians), {item.conversation_id for item in plan.items})
     result.ok, result.failed = status["ok"], status["failed"]
     complete = result.ok == result.planned

@@ -27,6 +27,7 @@ from typing import Any
 from intake_eval.core.errors import ConfigChangedError
 from intake_eval.core.records import Conversation, Usage
 from intake_eval.core.store import JsonlWriter, RunPaths, iter_records, stable_hash
+from intake_eval.interview.budget import Budget
 from intake_eval.interview.conversation import PlannedConversation
 from intake_eval.interview.formulation import request_formulation
 from intake_eval.interview.participants import clinician_messages
@@ -85,11 +86,11 @@ async def complete_formulation(item: PlannedConversation, conversation: Conversa
 
 
 async def request_missing_formulations(plan: list[PlannedConversation], pool: Any, *, paths: RunPaths,
-                                       concurrency: int, budget: float | None, totals: Any,
+                                       concurrency: int, budget: Budget | None, totals: Any,
                                        refresh: Callable[[Any], None]) -> int:
     """Request the formulation of every conversation ``formulations_to_request`` finds; append each
-    updated record as it arrives. ``totals`` is the runner's ``RunTotals`` (calls, dollars, the budget,
-    ``formulations``: status → count of the formulations requested here). Returns how many."""
+    updated record as it arrives, each within the run folder's ``budget``. ``totals`` is the runner's
+    ``RunTotals`` (calls, dollars, ``formulations``: status → count of the formulations requested here). Returns how many."""
     todo = deque(formulations_to_request(plan, paths))
     if not todo:
         return 0
@@ -103,11 +104,18 @@ async def request_missing_formulations(plan: list[PlannedConversation], pool: An
     async def worker() -> None:
         nonlocal done
         while todo:
-            if budget is not None and totals.dollars >= budget:
+            hold = budget.hold(budget.formulation_estimate(todo[0][0])) if budget is not None else None
+            if budget is not None and hold is None:
                 totals.budget_reached = True
                 return
             item, conversation = todo.popleft()
-            updated, _ = await complete_formulation(item, conversation, pool.get(item.clinician), on_call=on_call)
+            spent = None
+            try:
+                updated, spent = await complete_formulation(item, conversation, pool.get(item.clinician),
+                                                            on_call=on_call)
+            finally:
+                if budget is not None and hold is not None:
+                    budget.release(hold, spent.cost_usd if spent is not None else hold.estimate)
             if item.clinician not in writers:
                 writers[item.clinician] = JsonlWriter(paths.conversations(item.clinician))
             writers[item.clinician].write(updated)

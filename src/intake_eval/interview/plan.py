@@ -90,6 +90,7 @@ class RunTotals:
     dollars: float = 0.0
     cost_known: bool = True
     budget_reached: bool = False
+    budget_left: dict[str, Any] | None = None  # after a budget stop: spent, conversations and dollars to finish
     started: float = field(default_factory=time.monotonic)
     per_clinician: dict[str, dict[str, int]] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)  # reason -> count

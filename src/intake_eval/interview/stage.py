@@ -7,8 +7,9 @@ concurrently, write each as it finishes, resume after any crash.
   get it requested first (``backfill``).
 - Concurrency: ``concurrency`` workers pull from one queue; each model's own limiter (in the
   pool) bounds its request rate underneath.
-- Budget: no new conversation starts once this invocation's spending reaches the budget;
-  conversations in flight finish and are kept.
+- Budget (``budget``): the run folder's, spend summed from its records; each conversation reserves
+  its estimated cost before it starts and starts only if that fits; conversations in flight finish
+  and are kept.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from intake_eval.interview.backfill import (
     allow_formulation_upgrade,
     request_missing_formulations,
 )
+from intake_eval.interview.budget import Budget, folder_budget
 from intake_eval.interview.conversation import (
     Participants,
     PlannedConversation,
@@ -58,7 +60,7 @@ OnDone = Callable[[Conversation], Any]
 
 async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, *, paths: RunPaths,
                             patient: str, tracker: str | None = None, concurrency: int = 16,
-                            budget: float | None = None, on_done: OnDone | None = None,
+                            budget: Budget | None = None, on_done: OnDone | None = None,
                             totals: RunTotals | None = None,
                             on_update: Callable[[RunTotals], None] | None = None,
                             stopped: Callable[[str], str | None] | None = None) -> RunTotals:
@@ -87,31 +89,46 @@ async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, 
     writers: dict[str, JsonlWriter] = {}
     openings: dict = {}
     queue = deque(todo)
-
-    def on_call(_role: str, result: ChatResult) -> None:
-        totals.count_call(result)
-        refresh(totals)
+    settled = asyncio.Event()
 
     async def worker() -> None:
         while queue:
-            if budget is not None and totals.dollars >= budget:
-                totals.budget_reached = True
-                return
-            item = queue.popleft()
+            item = queue[0]
             blocked = next(((alias, reason) for alias in (item.clinician, patient, tracker)
                             if alias and stopped is not None and (reason := stopped(alias))), None)
             if blocked is not None:
+                queue.popleft()
                 totals.stopped.setdefault(*blocked)
                 continue  # not started: the next run retries it once the endpoint is fixed
+            hold = budget.reserve(item) if budget is not None else None
+            if budget is not None and hold is None:
+                if not budget.open:
+                    totals.budget_reached = True
+                    return
+                settled.clear()
+                await settled.wait()  # a finishing conversation replaces its estimate by its cost
+                continue
+            queue.popleft()
             participants = Participants(
                 clinician=pool.get(item.clinician), patient=patient_model, tracker=tracker_model, patient_alias=patient
             )
+
+            def on_call(_role: str, result: ChatResult) -> None:
+                totals.count_call(result)
+                if hold is not None:
+                    hold.live += result.usage.cost_usd
+                refresh(totals)
+
             totals.in_flight += 1
             refresh(totals)
+            conversation = None
             try:
                 conversation = await run_conversation(item, participants, openings=openings, on_call=on_call)
             finally:
                 totals.in_flight -= 1
+                if budget is not None and hold is not None:
+                    budget.settle(hold, item, conversation)
+                    settled.set()
             writer = writers.get(item.clinician)
             if writer is None:
                 writer = writers[item.clinician] = JsonlWriter(paths.conversations(item.clinician))
@@ -131,6 +148,13 @@ async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, 
         for writer in writers.values():
             writer.close()
     return totals
+
+
+def budget_left(paths: RunPaths, plan: list[PlannedConversation], budget: Budget) -> dict[str, float | int]:
+    """What a budget stop left: the conversations not ok on disk and the estimated dollars to run them."""
+    todo, _done = pending(plan, paths)
+    return {"limit": budget.limit, "spent": round(budget.spent, 6), "conversations": len(todo),
+            "dollars_to_finish": round(budget.remaining_cost(todo), 6)}
 
 
 def compact_conversations(paths: RunPaths, clinicians: list[str]) -> dict[str, int]:
@@ -175,9 +199,11 @@ class RunResult:
 
 
 def finish_run_stage(runner: StageRunner, plan: list[PlannedConversation], totals: RunTotals, *,
-                     interrupted: bool, limit: int | None = None) -> RunResult:
+                     interrupted: bool, limit: int | None = None, budget: Budget | None = None) -> RunResult:
     compact_conversations(runner.paths, sorted({item.clinician for item in plan}))
     counts, per_clinician = disk_counts(runner.paths, plan)
+    if budget is not None:
+        totals.budget_left = budget_left(runner.paths, plan, budget)
     complete = counts["ok"] == counts["planned"]
     runner.finish(RUN_STAGE, status="done" if complete else "interrupted" if interrupted else "incomplete",
                   counts=counts, extra={
@@ -201,9 +227,10 @@ def execute_run(paths: RunPaths, settings: RunSettings, *, models_file: ModelsFi
         begin_run_stage(runner, settings, force=force)
         plan = plan_conversations(load_profiles(paths), settings)
         totals = RunTotals()
+        budget = folder_budget(settings.budget, runner, settings.clinicians, patient=settings.patient, tracker=tracker)
         display = RunDisplay(console, len(plan)) if console is not None else None
         _, interrupted = runner.run(lambda: run_conversations(
             plan, runner.pool, paths=paths, patient=settings.patient, tracker=tracker,
-            concurrency=settings.concurrency, budget=settings.budget, totals=totals,
+            concurrency=settings.concurrency, budget=budget, totals=totals,
             on_update=display.update if display else None, stopped=runner.pool.stopped), display)
-        return finish_run_stage(runner, plan, totals, interrupted=interrupted, limit=settings.limit)
+        return finish_run_stage(runner, plan, totals, interrupted=interrupted, limit=settings.limit, budget=budget)

@@ -70,7 +70,8 @@ class StudyConfig(Strict):
     judge_mode: Literal["per-turn", "conversation"] = "per-turn"
     formulation: bool = False
     concurrency: int = Field(16, ge=1, le=4096)
-    budget: float | None = Field(None, gt=0, description="dollars; stop launching new work once reached")
+    budget: float | None = Field(None, gt=0, description="dollars for the whole run folder (what its records "
+                                 "already cost counts); a conversation starts only if its estimated cost fits")
     cache: bool = True
     qc: QCConfig = Field(default_factory=QCConfig)
     forks: list[ForkConfig] = Field(default_factory=list, description="could-it-ask forks, judged like any intake")

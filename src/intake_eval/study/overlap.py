@@ -19,6 +19,7 @@ from intake_eval.core.store import JsonlWriter, RunPaths
 from intake_eval.forks.plan import parse_fork_at
 from intake_eval.forks.stage import run_fork_stage
 from intake_eval.interview.backfill import provider_error_formulations
+from intake_eval.interview.budget import Budget, folder_budget
 from intake_eval.interview.plan import (
     RunSettings,
     RunTotals,
@@ -90,8 +91,10 @@ class _Progress:
 
 
 async def _run_and_judge(plan: list, settings: Any, setups: list, pool: Any, paths: RunPaths, catalog: Any,
-                         profiles: dict, progress: _Progress, totals: RunTotals, judge_workers: int) -> Any:
-    """Conversations run; each one that finishes ok is judged by every judge right away."""
+                         profiles: dict, progress: _Progress, totals: RunTotals, judge_workers: int,
+                         budget: Budget | None = None) -> Any:
+    """Conversations run; each one that finishes ok is judged by every judge right away (its cost
+    counts against the budget as it is written)."""
 
     queue: asyncio.Queue = asyncio.Queue()
     writers: dict[Path, JsonlWriter] = {}
@@ -116,6 +119,8 @@ async def _run_and_judge(plan: list, settings: Any, setups: list, pool: Any, pat
                 if out not in writers:
                     writers[out] = JsonlWriter(out)
                 writers[out].write(judgment)
+                if budget is not None:
+                    budget.charge(judgment.usage.cost_usd)
                 progress.judged(judgment.ok)
             finally:
                 queue.task_done()
@@ -123,7 +128,7 @@ async def _run_and_judge(plan: list, settings: Any, setups: list, pool: Any, pat
     workers = [asyncio.create_task(worker()) for _ in range(max(1, judge_workers))]
     try:
         await run_conversations(plan, pool, paths=paths, patient=settings.patient, tracker=settings.tracker,
-                                concurrency=settings.concurrency, budget=settings.budget, on_done=on_done,
+                                concurrency=settings.concurrency, budget=budget, on_done=on_done,
                                 totals=totals, on_update=progress.update_run, stopped=pool.stopped)
         await queue.join()
     finally:
@@ -153,13 +158,15 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
     # one's prefix from the provider's cache), so as many conversations are judged at once as
     # there are calls per conversation: the calls in flight stay those of `concurrency` conversations.
     judge_workers = config.concurrency * ((config.turns + 1) if config.judge_mode == "per-turn" else 1)
+    budget = folder_budget(settings.budget, runner, settings.clinicians, patient=settings.patient,
+                           tracker=settings.tracker or settings.patient if settings.patient_mode == "tracked" else None)
     with progress:
         totals = RunTotals()
         _, interrupted = runner.run(lambda: _run_and_judge(plan, settings, setups, runner.pool, paths, catalog,
                                                            profiles, progress, totals,
-                                                           judge_workers=judge_workers))
+                                                           judge_workers=judge_workers, budget=budget))
         if interrupted:
-            finish_run_stage(runner, plan, totals, interrupted=True)
+            finish_run_stage(runner, plan, totals, interrupted=True, budget=budget)
             finish_judge_stages(runner, setups, interrupted=True)
             raise KeyboardInterrupt
         if laps is not None:
@@ -168,7 +175,7 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
         sweep, interrupted = runner.run(lambda: judge_stage(paths, setups, concurrency=judge_workers,
                                                             catalog=catalog, stopped=runner.pool.stopped,
                                                             on_done=lambda judgment: progress.judged(judgment.ok)))
-    run = finish_run_stage(runner, plan, totals, interrupted=interrupted)
+    run = finish_run_stage(runner, plan, totals, interrupted=interrupted, budget=budget)
     forks: dict[str, dict[str, int]] = {}
     if not interrupted and config.forks:
         if laps is not None:
@@ -190,6 +197,8 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
                                   "invalid_this_time": invalid}
     if totals.stopped:
         counts["stopped"] = sorted(set(totals.stopped.values()))
+    if totals.budget_reached and totals.budget_left:
+        counts["budget"] = totals.budget_left
     return counts
 
 
