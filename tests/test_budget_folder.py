@@ -1,0 +1,78 @@
+"""`--budget` is the run folder's: against a priced loopback model, many conversations at once spend
+at most one conversation's cost past the budget, and a second invocation counts the first's spend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from intake_eval.cli import app
+from intake_eval.core.store import RunPaths, append_record, iter_json_lines
+from intake_eval.interview.budget import record_cost
+from tests.convo_helpers import make_profile
+from tests.test_run_fakeserver import study_server
+
+PRICE = 1e-4  # dollars per token, in and out
+
+
+def priced_folder(tmp_path: Path, url: str, name: str, profiles: int) -> tuple[Path, Path]:
+    run_dir = tmp_path / name
+    for index in range(1, profiles + 1):
+        profile = make_profile(index)
+        profile.demographics.name = f"Daniel{index}"
+        append_record(RunPaths(run_dir).profiles, profile)
+    models = tmp_path / f"{name}.yaml"
+    price = f", input_cost_per_token: {PRICE}, output_cost_per_token: {PRICE}"
+    models.write_text("models:\n"
+                      f"  doc: {{model: openai/doc, api_base: '{url}'{price}}}\n"
+                      f"  pat: {{model: openai/pat, api_base: '{url}'{price}}}\n")
+    return run_dir, models
+
+
+def run(run_dir: Path, models: Path, *extra: str):
+    result = CliRunner().invoke(app, ["run", "--clinician", "doc", "--patient", "pat", "--turns", "3",
+                                      "--concurrency", "16", "--models", str(models), "--run-dir", str(run_dir),
+                                      *extra])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result
+
+
+def conversation_costs(run_dir: Path) -> list[float]:
+    return [record_cost(data["usage"]) for data in iter_json_lines(RunPaths(run_dir).conversations("doc"))]
+
+
+def test_concurrent_run_overshoots_by_at_most_one_conversation_and_reruns_count_earlier_spend(tmp_path):
+    with study_server() as server:
+        probe_dir, probe_models = priced_folder(tmp_path, server.url, "probe", profiles=2)
+        assert run(probe_dir, probe_models).exit_code == 0
+        one = max(conversation_costs(probe_dir))  # what one conversation costs here
+        assert one > 0
+
+        run_dir, models = priced_folder(tmp_path, server.url, "run", profiles=40)
+        budget = round(7.5 * one, 6)
+        first = run(run_dir, models, "--budget", str(budget))
+        said = " ".join(first.output.split())
+        assert first.exit_code == 1, said
+        assert "budget reached" in said and "spent in this run folder" in said and "more to finish" in said
+        spent = sum(conversation_costs(run_dir))
+        costs = conversation_costs(run_dir)
+        assert 0 < len(costs) < 40
+        overshoot = spent - budget
+        print(f"budget ${budget:.4f}, spent ${spent:.4f}, overshoot {overshoot / one:+.2f} conversations "
+              f"({len(costs)} conversations at concurrency 16)")
+        assert spent <= budget + max(costs) + 1e-9
+        assert spent >= budget - 2 * max(costs)  # the budget was used, not left idle
+
+        # Same budget again: the folder has spent it, so almost nothing more starts.
+        again = run(run_dir, models, "--budget", str(budget))
+        assert again.exit_code == 1 and "budget reached" in " ".join(again.output.split())
+        assert sum(conversation_costs(run_dir)) <= budget + max(conversation_costs(run_dir)) + 1e-9
+
+        # A larger budget continues from what is spent, within one conversation of the new limit.
+        larger = round(2 * budget, 6)
+        third = run(run_dir, models, "--budget", str(larger))
+        assert third.exit_code == 1
+        total = sum(conversation_costs(run_dir))
+        assert budget < total <= larger + max(conversation_costs(run_dir)) + 1e-9
+        assert len(conversation_costs(run_dir)) < 40
