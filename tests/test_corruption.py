@@ -84,7 +84,7 @@ def test_corrupt_middle_line_report_skips_it_with_a_warning_and_says_how_many(da
     assert result.exit_code == 0, result.output
     assert f"warning: {target}:2: skipping a corrupt line" in result.output
     summary = (damaged / "report" / "summary.md").read_text()
-    assert "1 corrupt line(s) skipped" in summary  # the count, next to the numbers it shortens
+    assert "1 unreadable line(s) skipped" in summary  # the count, next to the numbers it shortens
     assert "offline/screener: 1 of 3 profiles have no conversation yet" in summary
     # the lost line is a transcript; its judgment (labels, clinician, profile) is intact and still scored
     assert len(conversation_rows(damaged)) == 6

@@ -168,6 +168,9 @@ def _summarize(out, paths, result, *, formulation: bool = False) -> None:
         if invalid:
             out.print(f"[red]{invalid} formulations were not valid after one repair[/] (status \"invalid\", the "
                       "model's answer is kept in the record; scored as missing).")
+    skipped = paths.unreadable_lines()
+    if skipped:
+        out.print(skipped_inputs_line(skipped))
     if result.interrupted:
         out.print("[yellow]interrupted[/]: finished conversations are saved; run the same command again to resume.")
         raise typer.Exit(130)
@@ -187,6 +190,15 @@ def _summarize(out, paths, result, *, formulation: bool = False) -> None:
                   "run the same command again to retry them.")
     if counts["failed"] or totals.stopped or unanswered or totals.failed_formulations or totals.budget_reached:
         raise typer.Exit(1)
+
+
+def skipped_inputs_line(skipped: dict[str, int]) -> str:
+    """One line: the input files whose unreadable lines were skipped, so the results are short by them."""
+    from rich.markup import escape
+
+    files = ", ".join(f"{name}: {n}" for name, n in skipped.items())
+    return (f"[yellow]skipped inputs[/]: {sum(skipped.values())} unreadable lines left out ({escape(files)}); the "
+            "results are short by those records: rerun the stage that writes each file to redo them.")
 
 
 def budget_stop_line(left: dict | None, not_started: int) -> str:

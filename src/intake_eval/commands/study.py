@@ -76,6 +76,11 @@ def _incomplete(counts: dict) -> str:
     if formulations.get("invalid_this_time"):
         parts.append(f"{formulations['invalid_this_time']} formulations not valid after one repair")
     parts += [f"stopped: {reason}" for reason in counts.get("stopped", [])]
+    skipped = counts.get("skipped_inputs") or {}
+    if skipped:
+        files = ", ".join(f"{name}: {n}" for name, n in skipped.items())
+        parts.append(f"{sum(skipped.values())} unreadable input lines left out, the study is short by those "
+                     f"records ({files})")
     budget = counts.get("budget")
     if budget:
         parts.append(f"budget reached (${budget['spent']:.2f} of ${budget['limit']:.2f} spent in this run folder; "

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import re
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,6 +150,20 @@ class RunPaths:
 
     def judgment_files(self) -> list[Path]:
         return sorted(self.judgments_dir.glob("*/*.jsonl")) if self.judgments_dir.exists() else []
+
+    def unreadable_lines(self) -> dict[str, int]:
+        """Lines of the input files (profiles, conversations, judgments) readers skip now, per file
+        relative to the root: the results are short by those records until their stage redoes them."""
+        counts: dict[str, int] = {}
+        for path in [self.profiles, *self.conversation_files(), *self.judgment_files()]:
+            stats = ReadStats()
+            with warnings.catch_warnings():  # each was announced when its stage read it
+                warnings.simplefilter("ignore")
+                for _ in iter_json_lines(path, stats):
+                    pass
+            if stats.skipped_corrupt:
+                counts[path.relative_to(self.root).as_posix()] = stats.skipped_corrupt
+        return counts
 
 
 # ---------------------------------------------------------------- JSONL

@@ -97,6 +97,14 @@ def read_manifest(paths: RunPaths) -> dict[str, Any]:
     return parse_manifest(paths.manifest, text)
 
 
+def damage_note(path: Path, stats: ReadStats) -> str:
+    """One banner line for a file with skipped lines: how many, and that the results are short by them."""
+    parts = [f"{stats.skipped_corrupt} unreadable line(s) skipped"] if stats.skipped_corrupt else []
+    parts += ["a half-written last line ignored"] if stats.truncated_tail else []
+    return (f"{path}: {' and '.join(parts)}; the results are short by those records (rerun the stage that "
+            "writes it to redo them)")
+
+
 def _latest(path: Path, key: str, damage: list[str] | None = None) -> dict[str, dict[str, Any]]:
     latest: dict[str, dict[str, Any]] = {}
     stats = ReadStats()
@@ -104,9 +112,7 @@ def _latest(path: Path, key: str, damage: list[str] | None = None) -> dict[str, 
         if key in data:
             latest[str(data[key])] = data
     if damage is not None and (stats.skipped_corrupt or stats.truncated_tail):
-        parts = [f"{stats.skipped_corrupt} corrupt line(s) skipped"] if stats.skipped_corrupt else []
-        parts += ["a half-written last line ignored"] if stats.truncated_tail else []
-        damage.append(f"{path}: {' and '.join(parts)}; rerun the stage that writes it to redo those records")
+        damage.append(damage_note(path, stats))
     return latest
 
 
@@ -120,9 +126,7 @@ def _scan(path: Path, key: str, index: RecordIndex, damage: list[str] | None):
         if key in data:
             yield str(data[key]), data, (number_in_index, start, length)
     if damage is not None and (stats.skipped_corrupt or stats.truncated_tail):
-        parts = [f"{stats.skipped_corrupt} corrupt line(s) skipped"] if stats.skipped_corrupt else []
-        parts += ["a half-written last line ignored"] if stats.truncated_tail else []
-        damage.append(f"{path}: {' and '.join(parts)}; rerun the stage that writes it to redo those records")
+        damage.append(damage_note(path, stats))
 
 
 def _pick(source: Any, keys: tuple[str, ...]) -> dict[str, Any]:

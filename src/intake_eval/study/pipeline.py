@@ -147,10 +147,14 @@ def run_study(config_path: Path, *, run_dir: Path | None = None, models_file: Mo
             if config.qc.enabled:
                 outcome.counts["qc"] = _patient_qc(config, runner, force=force)
             outcome.counts.update(run_and_judge_stages(config, runner, force=force, laps=lap))
+            skipped = paths.unreadable_lines()
+            if skipped:
+                outcome.counts["skipped_inputs"] = skipped
             outcome.report_path = _report(runner, outcome.counts["run"])
             lap("metrics+report")
             run_counts = outcome.counts["run"]
-            status = "done" if run_counts["ok"] == run_counts["planned"] else "incomplete"
+            status = ("done" if run_counts["ok"] == run_counts["planned"] and not outcome.counts.get("skipped_inputs")
+                      else "incomplete")
         except KeyboardInterrupt:
             status = "interrupted"
             say("[yellow]interrupted[/]: finished records are saved; run the same command again to resume.")
