@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from typing import Annotated
 
@@ -141,47 +142,80 @@ def _fmt_seconds(seconds: float) -> str:
     return f"{seconds / 3600:,.1f} h"
 
 
+def _prices(line) -> str:
+    if line.offline:
+        return "— (offline)"
+    if line.input_cost_per_token is None or line.output_cost_per_token is None:
+        return "unknown"
+    return f"{line.input_cost_per_token * 1e6:,.2f}/{line.output_cost_per_token * 1e6:,.2f}"
+
+
 def _cached(line) -> str:
     """The share of prompt tokens the provider's cache would serve."""
     return f"{line.cached_prompt_tokens / line.prompt_tokens:.0%}" if line.prompt_tokens else "—"
 
 
+def _stage_role(line) -> str:
+    return line.stage if line.role in (line.stage, "generator") else f"{line.stage} {line.role}"
+
+
+def _estimate_table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], total: tuple[str, ...],
+                    width: int) -> str:
+    """One estimate table as plain lines within ``width`` columns: the two text columns wrap between
+    words (an alias stays whole), numbers are right-aligned, never wrapped and never cut."""
+    cells = [[column, *(row[index] for row in (*rows, total))] for index, column in enumerate(columns)]
+    numbers = [max(len(cell) for cell in column) for column in cells[2:]]
+    room = width - sum(numbers) - 2 * (len(columns) - 1)
+    words = [max(len(word) for cell in column for word in cell.split() or [""]) for column in cells[:2]]
+    whole = [max(len(cell) for cell in column) for column in cells[:2]]
+    stage = max(words[0], min(whole[0], room - whole[1]))
+    widths = [stage, max(words[1], min(whole[1], room - stage)), *numbers]
+
+    def lines_of(row: tuple[str, ...]) -> list[str]:
+        parts = [textwrap.wrap(cell, widths[i], break_long_words=False) or [""] if i < 2 else [cell]
+                 for i, cell in enumerate(row)]
+        out = []
+        for depth in range(max(len(part) for part in parts)):
+            texts = [part[depth] if depth < len(part) else "" for part in parts]
+            out.append("  ".join(text.ljust(widths[i]) if i < 2 else text.rjust(widths[i])
+                                 for i, text in enumerate(texts)).rstrip())
+        return out
+
+    rule = "─" * (sum(widths) + 2 * (len(columns) - 1))
+    body = [line for row in rows for line in lines_of(row)]
+    return "\n".join([title, *lines_of(columns), rule, *body, rule, *lines_of(total)])
+
+
 def _print_estimate(result, out) -> None:
+    from intake_eval.commands.common import compact_number
+
+    lines = result.lines
+    labels = [(_stage_role(line), line.alias + (" (reasoning)" if line.reasoning else "")) for line in lines]
+    totals = {key: sum(getattr(line, key) for line in lines)
+              for key in ("calls", "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens")}
+    cached_share = totals["cached_prompt_tokens"] / totals["prompt_tokens"] if totals["prompt_tokens"] else 0.0
+    out.print(f"Estimate for study '{result.study}': {result.profiles} profiles, {result.conversations} conversations\n")
+    out.out(_estimate_table(
+        "Calls and tokens (k = thousand, M = million; output includes reasoning)",
+        ("stage", "model", "calls", "prompt", "cached", "output", "reasoning"),
+        [(*label, compact_number(line.calls), compact_number(line.prompt_tokens), _cached(line),
+          compact_number(line.completion_tokens), compact_number(line.reasoning_tokens))
+         for label, line in zip(labels, lines)],
+        ("total", "", compact_number(totals["calls"]), compact_number(totals["prompt_tokens"]), f"{cached_share:.0%}",
+         compact_number(totals["completion_tokens"]), compact_number(totals["reasoning_tokens"])), out.width))
+    cap_values = [line.dollars_at_cap for line in lines]
+    cap_total = None if any(v is None for v in cap_values) else sum(cap_values)
+    out.out("")
+    out.out(_estimate_table(
+        "Dollars ($/1M = price per million tokens in/out)",
+        ("stage", "model", "$/1M in/out", "dollars", "uncached", "at caps"),
+        [(*label, _prices(line), _fmt_money(line.dollars), _fmt_money(line.dollars_without_cache),
+          _fmt_money(line.dollars_at_cap)) for label, line in zip(labels, lines)],
+        ("total", "", "", _fmt_money(result.dollars) if result.dollars is not None
+         else f"≥ {_fmt_money(result.known_dollars)} + unknown", _fmt_money(result.dollars_without_cache),
+         _fmt_money(cap_total) if cap_total is not None else "unknown"), out.width))
     from rich.table import Table
 
-    table = Table(title=f"Estimate for study '{result.study}': {result.profiles} profiles, "
-                        f"{result.conversations} conversations", title_justify="left")
-    widest = max((len(line.alias) + (12 if line.reasoning else 0) for line in result.lines), default=5)
-    for column in ("stage", "role", "model", "calls", "prompt tok", "cached", "completion", "reasoning",
-                   "$/1M in/out", "dollars", "uncached", "at caps"):
-        text = column in ("stage", "role", "model")
-        table.add_column(column, justify="left" if text else "right", overflow="fold", no_wrap=not text,
-                         min_width=widest if column == "model" else None)
-    for line in result.lines:
-        if line.offline:
-            prices = "— (offline)"
-        elif line.input_cost_per_token is None or line.output_cost_per_token is None:
-            prices = "unknown"
-        else:
-            prices = f"{line.input_cost_per_token * 1e6:,.2f} / {line.output_cost_per_token * 1e6:,.2f}"
-        table.add_row(line.stage, line.role, line.alias + (" (reasoning)" if line.reasoning else ""),
-                      f"{line.calls:,}", f"{line.prompt_tokens:,}", _cached(line), f"{line.completion_tokens:,}",
-                      f"{line.reasoning_tokens:,}", prices, _fmt_money(line.dollars),
-                      _fmt_money(line.dollars_without_cache), _fmt_money(line.dollars_at_cap))
-    totals = {key: sum(getattr(line, key) for line in result.lines)
-              for key in ("calls", "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens")}
-    cap_values = [line.dollars_at_cap for line in result.lines]
-    cap_total = None if any(v is None for v in cap_values) else sum(cap_values)
-    table.add_section()
-    cached_share = totals["cached_prompt_tokens"] / totals["prompt_tokens"] if totals["prompt_tokens"] else 0.0
-    table.add_row("total", "", "", f"{totals['calls']:,}", f"{totals['prompt_tokens']:,}",
-                  f"{cached_share:.0%}", f"{totals['completion_tokens']:,}",
-                  f"{totals['reasoning_tokens']:,}", "",
-                  _fmt_money(result.dollars) if result.dollars is not None
-                  else f"≥ {_fmt_money(result.known_dollars)} + unknown",
-                  _fmt_money(result.dollars_without_cache),
-                  _fmt_money(cap_total) if cap_total is not None else "unknown")
-    out.print(table)
     stages = Table(title="Wall time, lower bound", title_justify="left")
     stages.add_column("stage")
     stages.add_column("at least", justify="right")
@@ -233,5 +267,5 @@ def estimate(
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2, sort_keys=True))
         return
-    _print_estimate(result, Console(width=max(160, Console().width)))
+    _print_estimate(result, Console())
     console().print("[dim]Provider ids and prices per alias: `intake-eval models`; every figure: --json.[/dim]")
