@@ -172,9 +172,26 @@ def _provenance_table(data: dict[str, Any]):
     return table
 
 
+def _rebuild(paths: Any) -> None:
+    from intake_eval.commands.common import console
+    from intake_eval.core.manifest_rebuild import rebuild_manifest
+    from intake_eval.core.store import RunLock
+
+    with RunLock(paths):  # no stage may write the manifest meanwhile
+        kept, data = rebuild_manifest(paths)
+    where = f"; the malformed one is kept as {kept.name}" if kept is not None else ""
+    console().print(f"rebuilt {paths.manifest} from the records ({len(data['stages'])} stages: "
+                    f"{', '.join(data['stages']) or 'none'}){where}", markup=False)
+
+
 def status(
     run_dir: RunDirOption = DEFAULT_RUN_DIR,
     as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON on stdout instead of tables."),
+    rebuild_manifest: bool = typer.Option(
+        False, "--rebuild-manifest", help="Replace a malformed (or missing) manifest.json by one rebuilt from the "
+        "records: stages, models per stage and counts (status 'rebuilt'; config hashes cannot be recovered, so the "
+        "next run of each stage registers its configuration and resumes the records). The malformed file is kept "
+        "as manifest.json.malformed-<time>. A readable manifest is refused."),
 ) -> None:
     """Show what a run folder holds: stages with counts (done, failed, judge errors), calls, retries,
     tokens and dollars per stage and model, models per role, config hash, seeds and versions.
@@ -188,6 +205,8 @@ def status(
     from intake_eval.core.store import RunPaths
 
     paths = RunPaths(run_dir)
+    if rebuild_manifest:
+        _rebuild(paths)
     if not paths.manifest.exists():
         raise IntakeEvalError(f"{paths.manifest}: no manifest here; is --run-dir right? "
                               "(start with `intake-eval demo`)")

@@ -83,7 +83,11 @@ class _ManifestShape(BaseModel):
     study: _StudyShape | None = None
 
 
-MOVE_ASIDE = "move it aside to start a new manifest (records on disk are kept and resumed)"
+# Marks a manifest, or a model entry in it, rebuilt from the records (``manifest_rebuild``).
+REBUILT = "rebuilt_from_records"
+
+MOVE_ASIDE = ("rebuild it from the records with `intake-eval status --rebuild-manifest`, or move it aside to start "
+              "a new manifest (records on disk are kept and resumed)")
 
 
 def parse_manifest(path: Path, text: str) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from rich.markup import escape
 
 from intake_eval.catalog.schema import Catalog
 from intake_eval.core.errors import ConfigChangedError
-from intake_eval.core.manifest import Manifest, diff_configs, now_iso
+from intake_eval.core.manifest import REBUILT, Manifest, diff_configs, now_iso
 from intake_eval.core.prompts import prompt_hashes
 from intake_eval.core.records import Usage
 from intake_eval.core.store import RunLock, RunPaths, append_record
@@ -208,13 +208,14 @@ class StageRunner:
 
     def _guard_additive(self, name: str, models: Mapping[str, Mapping[str, ModelSpec]], additive: set[str],
                         force: bool, outputs: list[Path]) -> bool:
-        """An alias already in the stage must keep its meaning (model, api_base, parameters)."""
+        """An alias already in the stage must keep its meaning (model, api_base, parameters). An entry
+        rebuilt from the records knows only the provider id: the full spec replaces it."""
         known = self._manifest().stage(name).get("additive_models", {})
         changes = []
         for role in sorted(additive):
             for alias, spec in sorted(models.get(role, {}).items()):
                 old = known.get(role, {}).get(alias)
-                if old is not None and old != guarded_spec(spec):
+                if old is not None and not old.get(REBUILT) and old != guarded_spec(spec):
                     changes += diff_configs(old, guarded_spec(spec), prefix=f"{role} {alias}: ")
         if changes and not force:
             raise ConfigChangedError(

@@ -1,0 +1,107 @@
+"""A manifest.json rebuilt from the records, for a run folder whose manifest is malformed or lost.
+
+The records name what made them (aliases, provider ids, patient mode, conditions, judges), so the
+stages, their models and their counts can be recovered; the configuration hashes cannot. A rebuilt
+stage has status ``rebuilt`` and no config hash: the next invocation of each stage registers its
+configuration as new and resumes the records on disk (as after a lost manifest), and a rebuilt
+model entry (``rebuilt_from_records``) is replaced by the full spec instead of being compared.
+The malformed file is kept next to it, never deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from intake_eval import SCHEMA_VERSION
+from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.manifest import REBUILT, now_iso, package_versions, parse_manifest
+from intake_eval.core.store import RunPaths, file_safe, iter_json_lines, write_text_atomic
+from intake_eval.core.usage import latest_lines, records_done
+
+def _entry(model: Any) -> dict[str, Any]:
+    return {"model": str(model or ""), REBUILT: True}
+
+
+def _conversation_stages(paths: RunPaths) -> dict[str, dict[str, Any]]:
+    """The run stage and every fork stage, from the conversations."""
+    stages: dict[str, dict[str, Any]] = {}
+    for data in latest_lines(paths.conversation_files(), "conversation_id").values():
+        fork = data.get("fork") if isinstance(data.get("fork"), dict) else None
+        name = f"fork:{fork.get('at', '')}:{fork.get('nudge', '')}" if fork else "run"
+        stage = stages.setdefault(name, {"config": {"conditions": [], "models": {}}, "additive_models": {"clinician": {}}})
+        config = stage["config"]
+        stage["additive_models"]["clinician"][str(data.get("clinician", ""))] = _entry(data.get("clinician_model"))
+        patient = str(data.get("patient", ""))
+        config["models"].setdefault("patient", {})[patient] = _entry(data.get("patient_model"))
+        config.update(patient=patient, patient_mode=str(data.get("patient_mode", "prompted")))
+        config["turns"] = max(int(data.get("max_turns") or 0), config.get("turns", 0))
+        config["trials"] = max(int(data.get("trial") or 0) + 1, config.get("trials", 0))
+        config["conditions"] = sorted({*config["conditions"], str(data.get("condition", "minimal"))})
+        if fork:
+            config.update(at=fork.get("at"), nudge=fork.get("nudge"))
+        sources = {str(turn.get("tracker", {}).get("source")) for turn in data.get("turns") or []
+                   if isinstance(turn, dict) and isinstance(turn.get("tracker"), dict) and turn["tracker"].get("source")}
+        for source in sources - {"offline/classifier"}:
+            config["tracker"] = source
+            config["models"].setdefault("tracker", {})[source] = _entry("")
+        if data.get("formulation") is not None:
+            config["formulation"] = True
+    return stages
+
+
+def _judge_stages(paths: RunPaths) -> dict[str, dict[str, Any]]:
+    stages: dict[str, dict[str, Any]] = {}
+    if not paths.judgments_dir.is_dir():
+        return stages
+    for folder in sorted(p for p in paths.judgments_dir.iterdir() if p.is_dir()):
+        for data in (line for path in sorted(folder.glob("*.jsonl")) for line in iter_json_lines(path)):
+            alias = str(data.get("judge", folder.name))
+            label = alias if file_safe(alias) == folder.name else folder.name  # the folder is the label's file name
+            stages[f"judge:{label}"] = {"config": {
+                "alias": alias, "mode": str(data.get("mode", "per-turn")),
+                "models": {"judge": {alias: _entry(data.get("judge_model"))}}}}
+            break
+    return stages
+
+
+def rebuild_manifest_data(paths: RunPaths) -> dict[str, Any]:
+    """A manifest describing what the records on disk hold."""
+    stages: dict[str, dict[str, Any]] = {}
+    profiles = latest_lines([paths.profiles], "profile_id")
+    if profiles:
+        generator = next((str((p.get("render") or {}).get("generator", "")) for p in profiles.values()), "")
+        stages["generate"] = {"config": {"generator": generator, "n": len(profiles)}}
+    stages.update(_conversation_stages(paths))
+    stages.update(_judge_stages(paths))
+    for name, stage in stages.items():
+        done = records_done(paths, name, stage)
+        stage.update(status="rebuilt", counts={"done": done} if done is not None else {})
+    return {"schema_version": SCHEMA_VERSION, "run_name": paths.root.name, "created": now_iso(),
+            "versions": package_versions(), "stages": stages, "models": {}, "prompts": {}, "seeds": {},
+            REBUILT: {"at": now_iso()}}
+
+
+def rebuild_manifest(paths: RunPaths) -> tuple[Path | None, dict[str, Any]]:
+    """Replace a malformed (or missing) manifest.json by one rebuilt from the records; the malformed
+    file is kept as ``manifest.json.malformed-<time>``. Returns where it was kept and the new data.
+    A readable manifest is refused: it holds what records cannot tell (config hashes, history)."""
+    kept = None
+    if paths.manifest.exists():
+        try:
+            parse_manifest(paths.manifest, paths.manifest.read_text(encoding="utf-8"))
+        except (IntakeEvalError, UnicodeDecodeError):
+            kept = paths.manifest.with_name(f"manifest.json.malformed-{time.strftime('%Y%m%d-%H%M%S')}")
+        else:
+            raise IntakeEvalError(f"{paths.manifest}: manifest is readable; --rebuild-manifest only replaces a "
+                                  "malformed or missing one (it would lose the config hashes and history)")
+    elif not paths.root.is_dir():
+        raise IntakeEvalError(f"--run-dir {paths.root}: no run folder here")
+    data = rebuild_manifest_data(paths)
+    if kept is not None:
+        paths.manifest.replace(kept)
+    data[REBUILT]["malformed_copy"] = kept.name if kept is not None else None
+    write_text_atomic(paths.manifest, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    return kept, data
