@@ -6,7 +6,8 @@ CLI command in a subprocess and is judged by ``verdict``:
   every record file that was on disk before is byte-identical after;
 - expect "warning": exit 0 or 1, a ``warning:`` line that contains ``names`` (the file:line of the
   skipped line), no traceback;
-- expect "ok": exit 0, no traceback, and ``names`` in the output.
+- expect "ok": exit 0, no traceback, and ``names`` in the output;
+- expect "stop": exit 1 (a budget stop), ``names`` in the output, no traceback, records unchanged.
 Anything else is a traceback (a Python traceback or an exit code other than 0/1/2), a silent
 acceptance (exit 0/1 without the error or warning that should have been given), or wrong.
 
@@ -56,7 +57,7 @@ ANNOTATE = ("annotate", "export", "--run-dir", "{run}")
 class Case:
     name: str
     args: tuple[str, ...]
-    expect: str  # error | warning | ok
+    expect: str  # error | warning | ok | stop
     names: str  # what the error / warning / output must contain ({run} and {tmp} substituted)
     damage: Callable[[Path, Path], None]  # (case folder, run folder)
     needs_mount: bool = False
@@ -93,6 +94,24 @@ def rewrite_line(relative: str, change: Callable[[Any], Any], line: int = 1) -> 
         lines = path.read_text().splitlines(keepends=True)
         lines[line - 1] = json.dumps(change(json.loads(lines[line - 1]))) + "\n"
         path.write_text("".join(lines))
+    return damage
+
+
+def compact_line(relative: str, change: Callable[[Any], Any], line: int = 1) -> Callable[[Path, Path], None]:
+    """Like ``rewrite_line``, written the way the store writes records (so compaction keeps its bytes)."""
+    def damage(_tmp: Path, run: Path) -> None:
+        path = run / relative
+        lines = path.read_text().splitlines(keepends=True)
+        record = change(json.loads(lines[line - 1]))
+        lines[line - 1] = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+        path.write_text("".join(lines))
+    return damage
+
+
+def drop_last_line(relative: str) -> Callable[[Path, Path], None]:
+    def damage(_tmp: Path, run: Path) -> None:
+        path = run / relative
+        path.write_text("".join(path.read_text().splitlines(keepends=True)[:-1]))
     return damage
 
 
@@ -373,8 +392,42 @@ def _filesystem_cases() -> list[Case]:
     return cases
 
 
+def _budget_cases() -> list[Case]:
+    cases = []
+    for value in ("0", "-1", "nan", "inf", "ten"):
+        cases.append(Case(f"budget/flag-{value}/run", (*RUN, "--budget", value), "error", "--budget", nothing))
+    for value in ("0", "-5", ".nan", ".inf", "ten", "[1]"):
+        config = tmp_file("study.yaml", STUDY_YAML + f"budget: {value}\n")
+        cases.append(Case(f"budget/config-{value}/study", STUDY, "error", "budget", config))
+        cases.append(Case(f"budget/config-{value}/estimate", ("estimate", "{tmp}/study.yaml"), "error", "budget", config))
+    # The folder's records already cost more than the budget: nothing starts, exit 1 saying what is left to run.
+    spent = both(compact_line(CONVERSATIONS, put_in(("usage", "clinician", "cost_usd"), 100.0)),
+                 drop_last_line(CONVERSATIONS))
+    cases.append(Case("budget/folder-already-spent/run", (*RUN, "--budget", "1"), "stop", "1 conversations left to run",
+                      spent))
+    cases.append(Case("budget/folder-already-spent/study", STUDY, "stop", "budget reached",
+                      both(spent, tmp_file("study.yaml", STUDY_YAML + "budget: 1\n"))))
+    return cases
+
+
+def _rebuild_cases() -> list[Case]:
+    """`status --rebuild-manifest`: every malformed manifest is rebuilt; anything else is one line."""
+    rebuild = ("status", "--rebuild-manifest", "--run-dir", "{run}")
+    cases = [Case(f"rebuild/{name}/status", rebuild, "ok", "rebuilt", edit_json("manifest.json", change))
+             for name, change in MANIFEST_SHAPES.items()]
+    cases.append(Case("rebuild/not-json/status", rebuild, "ok", "rebuilt", write_text("manifest.json", "{not json")))
+    cases.append(Case("rebuild/readable-manifest/status", rebuild, "error", "--rebuild-manifest", nothing))
+    cases.append(Case("rebuild/manifest-is-a-dir/status", rebuild, "error", "manifest.json",
+                      replace_with_dir("manifest.json")))
+    cases.append(Case("rebuild/run-dir-is-a-file/status", rebuild, "error", "--run-dir", run_dir_is_file))
+    cases.append(Case("rebuild/lock-is-a-dir/status", rebuild, "error", ".lock",
+                      both(edit_json("manifest.json", lambda d: [d]), replace_with_dir(".lock"))))
+    return cases
+
+
 def all_cases() -> list[Case]:
-    return [*_record_cases(), *_manifest_cases(), *_yaml_cases(), *_filesystem_cases()]
+    return [*_record_cases(), *_manifest_cases(), *_yaml_cases(), *_filesystem_cases(), *_budget_cases(),
+            *_rebuild_cases()]
 
 
 # ---------------------------------------------------------------- running and judging
@@ -481,6 +534,14 @@ def verdict_of(case: Case, code: int, output: str, before: dict[str, str], after
         if not hits:
             return "silent", f"exit {code} without a warning naming {names!r}"
         return "pass", hits[0][:200]
+    if case.expect == "stop":
+        if code == 0:
+            return "silent", f"exit 0 without stopping ({names!r})"
+        flat = " ".join(output.split())
+        if code != 1 or names not in flat:
+            return "wrong", f"exit {code}; {names!r} not in the output"
+        changed = [key for key, digest in before.items() if after.get(key) != digest]
+        return ("wrong", f"records changed: {changed}") if changed else ("pass", names)
     if code != 0 or names not in output:
         return "wrong", f"exit {code}; {names!r} not in the output"
     return "pass", names

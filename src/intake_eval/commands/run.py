@@ -91,8 +91,8 @@ def run(
     for flag, value in (("--turns", turns), ("--concurrency", concurrency), ("--trials", trials), ("--limit", limit)):
         if value is not None and value < 1:
             raise IntakeEvalError(f"{flag} must be at least 1 (got {value})")
-    if budget is not None and budget <= 0:
-        raise IntakeEvalError(f"--budget must be a positive number of dollars (got {budget})")
+    if budget is not None and not (budget > 0 and budget != float("inf")):  # nan fails the comparison too
+        raise IntakeEvalError(f"--budget must be a positive, finite number of dollars (got {budget})")
     if len(set(clinician)) != len(clinician):
         raise IntakeEvalError("--clinician: the same clinician is given twice")
     out = console()

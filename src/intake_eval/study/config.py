@@ -70,7 +70,7 @@ class StudyConfig(Strict):
     judge_mode: Literal["per-turn", "conversation"] = "per-turn"
     formulation: bool = False
     concurrency: int = Field(16, ge=1, le=4096)
-    budget: float | None = Field(None, gt=0, description="dollars for the whole run folder (what its records "
+    budget: float | None = Field(None, gt=0, allow_inf_nan=False, description="dollars for the whole run folder (what its records "
                                  "already cost counts); a conversation starts only if its estimated cost fits")
     cache: bool = True
     qc: QCConfig = Field(default_factory=QCConfig)
