@@ -15,6 +15,7 @@ import pytest
 from intake_eval.core.store import write_text_atomic
 from tests.adversarial_cases import (
     CONVERSATIONS,
+    GENERATE,
     JUDGE,
     JUDGMENTS,
     MODELS_BASE,
@@ -82,8 +83,8 @@ def test_read_only_run_folder_is_one_line_and_changes_nothing(base, tmp_path, mo
         (tmp_path / "study.yaml").write_text(STUDY_YAML)
         subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
         before = record_hashes(run)
-        for args in (RUN, JUDGE, REPORT, STUDY):
-            line = one_error_line(invoke((*args, "--force") if args is RUN else args, run, tmp_path),
+        for args in (GENERATE, RUN, JUDGE, REPORT, STUDY):
+            line = one_error_line(invoke((*args, "--force") if args in (RUN, GENERATE) else args, run, tmp_path),
                                   str(run), "read-only file system")
             assert "choose another --run-dir" in line
         assert record_hashes(run) == before
@@ -195,10 +196,16 @@ def test_a_malformed_manifest_is_one_line(base, tmp_path, shape, where):
         shape = {**data, **shape, "stages": shape["stages"] if shape["stages"] == "x" else {**data["stages"], **shape["stages"]}}
     (run / "manifest.json").write_text(json.dumps(shape))
     before = (run / "manifest.json").read_bytes()
+    records = record_hashes(run)
     for args in (STATUS, RUN, STUDY, REPORT):
         line = one_error_line(invoke(args, run, tmp_path), "manifest.json", "malformed", where)
-        assert "move it aside" in line
-    assert (run / "manifest.json").read_bytes() == before
+        assert "move it aside" in line and "status --rebuild-manifest" in " ".join(line.split())
+    assert (run / "manifest.json").read_bytes() == before and record_hashes(run) == records
+    # the flag the error names rebuilds it from the records; the malformed file is kept beside it
+    rebuilt = invoke(("status", "--rebuild-manifest", "--run-dir", "{run}"), run, tmp_path)
+    assert rebuilt.returncode == 0 and "Traceback" not in rebuilt.stderr, rebuilt.stderr
+    assert [p.read_bytes() for p in run.glob("manifest.json.malformed-*")] == [before]
+    assert invoke(STUDY, run, tmp_path).returncode == 0 and record_hashes(run) == records
 
 
 @pytest.mark.parametrize(("text", "key", "line"), [
@@ -274,9 +281,82 @@ def test_a_patient_that_never_discloses_fails_the_recall_gate(base, tmp_path):
     one_error_line(cli("estimate", str(bad)), "study.yaml", "qc.min_recall")
 
 
+# ---------------------------------------------------------------- skipped inputs, budgets, terminal tables
+
+def test_a_corrupt_profile_line_in_the_middle_is_said_with_its_count_and_redone_by_the_study(base, tmp_path):
+    run = copy_run(base, tmp_path)
+    lines = (run / PROFILES).read_text().splitlines(keepends=True)
+    lines[1] = "{torn line\n"
+    (run / PROFILES).write_text("".join(lines))
+    before = record_hashes(run)
+    one_error_line(invoke(RUN, run, tmp_path), "profiles_sha256")  # the run's profiles changed under it
+    report = invoke(REPORT, run, tmp_path)
+    said = " ".join((report.stdout + report.stderr).split())
+    assert report.returncode == 0 and "Traceback" not in said, said
+    assert f"{PROFILES}:2: skipping a corrupt line" in said
+    # not only a warning: the summary and the report's banner say the results are short, with the count
+    assert "profiles.jsonl: 1 unreadable line(s) skipped; the results are short by those records" in said
+    assert "1 unreadable line(s) skipped" in (run / "report" / "index.html").read_text()
+    assert record_hashes(run) == before
+    study = invoke(STUDY, run, tmp_path)  # the study regenerates the lost profile: nothing is short any more
+    assert study.returncode == 0, study.stderr
+    for name in (PROFILES, CONVERSATIONS, JUDGMENTS):
+        assert (run / name).read_bytes() == (base / name).read_bytes(), name
+
+
+def test_budget_is_the_run_folders_and_sixteen_at_once_overshoot_by_at_most_one_conversation(tmp_path):
+    from tests.test_budget_folder import conversation_costs, priced_folder
+    from tests.test_run_fakeserver import study_server
+
+    with study_server() as server:
+        run, models = priced_folder(tmp_path, server.url, "run", profiles=30)
+        args = ("run", "--clinician", "doc", "--patient", "pat", "--turns", "2", "--concurrency", "16",
+                "--models", str(models), "--run-dir", str(run))
+        first = cli(*args, "--budget", "2")
+        said = " ".join((first.stdout + first.stderr).split())
+        assert first.returncode == 1 and "Traceback" not in said, said
+        assert "budget reached" in said and "conversations left to run, about $" in said
+        costs = conversation_costs(run)
+        assert 0 < len(costs) < 30 and sum(costs) <= 2 + max(costs)
+        written = set((run / "conversations" / "doc.jsonl").read_text().splitlines())
+        second = cli(*args, "--budget", "2")  # no fresh budget per invocation
+        assert second.returncode == 1 and "budget reached" in " ".join((second.stdout + second.stderr).split())
+        assert sum(conversation_costs(run)) <= 2 + max(costs)
+        assert len(conversation_costs(run)) <= len(costs) + 1
+        assert written <= set((run / "conversations" / "doc.jsonl").read_text().splitlines())  # kept as written
+
+
+@pytest.mark.parametrize("columns", ["80", "100"])
+def test_status_and_estimate_keep_every_number_whole_at_narrow_widths(base, tmp_path, columns):
+    import re
+
+    run = copy_run(base, tmp_path)
+    for args in (STATUS, ("estimate", "{tmp}/study.yaml")):
+        done = subprocess.run([*invoke_args(args, run, tmp_path)], capture_output=True, text=True,
+                              env={**os.environ, **narrow_env(columns)}, cwd=tmp_path, timeout=300)
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert max(len(line) for line in lines) <= int(columns) and "…" not in done.stdout
+        assert re.search(r"\b\d[\d,.]*[kMG]?\b", done.stdout)
+
+
+def invoke_args(args: tuple[str, ...], run: Path, tmp: Path) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "intake_eval.cli",
+            *(a.replace("{run}", str(run)).replace("{tmp}", str(tmp)) for a in args)]
+
+
+def narrow_env(columns: str) -> dict[str, str]:
+    from tests.adversarial_cases import env
+
+    return {**env(), "COLUMNS": columns}
+
+
 # ---------------------------------------------------------------- the sweep's cases, one per family
 
-SAMPLE = ("conversation/turns-is-string/report", "judgment/domain-label-is-string/judge", "profile/no-hidden/run",
+SAMPLE = ("budget/folder-already-spent/run", "budget/flag-nan/run", "rebuild/run-stage-is-string/status",
+          "conversation/turns-is-string/report", "judgment/domain-label-is-string/judge", "profile/no-hidden/run",
           "manifest/judge-stage-is-int/study", "yaml/models-duplicate-field/run", "fs/stage-log-is-a-dir/run",
           "fs/report-is-a-file/report", "fs/lock-is-a-dir/run", "conversation/no-conversation-id/annotate")
 

@@ -135,16 +135,24 @@ def _models_table(data: dict[str, Any]):
 
 
 def _study_runs_table(data: dict[str, Any]):
+    from rich import box
     from rich.table import Table
 
-    table = Table(title="Study invocations", title_justify="left")
-    for column in ("#", "started", "finished", "status", "model calls", "cache hits", "dollars", "wall s"):
-        table.add_column(column, justify="left" if column in ("started", "finished", "status") else "right")
-    for number, entry in enumerate((data.get("study") or {}).get("history", []), start=1):
-        table.add_row(str(number), str(entry.get("started", "")), str(entry.get("finished", "")),
-                      str(entry.get("status", "")), f"{entry.get('calls', 0):,}", f"{entry.get('cache_hits', 0):,}",
+    from intake_eval.commands.common import compact_number
+
+    table = Table(title="Study invocations (UTC)", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
+                  pad_edge=False)
+    for column in ("started", "finished", "status", "calls", "cached", "$", "wall s"):
+        table.add_column(column, justify="left" if column in ("started", "finished", "status") else "right",
+                         no_wrap=True)
+    for entry in (data.get("study") or {}).get("history", []):
+        started, finished = _when(entry.get("started")), _when(entry.get("finished"))
+        if finished[:10] == started[:10]:
+            finished = finished[11:]  # the same day: the time says it
+        table.add_row(started, finished, str(entry.get("status", "")), compact_number(entry.get("calls", 0)),
+                      compact_number(entry.get("cache_hits", 0)),
                       _money(entry.get("cost_usd", 0.0), entry.get("cost_known", True)),
-                      f"{entry.get('wall_s', 0):.1f}")
+                      compact_number(round(float(entry.get("wall_s", 0) or 0), 1)))
     return table
 
 
@@ -153,7 +161,7 @@ def _provenance_table(data: dict[str, Any]):
 
     table = Table(title="Provenance", title_justify="left", show_header=False)
     table.add_column("key")
-    table.add_column("value")
+    table.add_column("value", overflow="fold")  # hashes and paths wrap whole, never cut
     study = data.get("study") or {}
     table.add_row("run", str(data.get("run_name", "")))
     if study.get("config_file"):
