@@ -11,6 +11,7 @@ from intake_eval.cli import app
 from intake_eval.core.store import RunPaths, append_record, iter_json_lines
 from intake_eval.interview.budget import record_cost
 from tests.convo_helpers import make_profile
+from tests.fakeserver import FakeOpenAIServer
 from tests.test_run_fakeserver import study_server
 
 PRICE = 1e-4  # dollars per token, in and out
@@ -76,3 +77,62 @@ def test_concurrent_run_overshoots_by_at_most_one_conversation_and_reruns_count_
         total = sum(conversation_costs(run_dir))
         assert budget < total <= larger + max(conversation_costs(run_dir)) + 1e-9
         assert len(conversation_costs(run_dir)) < 40
+
+
+STUDY = """\
+name: budgeted
+seed: 5
+profiles: {{n: {n}, mode: stratified}}
+generator: fake-gen
+patient: {{model: fake-patient, mode: prompted}}
+clinicians: [fake-chat]
+judges: [fake-judge]
+turns: 2
+concurrency: 16
+{budget}"""
+
+
+def study_models(tmp_path: Path, url: str) -> Path:
+    price = "    input_cost_per_token: 0.00001\n    output_cost_per_token: 0.00001\n"
+    text = "models:\n" + "".join(f"  {alias}:\n    model: openai/{alias}-model\n    api_base: {url}\n{price}"
+                                 for alias in ("fake-gen", "fake-patient", "fake-chat", "fake-judge"))
+    path = tmp_path / "models.yaml"
+    path.write_text(text)
+    return path
+
+
+def folder_spend(run_dir: Path) -> float:
+    paths = RunPaths(run_dir)
+    total = sum(record_cost(data["usage"]) for path in paths.conversation_files() for data in iter_json_lines(path))
+    total += sum(data["usage"]["cost_usd"] for path in paths.judgment_files() for data in iter_json_lines(path))
+    return total + sum(data["render"]["usage"]["cost_usd"] for data in iter_json_lines(paths.profiles))
+
+
+def test_a_study_budget_counts_generation_and_judging_and_stops_within_one_conversation(tmp_path):
+    from tests.study_responder import StudyResponder
+
+    with FakeOpenAIServer(StudyResponder()) as server:
+        models = study_models(tmp_path, server.url)
+        probe = tmp_path / "probe.yaml"
+        probe.write_text(STUDY.format(n=2, budget=""))
+        done = CliRunner().invoke(app, ["study", str(probe), "--models", str(models), "--run-dir", str(tmp_path / "p")])
+        assert done.exit_code == 0, done.output
+        paths = RunPaths(tmp_path / "p")
+        generate = sum(d["render"]["usage"]["cost_usd"] for d in iter_json_lines(paths.profiles)) / 2
+        one = max(record_cost(d["usage"]) for path in paths.conversation_files() for d in iter_json_lines(path))
+        one += max(d["usage"]["cost_usd"] for path in paths.judgment_files() for d in iter_json_lines(path))
+
+        config = tmp_path / "study.yaml"
+        budget = round(12 * generate + 4.5 * one, 6)
+        config.write_text(STUDY.format(n=12, budget=f"budget: {budget}\n"))
+        run_dir = tmp_path / "run"
+        result = CliRunner().invoke(app, ["study", str(config), "--models", str(models), "--run-dir", str(run_dir)])
+        said = " ".join(result.output.split())
+        assert result.exit_code == 1, said
+        assert "budget reached" in said and "spent in this run folder" in said and "more to finish" in said
+        conversations = sum(1 for path in RunPaths(run_dir).conversation_files() for _ in iter_json_lines(path))
+        assert 0 < conversations < 12
+        spent = folder_spend(run_dir)
+        print(f"study: budget ${budget:.4f}, spent ${spent:.4f}, overshoot {(spent - budget) / one:+.2f} "
+              f"conversations with their judging ({conversations} conversations at concurrency 16)")
+        assert spent <= budget + one + 1e-9

@@ -12,6 +12,7 @@ records' (a response-cache hit keeps its price), unknown prices count as zero.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,8 @@ from intake_eval.llm.litellm_backend import call_cost
 BASE_PROMPT_TOKENS = {"clinician": 500, "patient": 2000, "tracker": 1500}
 ANSWER_TOKENS = {"clinician": 80, "patient": 90, "tracker": 25, "formulation": 300}
 PRIOR_MARGIN = 2.0
+JUDGE_PROMPT_TOKENS = 2500  # the judge's instructions and the hidden domains
+JUDGE_ANSWER_TOKENS = 400
 
 
 def record_cost(usage: Mapping[str, Any] | None) -> float:
@@ -86,6 +89,11 @@ class Budget:
     measured: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (clinician, arm) → ok costs
     specs: dict[str, Any] = field(default_factory=dict)  # role → ModelSpec for the prior
     reached: bool = False
+    # Judged as they finish (a study): each conversation also holds its judging until every judge wrote.
+    judges: int = 0
+    judging_cost: float = 0.0  # estimated dollars to judge one conversation by every judge
+    judging: dict[str, tuple[Reservation, int]] = field(default_factory=dict)  # conversation id → (hold, judges left)
+    released: asyncio.Event = field(default_factory=asyncio.Event)  # set whenever a hold is replaced by its cost
 
     @property
     def committed(self) -> float:
@@ -96,11 +104,12 @@ class Budget:
         return max(0.0, self.limit - self.spent)
 
     def estimate(self, item: PlannedConversation) -> float:
+        """The conversation's expected cost (and its judging, when judged as it finishes)."""
         costs = self.measured.get(_arm_of(item))
         if costs:
-            return sum(costs) / len(costs)
+            return sum(costs) / len(costs) + self.judging_cost
         specs = {**self.specs, "clinician": self.specs.get(f"clinician:{item.clinician}")}
-        return prior_cost(item, specs)
+        return prior_cost(item, specs) + self.judging_cost
 
     def remaining_cost(self, items: Iterable[PlannedConversation]) -> float:
         """Estimated dollars to run ``items``."""
@@ -122,6 +131,7 @@ class Budget:
     def settle(self, reservation: Reservation, item: PlannedConversation, conversation: Conversation | None) -> None:
         """Replace the hold by the record's cost (or, without a record, what its calls cost)."""
         self.open.remove(reservation)
+        self.released.set()
         if conversation is None:
             self.spent += reservation.live
             return
@@ -129,10 +139,29 @@ class Budget:
         self.spent += cost
         if conversation.ok:
             self.measured.setdefault(_arm_of(item), []).append(cost)
+            if self.judges:
+                hold = Reservation(self.judging_cost)
+                self.open.append(hold)
+                self.judging[conversation.conversation_id] = (hold, self.judges)
 
-    def charge(self, dollars: float) -> None:
-        """Spend outside any hold (a judgment made while the run goes on)."""
-        self.spent += dollars
+    def judged(self, conversation_id: str, dollars: float) -> None:
+        """One judgment written: its cost counts; the judging hold is released once every judge wrote."""
+        if conversation_id not in self.judging:
+            self.spent += dollars
+            return
+        hold, left = self.judging[conversation_id]
+        hold.live += dollars
+        if left > 1:
+            self.judging[conversation_id] = (hold, left - 1)
+            return
+        del self.judging[conversation_id]
+        self.open.remove(hold)
+        self.spent += hold.live
+        self.released.set()
+
+    async def wait_for_release(self) -> None:
+        self.released.clear()
+        await self.released.wait()
 
     def formulation_estimate(self, item: PlannedConversation) -> float:
         """A formulation asked for a conversation on disk: the clinician reads the whole intake once."""
@@ -153,6 +182,7 @@ class Budget:
     def release(self, reservation: Reservation, cost: float) -> None:
         self.open.remove(reservation)
         self.spent += cost
+        self.released.set()
 
 
 def measured_costs(paths: Any, clinicians: Iterable[str]) -> dict[tuple[str, str], list[float]]:
@@ -168,9 +198,29 @@ def measured_costs(paths: Any, clinicians: Iterable[str]) -> dict[tuple[str, str
     return measured
 
 
+def judging_estimate(paths: Any, judges: Mapping[str, Any], turns: int, mode: str) -> float:
+    """Dollars to judge one conversation by every judge (label → ModelSpec): the mean judgment cost of
+    each judge on disk, else prices × expected tokens (a per-turn judge reads the transcript once per turn)."""
+    total = 0.0
+    for label, spec in judges.items():
+        folder = paths.judge_dir(label)
+        costs = [usage_of(data.get("usage")).cost_usd for data in
+                 latest_lines(sorted(folder.glob("*.jsonl")) if folder.is_dir() else [], "conversation_id").values()
+                 if data.get("status", "ok") == "ok"]
+        if costs:
+            total += sum(costs) / len(costs)
+            continue
+        calls = turns + 1 if mode == "per-turn" else 1
+        transcript = (ANSWER_TOKENS["clinician"] + ANSWER_TOKENS["patient"]) * turns
+        total += PRIOR_MARGIN * _role_cost(spec, calls * (JUDGE_PROMPT_TOKENS + transcript), calls * JUDGE_ANSWER_TOKENS)
+    return total
+
+
 def folder_budget(limit: float | None, runner: Any, clinicians: Iterable[str], *, patient: str,
-                  tracker: str | None = None) -> Budget | None:
-    """The budget of an invocation on ``runner``'s folder: what the records already cost counts."""
+                  tracker: str | None = None, judges: Mapping[str, str] | None = None, turns: int = 12,
+                  judge_mode: str = "per-turn") -> Budget | None:
+    """The budget of an invocation on ``runner``'s folder: what the records already cost counts.
+    ``judges`` (label → alias) judge each conversation as it finishes, so its judging is held too."""
     if limit is None:
         return None
     spent, _known = run_folder_spend(runner.paths, runner.manifest.data)
@@ -180,4 +230,10 @@ def folder_budget(limit: float | None, runner: Any, clinicians: Iterable[str], *
     specs["patient"] = resolved[patient]
     if tracker:
         specs["tracker"] = resolved[tracker]
-    return Budget(limit=limit, spent=spent, measured=measured_costs(runner.paths, clinicians), specs=specs)
+    budget = Budget(limit=limit, spent=spent, measured=measured_costs(runner.paths, clinicians), specs=specs)
+    if judges:
+        resolved_judges = runner.resolve(list(judges.values()))
+        budget.judges = len(judges)
+        budget.judging_cost = judging_estimate(runner.paths, {label: resolved_judges[alias]
+                                                              for label, alias in judges.items()}, turns, judge_mode)
+    return budget

@@ -89,7 +89,6 @@ async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, 
     writers: dict[str, JsonlWriter] = {}
     openings: dict = {}
     queue = deque(todo)
-    settled = asyncio.Event()
 
     async def worker() -> None:
         while queue:
@@ -105,8 +104,7 @@ async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, 
                 if not budget.open:
                     totals.budget_reached = True
                     return
-                settled.clear()
-                await settled.wait()  # a finishing conversation replaces its estimate by its cost
+                await budget.wait_for_release()  # finished work replaces its estimate by its cost
                 continue
             queue.popleft()
             participants = Participants(
@@ -128,7 +126,6 @@ async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, 
                 totals.in_flight -= 1
                 if budget is not None and hold is not None:
                     budget.settle(hold, item, conversation)
-                    settled.set()
             writer = writers.get(item.clinician)
             if writer is None:
                 writer = writers[item.clinician] = JsonlWriter(paths.conversations(item.clinician))

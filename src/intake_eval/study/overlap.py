@@ -107,6 +107,7 @@ async def _run_and_judge(plan: list, settings: Any, setups: list, pool: Any, pat
     async def worker() -> None:
         while True:
             item = await queue.get()
+            cost = 0.0
             try:
                 if item is None:
                     return
@@ -119,10 +120,11 @@ async def _run_and_judge(plan: list, settings: Any, setups: list, pool: Any, pat
                 if out not in writers:
                     writers[out] = JsonlWriter(out)
                 writers[out].write(judgment)
-                if budget is not None:
-                    budget.charge(judgment.usage.cost_usd)
+                cost = judgment.usage.cost_usd
                 progress.judged(judgment.ok)
             finally:
+                if budget is not None and item is not None:
+                    budget.judged(item[1].conversation_id, cost)  # releases its hold whatever happened
                 queue.task_done()
 
     workers = [asyncio.create_task(worker()) for _ in range(max(1, judge_workers))]
@@ -159,7 +161,9 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
     # there are calls per conversation: the calls in flight stay those of `concurrency` conversations.
     judge_workers = config.concurrency * ((config.turns + 1) if config.judge_mode == "per-turn" else 1)
     budget = folder_budget(settings.budget, runner, settings.clinicians, patient=settings.patient,
-                           tracker=settings.tracker or settings.patient if settings.patient_mode == "tracked" else None)
+                           tracker=settings.tracker or settings.patient if settings.patient_mode == "tracked" else None,
+                           judges={setup.label: setup.alias for setup in setups}, turns=config.turns,
+                           judge_mode=config.judge_mode)
     with progress:
         totals = RunTotals()
         _, interrupted = runner.run(lambda: _run_and_judge(plan, settings, setups, runner.pool, paths, catalog,
