@@ -6,6 +6,8 @@ sentences that ask (a question, or a request such as "tell me about…") can pro
 a sentence that recommends something ("try to get more sleep") never does. Within a sentence,
 every domain family's patterns are matched and a match lying strictly inside a longer match of
 another family is dropped, so the most specific phrase decides ("didnt need sleep" → mania).
+Proximity rules (two word groups a few words apart, see ``lexicon_terms``) match loosely, so
+their matches never drop another family's match.
 
 Used by the offline patient, the offline tracker, the offline clinicians and the offline judge.
 """
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from intake_eval.catalog.lexicon_terms import compile_groups, expand, proximity_patterns
 from intake_eval.core.yamlfile import read_yaml
 
 LEXICON_PATH = Path(__file__).resolve().parents[1] / "data" / "classifier_lexicon.yaml"
@@ -35,6 +38,7 @@ class Family:
     patterns: tuple[re.Pattern[str], ...]
     sources: tuple[str, ...]  # the patterns' text (compiled from parse trees, they do not keep it)
     heads: tuple[set[str] | None, ...]  # what each pattern's matches can start with (see _heads)
+    proximity_from: int  # patterns from this position on come from proximity rules
 
 
 @dataclass(frozen=True)
@@ -81,13 +85,15 @@ class Classification:
         }
 
 
-def _family(domains: tuple[str, ...], patterns: Iterable[str], source: str) -> Family:
+def _family(domains: tuple[str, ...], patterns: Iterable[str], source: str, proximity: Iterable[str] = ()) -> Family:
     """Each pattern is parsed once: the parse tree gives its possible starts for the index and is
     compiled as is (re.compile would parse the text a second time; loading is mostly parsing)."""
     from re import _compiler, _parser  # the stdlib's regex parser and compiler
 
     compiled, sources, heads = [], [], []
-    for pattern in patterns:
+    patterns = list(patterns)
+    proximity_from = len(patterns)
+    for pattern in [*patterns, *proximity]:
         try:
             tree = _parser.parse(pattern)
             heads.append(_heads(list(tree.data)) if pattern.startswith(("\\b", "^")) else None)
@@ -95,7 +101,7 @@ def _family(domains: tuple[str, ...], patterns: Iterable[str], source: str) -> F
         except re.error as exc:  # a broken shipped lexicon is a bug worth naming precisely
             raise ValueError(f"{LEXICON_PATH.name}: {source}: bad pattern {pattern!r}: {exc}") from None
         sources.append(pattern)
-    return Family(domains=domains, patterns=tuple(compiled), sources=tuple(sources), heads=tuple(heads))
+    return Family(domains, tuple(compiled), tuple(sources), tuple(heads), proximity_from)
 
 
 @dataclass(frozen=True)
@@ -215,7 +221,17 @@ def _find_matches(sentence: str, lexicon: "Lexicon", exhaustive: bool) -> list[t
 @lru_cache(maxsize=1)
 def load_lexicon(path: Path = LEXICON_PATH) -> Lexicon:
     data = read_yaml(path)
-    families = tuple(_family(tuple(key.split("+")), patterns, key) for key, patterns in data["families"].items())
+    groups = compile_groups(data.get("groups") or {})
+    near = data.get("near") or {}
+    families = tuple(
+        _family(
+            tuple(key.split("+")),
+            [expand(pattern, groups) for pattern in data["families"].get(key, [])],
+            key,
+            [pattern for rule in near.get(key, []) for pattern in proximity_patterns(rule, groups)],
+        )
+        for key in [*data["families"], *(key for key in near if key not in data["families"])]
+    )
     pattern_index, always_tried = _index_patterns(families)
     return Lexicon(
         families=families,
@@ -267,12 +283,18 @@ def sentence_domains(sentence: str, lexicon: Lexicon | None = None, *, exhaustiv
     """Domain -> matched phrases in one normalized sentence, most specific match winning.
     ``exhaustive`` tries every pattern instead of the indexed candidates (tests compare both)."""
     lexicon = lexicon or load_lexicon()
-    found = [(start, end, index, phrase) for index, _, start, end, phrase in _find_matches(sentence, lexicon, exhaustive)]
+    matches = _find_matches(sentence, lexicon, exhaustive)
+    found = [(start, end, index, phrase) for index, _, start, end, phrase in matches]
+    shadowing = [
+        (start, end, index)
+        for index, position, start, end, _ in matches
+        if position < lexicon.families[index].proximity_from
+    ]
     result: dict[str, list[str]] = {}
     for start, end, index, phrase in found:
         shadowed = any(
             other_index != index and o_start <= start and end <= o_end and (o_end - o_start) > (end - start)
-            for o_start, o_end, other_index, _ in found
+            for o_start, o_end, other_index in shadowing
         )
         if shadowed:
             continue
