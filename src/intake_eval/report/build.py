@@ -17,6 +17,7 @@ from intake_eval.report import (
     agreement_view,
     analyses_section,
     calibration_section,
+    cell_links,
     charts,
     diagnosis_section,
     figure_files,
@@ -96,8 +97,11 @@ def domain_labels(data: RunData) -> dict[str, str]:
     return labels
 
 
-def render_charts(views: dict[str, Any], labels: dict[str, str]) -> dict[str, str]:
-    out = {"forest": "", "matrix": "", "domains": "", "trajectory": "", "qmix": ""}
+def render_charts(views: dict[str, Any], labels: dict[str, str], names: dict[str, str] | None = None) -> dict[str, str]:
+    """Every chart of the page as inline SVG; ``names``: phenotype id → name for the matrix rows.
+    The matrix and domain heatmaps link their cells to the viewer when the views carry ``links``."""
+    names = names or {}
+    out = {"forest": "", "matrix": "", "domains": "", "domain_rates": "", "trajectory": "", "qmix": ""}
     head = [r for r in views["headline"] if r["coverage_mean"] is not None]
     if head:
         out["forest"] = charts.forest([{"label": r["arm"], "mean": r["coverage_mean"], "lo": r["coverage_ci_low"],
@@ -107,12 +111,14 @@ def render_charts(views: dict[str, Any], labels: dict[str, str]) -> dict[str, st
     if m["phenotypes"]:
         marks = ["▲ masked" if m["alignment"].get(p) == "masked" else "" for p in m["phenotypes"]]
         out["matrix"] = charts.heatmap(m["values"], m["counts"], title="Active coverage (%) by phenotype and clinician",
-                                       row_labels=m["phenotypes"], col_labels=m["arms"], row_marks=marks)
+                                       row_labels=[names.get(p, p) for p in m["phenotypes"]], col_labels=m["arms"],
+                                       row_marks=marks, links=m.get("links"))
     d = views["domains"]
     if d["domains"]:
         out["domains"] = charts.heatmap(d["values"], d["counts"], title="Hidden domain actively surfaced (% of conversations)",
                                         row_labels=[labels.get(x, x) for x in d["domains"]], col_labels=d["arms"],
-                                        cbar_label="conversations surfacing the domain (%)")
+                                        cbar_label="conversations surfacing the domain (%)", links=d.get("links"))
+        out["domain_rates"] = charts.domain_rates(d, labels)
     if views["trajectories"]:
         out["trajectory"] = charts.trajectories(views["trajectories"], max_turn=views["max_turn"])
         out["qmix"] = charts.question_mix(views["qmix"], qtypes=list(QUESTION_TYPES), max_turn=views["max_turn"])
@@ -145,7 +151,8 @@ def headline_csv(rows: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str], labels: dict[str, str]) -> dict[str, Any]:
+def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str], labels: dict[str, str],
+                 names: dict[str, str]) -> dict[str, Any]:
     arm_index = {arm: i for i, arm in enumerate(views["arms"])}
     primary_done = data.judgments.get(views["primary"], {}) if views["primary"] else {}
     convs = []
@@ -171,7 +178,9 @@ def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str],
     # Open on an instructive conversation: judged, with the widest mix of domain states (caught and missed).
     judged = [c for c in convs if c[4] == "ok" and c[5]]
     start = max(judged, key=lambda c: (len(set(c[5])), "3" in c[5], c[0]))[0] if judged else (convs[0][0] if convs else None)
+    shown = {p[0] for p in profiles.values()}
     return {"judges": views["judges"], "primary": views["primary"], "labels": labels, "convs": convs, "profiles": profiles,
+            "phenotype_names": {p: names[p] for p in sorted(shown) if p in names},
             "arms": [{"label": views["arm_labels"][a], "clinician": a[0], "condition": a[1], "mode": a[2]} for a in views["arms"]],
             "start": start}
 
@@ -187,7 +196,7 @@ def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[
         if figures:
             step("writing figure files")
             result.figures = figure_files.write_figures(render_charts, result.views, domain_labels(data),
-                                                        paths.report_dir / "figures", figures, paths,
+                                                        paths.report_dir / "figures", figures,
                                                         sections=lambda: html.optional_sections(data))
             step(None)
         return result
@@ -201,9 +210,11 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
     data.primary_judge = judges[0] if judges else None
     step("computing views")
     views = build_views(data, judges)
+    cell_links.add_links(views)
     labels = domain_labels(data)
+    names = figure_files.phenotype_names()
     step("drawing charts")
-    chart_svgs = render_charts(views, labels)
+    chart_svgs = render_charts(views, labels, names)
     step("writing transcript shards")
     fingerprint = viewer.sources_fingerprint([paths.profiles, *paths.conversation_files(), *paths.judgment_files(),
                                               paths.metrics("diagnosis")], judges)
@@ -231,11 +242,11 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
         "comparisons": html.comparisons_table(views["comparisons"]), "matrix": views["matrix"],
         "multi_scope": len({(r["condition"], r["patient_mode"]) for r in views["comparisons"]}) > 1,
         "agreement": {"rows": views["agreement"], "hot": views["hotspots"]}, "labels": labels,
-        "phenotypes": sorted({p.get("phenotype", "") for p in data.profiles.values()}),
+        "phenotypes": [(p, names.get(p, p)) for p in sorted({p.get("phenotype", "") for p in data.profiles.values()})],
         "arms": [{"label": views["arm_labels"][a]} for a in views["arms"]],
         "qtypes": ["closed_hypothesis", "open", "clarifying", "treatment_planning", "other"],
         "sections": html.optional_sections(data), "prov": provenance(data),
-        "ie_data": viewer_index(data, views, shard_of, labels),
+        "ie_data": viewer_index(data, views, shard_of, labels, names),
     })
     index = paths.report_index
     write_text_atomic(index, page)
