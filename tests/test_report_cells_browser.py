@@ -170,3 +170,11 @@ def test_every_nav_entry_is_reachable_with_many_sections(page):
         top, nav_bottom, height = placed
         assert nav_bottom - 2 <= top < height, (target, placed)  # in view, not under the sticky nav
     assert nav.evaluate("n => getComputedStyle(n).position") == "sticky"
+
+
+def test_a_link_from_another_page_filters_by_its_query(page, demo):
+    scored = conversations(demo)
+    anchored = scored[scored["clinician"] == "offline/anchored"]
+    page.goto((demo / "report" / "index.html").as_uri() + "?clinician=offline%2Fanchored&condition=minimal&scored=1#transcript")
+    assert sorted(listed(page)) == sorted(anchored[anchored["condition"] == "minimal"]["conversation_id"])
+    page.locator("#viewer-body h3", has_text="offline/anchored").wait_for(timeout=5000)
