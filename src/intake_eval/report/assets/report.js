@@ -307,7 +307,7 @@
       });
     }
     refillPicker = refill;
-    arm.addEventListener("change", function () { refill(); openConversation(conv.value, null, false); });
+    arm.addEventListener("change", function () { refill(); if (conv.value) openConversation(conv.value, null, false); });
     conv.addEventListener("change", function () { openConversation(conv.value, null, false); });
     refill();
   }
