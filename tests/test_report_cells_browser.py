@@ -126,6 +126,17 @@ def test_a_domain_cell_and_a_headline_count_filter_too(page, demo):
     n = clinicians[(clinicians["judge"] == "offline/judge") & (clinicians["clinician"] == params["clinician"])
                    & (clinicians["condition"] == params["condition"])]["n"]
     assert len(listed(page)) == int(n.iloc[0])
+    # a cell of the "when domains get probed" table (domain × clinician) lists its n conversations
+    probe = page.locator("#probe-curves a.to-viewer").nth(3)
+    text = probe.inner_text()
+    probe.click()
+    assert len(listed(page)) == int(text.split("n=")[1].rstrip(")"))
+    # the capacity-gap table opens the intakes as they ran and their nudged forks
+    forks = page.locator("#capacity-gap a.to-viewer")
+    assert forks.count() >= 2
+    assert "review" not in cell_params(forks.nth(0))["condition"] and "review" in cell_params(forks.nth(1))["condition"]
+    forks.nth(1).click()
+    assert listed(page)
 
 
 def test_search_matches_the_labels_shown(page, demo):
@@ -139,7 +150,7 @@ def test_search_matches_the_labels_shown(page, demo):
         profile = data["profiles"][entry[3]]
         assert label in [data["labels"].get(d, d) for d in profile[2]] or label in profile[3]
     # a phenotype by its catalog name finds its conversations
-    phenotype, name = sorted(data["phenotype_names"].items())[0]
+    phenotype, name = min(data["phenotype_names"].items())
     page.locator("#tv-search").fill(name)
     assert {c[0] for c in data["convs"] if data["profiles"][c[3]][0] == phenotype} <= set(listed(page))
     # the drill-down filter: every row it keeps shows the label

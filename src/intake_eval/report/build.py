@@ -7,7 +7,7 @@ import csv
 import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from intake_eval.report import (
     trust_section,
     viewer,
 )
-from intake_eval.report.load import RunData, load_run, order_judges
+from intake_eval.report.load import RunData, domain_labels, load_run, order_judges
 from intake_eval.report.tables import arm_of
 from intake_eval.report.viewer import outcome_codes
 
@@ -86,15 +86,6 @@ def build_views(data: RunData, judges: list[str]) -> dict[str, Any]:
         "comparisons": tables.comparisons(data, primary),
         "agreement": agreement_view.kappa_rows(data, judges), "hotspots": agreement_view.hotspots(data, judges),
     }
-
-
-def domain_labels(data: RunData) -> dict[str, str]:
-    labels = {}
-    for profile in data.profiles.values():
-        for draw in [profile.get("presenting", {})] + profile.get("hidden", []):
-            if draw.get("domain"):
-                labels.setdefault(draw["domain"], draw.get("label") or draw["domain"].replace("_", " "))
-    return labels
 
 
 def render_charts(views: dict[str, Any], labels: dict[str, str], names: dict[str, str] | None = None) -> dict[str, str]:
@@ -222,7 +213,7 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
                                    progress=shard_progress,
                                    fingerprint=fingerprint, diagnosis=viewer.diagnosis_facts(data.tables.get("diagnosis")))
     step("writing index.html and summary.md")
-    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     run = {"name": data.manifest.get("run_name") or paths.root.name, "primary": views["primary"], "judges": judges,
            "generated": generated, "n_profiles": len({c.get("profile_id") for c in data.conversations.values()}),
            "n_conversations": len(data.conversations), "n_clinicians": len({a[0] for a in views["arms"]}),

@@ -109,7 +109,7 @@ def trajectories(series: dict[str, dict[str, Any]], *, max_turn: int) -> str:
                             alpha=0.15, linewidth=0)
     ax.set_xlim(0, max_turn)
     ax.set_ylim(0, 100)
-    ax.set_xticks(range(0, max_turn + 1))
+    ax.set_xticks(range(max_turn + 1))
     ax.set_xlabel("clinician turn (0 = patient's opening)")
     ax.set_ylabel("cumulative active coverage (%)")
     ax.grid(axis="y", color="#e5e5e5", linewidth=0.8)
