@@ -153,11 +153,27 @@
     });
     navHeight();
     window.addEventListener("resize", navHeight);
+    currentSection();
   };
 
   /* The nav wraps onto more lines as sections are added; sticky panels and anchored sections keep clear of it. */
   function navHeight() {
     var nav = document.getElementById("toc");
     if (nav) document.documentElement.style.setProperty("--nav-h", nav.offsetHeight + "px");
+  }
+  /* The nav marks the section being read. */
+  function currentSection() {
+    var links = {}, nav = document.getElementById("toc");
+    if (!nav || !window.IntersectionObserver) return;
+    nav.querySelectorAll("a[href^='#']").forEach(function (a) { links[a.getAttribute("href").slice(1)] = a; });
+    var seen = new IntersectionObserver(function (entries) {
+      entries.forEach(function (entry) {
+        var link = links[entry.target.id];
+        if (!link || !entry.isIntersecting) return;
+        nav.querySelectorAll("a.on").forEach(function (a) { a.classList.remove("on"); });
+        link.classList.add("on");
+      });
+    }, { rootMargin: "-" + (nav.offsetHeight + 10) + "px 0px -60% 0px" });
+    Object.keys(links).forEach(function (id) { var node = document.getElementById(id); if (node) seen.observe(node); });
   }
 })();
