@@ -40,7 +40,7 @@ def test_groups_and_inflection_marks_expand_into_plain_regexes():
 
 def test_proximity_rules_match_either_order_within_the_word_limit():
     groups = compile_groups({"PAIN": ["pain", "hurt~"], "LONG": ["months", "years"]})
-    patterns = [re.compile(p) for p in proximity_patterns(["<PAIN>", "<LONG>", 3], groups)]
+    patterns = [re.compile(pattern) for pattern, _ in proximity_patterns(["<PAIN>", "<LONG>", 3], groups)]
 
     def hit(text: str) -> bool:
         return any(p.search(text) for p in patterns)

@@ -36,7 +36,9 @@ _LEADING_PUNCT = re.compile(r"^[\s\"“”(\-–—*•:,]+")
 class Family:
     domains: tuple[str, ...]
     patterns: tuple[re.Pattern[str], ...]
-    sources: tuple[str, ...]  # the patterns' text (compiled from parse trees, they do not keep it)
+    # What the per-key prefilter tries for each pattern: its text (compiled from parse trees, patterns do not
+    # keep it), or for a proximity rule only its first side, a much cheaper necessary condition.
+    sources: tuple[str, ...]
     heads: tuple[set[str] | None, ...]  # what each pattern's matches can start with (see _heads)
     proximity_from: int  # patterns from this position on come from proximity rules
 
@@ -85,22 +87,24 @@ class Classification:
         }
 
 
-def _family(domains: tuple[str, ...], patterns: Iterable[str], source: str, proximity: Iterable[str] = ()) -> Family:
+def _family(
+    domains: tuple[str, ...], patterns: Iterable[str], source: str, proximity: Iterable[tuple[str, str]] = ()
+) -> Family:
     """Each pattern is parsed once: the parse tree gives its possible starts for the index and is
     compiled as is (re.compile would parse the text a second time; loading is mostly parsing)."""
     from re import _compiler, _parser  # the stdlib's regex parser and compiler
 
     compiled, sources, heads = [], [], []
-    patterns = list(patterns)
+    patterns = [(pattern, pattern) for pattern in patterns]
     proximity_from = len(patterns)
-    for pattern in [*patterns, *proximity]:
+    for pattern, lead in [*patterns, *proximity]:
         try:
             tree = _parser.parse(pattern)
             heads.append(_heads(list(tree.data)) if pattern.startswith(("\\b", "^")) else None)
             compiled.append(_compiler.compile(tree))
         except re.error as exc:  # a broken shipped lexicon is a bug worth naming precisely
             raise ValueError(f"{LEXICON_PATH.name}: {source}: bad pattern {pattern!r}: {exc}") from None
-        sources.append(pattern)
+        sources.append(lead)
     return Family(domains, tuple(compiled), tuple(sources), tuple(heads), proximity_from)
 
 

@@ -62,10 +62,14 @@ def expand(pattern: str, groups: dict[str, str]) -> str:
     return _inflect(GROUP_REFERENCE.sub(group, pattern))
 
 
-def proximity_patterns(rule: list, groups: dict[str, str]) -> list[str]:
-    """The two patterns (one per word order) of a proximity rule [A, B, max words between]."""
+def proximity_patterns(rule: list, groups: dict[str, str]) -> list[tuple[str, str]]:
+    """The two patterns (one per word order) of a proximity rule [A, B, max words between], each with
+    its lead: the side a match starts with, which a match cannot exist without."""
     if not (isinstance(rule, list) and len(rule) == 3 and isinstance(rule[2], int) and rule[2] >= 0):
         raise ValueError(f"lexicon proximity rule {rule!r}: expected [first, second, max words between]")
     first, second = (expand(str(side), groups) for side in rule[:2])
     gap = rf"(?:\W+\w+){{0,{rule[2]}}}?\W+"
-    return [rf"\b(?:{first})\b{gap}(?:{second})\b", rf"\b(?:{second})\b{gap}(?:{first})\b"]
+    return [
+        (rf"\b(?:{first})\b{gap}(?:{second})\b", rf"\b(?:{first})\b"),
+        (rf"\b(?:{second})\b{gap}(?:{first})\b", rf"\b(?:{second})\b"),
+    ]
