@@ -43,13 +43,16 @@ class Family:
     proximity_from: int  # patterns from this position on come from proximity rules
 
 
+Pairs = tuple[tuple[int, int], ...]  # (family, pattern) positions
+
+
 @dataclass(frozen=True)
 class Lexicon:
     families: tuple[Family, ...]
-    # First three characters a match can start with (at a word start) -> (family, pattern)
-    # pairs, so a sentence tries only the few patterns it could match; patterns whose start
-    # cannot be enumerated are always tried.
-    pattern_index: dict[str, tuple[tuple[int, int], ...]]
+    # First three characters a match can start with (at a word start) -> (family, pattern) pairs,
+    # ordinary patterns and proximity patterns apart, so a sentence tries only the few patterns it
+    # could match; patterns whose start cannot be enumerated are always tried.
+    pattern_index: dict[str, tuple[Pairs, Pairs]]
     always_tried: tuple[tuple[int, int], ...]
     advice: RuleSet
     advice_exceptions: RuleSet
@@ -60,9 +63,9 @@ class Lexicon:
     request: RuleSet
     clarifying: RuleSet
     other: RuleSet
-    # key -> one alternation of every pattern indexed under it, compiled on first use: a word start
-    # none of them can match at is rejected by a single call.
-    prefilters: dict[str, re.Pattern[str]] = field(default_factory=dict, compare=False)
+    # (key, part) -> one alternation of every pattern of that part indexed under the key, compiled on
+    # first use: a word start none of them can match at is rejected by a single call.
+    prefilters: dict[tuple[str, int], re.Pattern[str]] = field(default_factory=dict, compare=False)
 
     @property
     def domain_ids(self) -> list[str]:
@@ -131,7 +134,7 @@ def _rules(patterns: list[str], source: str) -> RuleSet:
     index, always = _index_patterns((family,))
     return RuleSet(
         patterns=family.patterns,
-        index={key: tuple(position for _, position in pairs) for key, pairs in index.items()},
+        index={key: tuple(position for _, position in pairs) for key, (pairs, _) in index.items()},
         always=tuple(position for _, position in always),
     )
 
@@ -168,9 +171,10 @@ def _heads(items: list, need: int = _KEY) -> set[str] | None:
     return None
 
 
-def _index_patterns(families: tuple[Family, ...]) -> tuple[dict[str, tuple[tuple[int, int], ...]], tuple[tuple[int, int], ...]]:
-    """key -> (family, pattern) pairs whose matches can start with that key at a word start."""
-    index: dict[str, set[tuple[int, int]]] = {}
+def _index_patterns(families: tuple[Family, ...]) -> tuple[dict[str, tuple[Pairs, Pairs]], Pairs]:
+    """key -> (ordinary, proximity) (family, pattern) pairs whose matches can start with that key at a
+    word start. Apart, because a proximity rule's lead is often a common word ("feel", "you")."""
+    index: dict[str, tuple[set[tuple[int, int]], set[tuple[int, int]]]] = {}
     always: list[tuple[int, int]] = []
     for number, family in enumerate(families):
         for position, heads in enumerate(family.heads):
@@ -178,15 +182,16 @@ def _index_patterns(families: tuple[Family, ...]) -> tuple[dict[str, tuple[tuple
                 always.append((number, position))
                 continue
             for head in heads:
-                index.setdefault(head, set()).add((number, position))
-    return {key: tuple(sorted(value)) for key, value in index.items()}, tuple(always)
+                index.setdefault(head, (set(), set()))[position >= family.proximity_from].add((number, position))
+    return {key: (tuple(sorted(plain)), tuple(sorted(near))) for key, (plain, near) in index.items()}, tuple(always)
 
 
-def _prefilter(lexicon: "Lexicon", key: str) -> re.Pattern[str]:
-    compiled = lexicon.prefilters.get(key)
+def _prefilter(lexicon: "Lexicon", key: str, part: int) -> re.Pattern[str]:
+    compiled = lexicon.prefilters.get((key, part))
     if compiled is None:
-        alternatives = (lexicon.families[i].sources[p] for i, p in lexicon.pattern_index[key])
-        compiled = lexicon.prefilters[key] = re.compile("|".join(f"(?:{alternative})" for alternative in alternatives))
+        alternatives = (lexicon.families[i].sources[p] for i, p in lexicon.pattern_index[key][part])
+        compiled = re.compile("|".join(f"(?:{alternative})" for alternative in alternatives))
+        lexicon.prefilters[(key, part)] = compiled
     return compiled
 
 
@@ -208,16 +213,16 @@ def _find_matches(sentence: str, lexicon: "Lexicon", exhaustive: bool) -> list[t
         for word in _WORD_START.finditer(sentence):
             start = word.start()
             key = sentence[start:start + _KEY]
-            pairs = lexicon.pattern_index.get(key)
-            if not pairs or not _prefilter(lexicon, key).match(sentence, start):
-                continue
-            for pair in pairs:
-                if start < ends.get(pair, 0):
+            for part, pairs in enumerate(lexicon.pattern_index.get(key, ())):
+                if not pairs or not _prefilter(lexicon, key, part).match(sentence, start):
                     continue
-                match = lexicon.families[pair[0]].patterns[pair[1]].match(sentence, start)
-                if match and match.end() > start:
-                    ends[pair] = match.end()
-                    found.append((pair[0], pair[1], start, match.end(), match.group(0)))
+                for pair in pairs:
+                    if start < ends.get(pair, 0):
+                        continue
+                    match = lexicon.families[pair[0]].patterns[pair[1]].match(sentence, start)
+                    if match and match.end() > start:
+                        ends[pair] = match.end()
+                        found.append((pair[0], pair[1], start, match.end(), match.group(0)))
     found.sort()
     return found
 
