@@ -18,8 +18,14 @@ from typing import Any
 from intake_eval import SCHEMA_VERSION
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.manifest import REBUILT, now_iso, package_versions, parse_manifest
-from intake_eval.core.store import RunPaths, file_safe, iter_json_lines, write_text_atomic
+from intake_eval.core.store import (
+    RunPaths,
+    file_safe,
+    iter_json_lines,
+    write_text_atomic,
+)
 from intake_eval.core.usage import latest_lines, records_done
+
 
 def _entry(model: Any) -> dict[str, Any]:
     return {"model": str(model or ""), REBUILT: True}

@@ -33,7 +33,7 @@ from intake_eval.interview.backfill import (
     allow_formulation_upgrade,
     request_missing_formulations,
 )
-from intake_eval.interview.budget import Budget, folder_budget
+from intake_eval.interview.budget import Budget, Reservation, folder_budget
 from intake_eval.interview.conversation import (
     Participants,
     PlannedConversation,
@@ -111,7 +111,7 @@ async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, 
                 clinician=pool.get(item.clinician), patient=patient_model, tracker=tracker_model, patient_alias=patient
             )
 
-            def on_call(_role: str, result: ChatResult) -> None:
+            def on_call(_role: str, result: ChatResult, hold: Reservation | None = hold) -> None:
                 totals.count_call(result)
                 if hold is not None:
                     hold.live += result.usage.cost_usd
