@@ -3,7 +3,8 @@
 litellm speaks to every provider. For OpenAI-compatible endpoints (the providers listed in
 providers.py, and ``openai/…`` or ``hosted_vllm/…`` with an ``api_base``: vLLM, llama.cpp, a local
 test server) a plain aiohttp POST is used instead (openai_http.py): same wire format, a fraction of the CPU per call
-(see scripts/bench_models.py). Both paths feed the same normalisation below, so a result looks the
+(see scripts/bench_models.py); Claude's native Messages API likewise (anthropic_http.py). Bedrock,
+Vertex and the rest stay on litellm. Every path feeds the same normalisation below, so a result looks the
 same whichever path produced it. The API key is read from its variable at call time and is
 never logged, cached or put in a message.
 """
@@ -23,6 +24,7 @@ from intake_eval.llm.base import (
     ModelSpec,
     is_local_base,
 )
+from intake_eval.llm.anthropic_http import anthropic_route, messages_body, openai_shape
 from intake_eval.llm.openai_http import OpenAICompatibleClient
 from intake_eval.llm.prompt_cache import with_breakpoints
 from intake_eval.llm.providers import direct_route
@@ -65,7 +67,7 @@ def api_key_for(spec: ModelSpec) -> str | None:
 
 
 def uses_direct_http(spec: ModelSpec) -> bool:
-    return direct_route(spec) is not None
+    return direct_route(spec) is not None or anthropic_route(spec) is not None
 
 
 def cache_prices(spec: ModelSpec) -> tuple[float | None, float | None]:
@@ -190,12 +192,16 @@ class ProviderBackend:
         self.spec = spec
         self._http = None  # client="litellm" forces litellm even for OpenAI-compatible endpoints
         self._route = direct_route(spec) if client == "auto" else None
-        if self._route is not None:
-            self._http = OpenAICompatibleClient(self._route.base_url, spec.timeout_s)
         priced_by_litellm = not is_local_base(spec.api_base) and (
             spec.input_cost_per_token is None and spec.output_cost_per_token is None)
-        if self._http is None or priced_by_litellm:
+        if self._route is None or priced_by_litellm:
             import_litellm()  # here, not inside the event loop: the import takes seconds
+        # Claude's native API: its model facts come from litellm's tables, read here once
+        self._anthropic = anthropic_route(spec) if client == "auto" and self._route is None else None
+        if self._route is not None:
+            self._http = OpenAICompatibleClient(self._route.base_url, spec.timeout_s)
+        elif self._anthropic is not None:
+            self._http = OpenAICompatibleClient(self._anthropic.base_url, spec.timeout_s)
 
     def request_params(self, request: ChatRequest, level: str | None = None) -> dict[str, Any]:
         """The provider parameters; ``level`` is the structured-output level for a schema request
@@ -225,6 +231,11 @@ class ProviderBackend:
         if self._http is not None and self._route is not None:
             route = self._route
             response = route.fix_usage(await self._http.chat(route.body(params), route.api_key(spec)))
+        elif self._http is not None and self._anthropic is not None:
+            claude = self._anthropic
+            body = messages_body(claude, params)
+            payload = await self._http.post(claude.messages_url, body, claude.headers(spec, body))
+            response = openai_shape(payload, json_mode="response_format" in params)
         else:
             api_key = api_key_for(spec)
             litellm = import_litellm()
