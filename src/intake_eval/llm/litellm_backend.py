@@ -70,6 +70,37 @@ def uses_direct_http(spec: ModelSpec) -> bool:
     return direct_route(spec) is not None or anthropic_route(spec) is not None
 
 
+@functools.lru_cache(maxsize=512)
+def _model_info(model: str) -> dict[str, Any]:
+    """litellm's table entry, looked up once per model id (a lookup costs more than the call's HTTP)."""
+    try:
+        return dict(import_litellm().get_model_info(model))
+    except Exception:  # an unmapped model
+        return {}
+
+
+@functools.lru_cache(maxsize=512)
+def _linear_prices(model: str) -> tuple[float, float] | None:
+    """(input, output) dollars per token when litellm prices this model linearly — checked against
+    litellm's own cost_per_token — so a call is priced without asking litellm again; None for a
+    tiered, unmapped or otherwise special model, which litellm prices call by call."""
+    info = _model_info(model)
+    rates = info.get("input_cost_per_token"), info.get("output_cost_per_token")
+    tiered = any(value is not None and key.startswith(("input_cost_per_token_above", "output_cost_per_token_above"))
+                 for key, value in info.items())
+    if tiered or not all(isinstance(rate, (int, float)) for rate in rates):
+        return None
+    litellm = import_litellm()
+    for prompt, completion in ((1000, 1000), (3, 7), (123_457, 0)):
+        try:
+            expected = litellm.cost_per_token(model=model, prompt_tokens=prompt, completion_tokens=completion)
+        except Exception:
+            return None
+        if expected != (rates[0] * prompt, rates[1] * completion):
+            return None
+    return float(rates[0]), float(rates[1])
+
+
 def cache_prices(spec: ModelSpec) -> tuple[float | None, float | None]:
     """Dollars per input token read from / written to the provider's prompt cache: the alias's
     override, else litellm's table (not when the alias sets its own input/output prices); None
@@ -77,11 +108,7 @@ def cache_prices(spec: ModelSpec) -> tuple[float | None, float | None]:
     read, write = spec.cache_read_cost_per_token, spec.cache_write_cost_per_token
     overridden = spec.input_cost_per_token is not None or spec.output_cost_per_token is not None
     if (read is None or write is None) and not overridden and not is_local_base(spec.api_base) and not spec.is_offline:
-        litellm = import_litellm()
-        try:
-            info = dict(litellm.get_model_info(spec.model))
-        except Exception:  # an unmapped model: no cached prices
-            info = {}
+        info = _model_info(spec.model)
         read = read if read is not None else info.get("cache_read_input_token_cost")
         write = write if write is not None else info.get("cache_creation_input_token_cost")
     return read, write
@@ -100,6 +127,9 @@ def call_cost(spec: ModelSpec, prompt_tokens: int, completion_tokens: int, *, ca
         completion_cost = (spec.output_cost_per_token or 0.0) * completion_tokens
     elif spec.is_local or (spec.api_base and is_local_base(spec.api_base)):
         return 0.0, True
+    elif (linear := _linear_prices(spec.model)) is not None:
+        full_prompt, completion_cost = linear[0] * prompt_tokens, linear[1] * completion_tokens
+        per_input = full_prompt / prompt_tokens if prompt_tokens else 0.0  # as derived from litellm's answer
     else:
         litellm = import_litellm()
         try:
