@@ -123,6 +123,7 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.5)
     parser.add_argument("--model", action="append", help=f"provider id(s) to judge with (default {MODEL})")
     parser.add_argument("--quick", action="store_true", help="64 conversations, 0.2 s answers")
+    parser.add_argument("--json-out", type=Path, help="also write the rows here as JSON")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "intake-eval-bench-judge")
     parser.add_argument("--serve", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--row", help=argparse.SUPPRESS)
@@ -145,15 +146,18 @@ def main() -> None:
         print(f"per-turn judge at a loopback server ({args.delay * 1000:.0f} ms per answer), "
               f"K={args.concurrency} conversations at a time")
         print(f"{'judge':34} {'conv':>5} {'calls':>6} {'wall s':>7} {'bound s':>8} {'wall/bound':>10} {'CPU ms/call':>12}")
+        rows = {}
         for model in args.model or [MODEL]:
             done = subprocess.run([sys.executable, __file__, "--row", model, "--url", url, "--conversations",
                                    str(args.conversations), "--concurrency", str(args.concurrency), "--delay",
                                    str(args.delay), "--work", str(args.work)], capture_output=True, text=True, check=True)
-            row = json.loads(done.stdout.strip().splitlines()[-1])
+            rows[model] = row = json.loads(done.stdout.strip().splitlines()[-1])
             print(f"{model:34} {row['conversations']:5d} {row['calls']:6d} {row['wall_s']:7.2f} {row['bound_s']:8.2f} "
                   f"{row['over_bound']:10.2f} {row['cpu_ms_per_call']:12.2f}  latency {row['latency_ms_per_call']:.0f} ms/call, {row['api_calls']} API calls")
         print(f"bound = max(longest chain, ⌈calls ÷ K⌉) × delay: turns labelled one after another, K chains in "
               f"flight; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        if args.json_out:
+            args.json_out.write_text(json.dumps({"rows": rows, "load_average": os.getloadavg()}) + "\n")
     finally:
         server.stdin.close()
         server.wait(timeout=10)
