@@ -44,7 +44,7 @@ UNSUPPORTED_KEYWORDS: dict[str, frozenset[str]] = {
     "vertex_ai": frozenset({"additionalProperties", "$schema", "pattern"}),
 }
 # Words that tie an error to the requested output format rather than to the request as a whole.
-_FORMAT_WORDS = re.compile(r"response[_ ]format|response_schema|json_schema|json_object|structured output|"
+_FORMAT_WORDS = re.compile(r"response[_ ]format|output_format|response_schema|json_schema|json_object|structured output|"
                            r"\bgrammar\b|guided_json", re.IGNORECASE)
 _NOT_ABOUT_FORMAT = {401, 403, 408, 429}  # auth and rate limits: never a verdict on the format
 
