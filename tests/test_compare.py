@@ -4,7 +4,10 @@ with a second, deliberately contrary judge added to the first run."""
 from __future__ import annotations
 
 import json
+import re
+from html import unescape as html_unescape
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 import pandas as pd
 import pytest
@@ -68,6 +71,15 @@ def test_compare_pairs_the_runs_and_writes_html_and_markdown(runs, tmp_path):
         assert row["ci_low"] <= row["difference"] <= row["ci_high"]
     markdown = (minimal / "compare" / "compare.md").read_text()
     assert markdown.startswith("# Comparison: minimal vs screening") and "Kendall" in markdown
+    # each run's value opens that run's report viewer, filtered to the clinician's scored transcripts
+    links = re.findall(r"<a class='to-viewer' href='([^']+)'>", page)
+    assert len(links) == 2 * len(paired)
+    for href in links:
+        target, rest = href.split("?", 1)
+        assert (html.parent / target).resolve().is_file() and rest.endswith("#transcript")
+        params = dict(parse_qsl(html_unescape(rest.split("#")[0])))
+        assert params["clinician"] in {"offline/screener", "offline/anchored"} and params["scored"] == "1"
+    assert any("screening/report/index.html" in href and "condition=screening" in href for href in links)
 
 
 def test_a_contrary_judge_flips_the_ranking_and_the_verdict_says_so(runs, tmp_path):

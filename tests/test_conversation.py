@@ -159,3 +159,29 @@ def test_parse_tracker_answer_reports_what_is_wrong():
     assert parse_tracker_answer('[1, 2]', hidden)[0] is None
     parsed, problem = parse_tracker_answer('{"question_type": "open", "asked_domains": "insomnia"}', hidden)
     assert parsed is None and "asked_domains" in problem
+
+
+def _paid(text: str, tokens: int, finish_reason: str = "stop") -> ChatResult:
+    return ChatResult(text=text, finish_reason=finish_reason,
+                      usage=CallUsage(prompt_tokens=tokens, completion_tokens=tokens, cost_usd=0.001 * tokens))
+
+
+def test_a_tracker_that_never_answers_validly_still_counts_both_paid_calls():
+    clinician = ScriptedModel("doc", ["How is your sleep?"])
+    tracker = ScriptedModel("trk", [_paid("not json", 10), _paid("still not json", 20)])
+    patient = ScriptedModel("pat", [_paid("I feel low.", 5)])
+    record = run(PlannedConversation(profile=make_profile(), clinician="doc", patient_mode="tracked", max_turns=2),
+                 Participants(clinician=clinician, patient=patient, tracker=tracker))
+    assert record.status == "model_error" and "tracker" in record.error
+    tracker_usage = record.usage["tracker"]
+    assert tracker_usage.calls == 2 and tracker_usage.prompt_tokens == 30
+    assert abs(tracker_usage.cost_usd - 0.030) < 1e-9
+
+
+def test_a_patient_reply_with_no_text_still_counts_its_paid_call():
+    clinician = ScriptedModel("doc", ["How is your sleep?"])
+    patient = ScriptedModel("pat", [_paid("I feel low.", 5), _paid("", 40, finish_reason="length")])
+    record = run(PlannedConversation(profile=make_profile(), clinician="doc", max_turns=2),
+                 Participants(clinician=clinician, patient=patient))
+    assert record.termination == "empty_after_length"
+    assert record.usage["patient"].calls == 2 and record.usage["patient"].completion_tokens == 45

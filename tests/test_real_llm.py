@@ -266,16 +266,11 @@ def test_ctrl_c_stops_the_server_with_the_command(tmp_path):
 
 
 # ---------------------------------------------------------------- structured output
-# These hold once structured output is negotiated per endpoint and judge schemas are built per
-# conversation (every hidden domain required): grammar-constrained decoding then cannot leave a
-# turn incomplete, and the level that worked is in the manifest.
-
-NEGOTIATION = pytest.mark.xfail(
-    reason="needs per-conversation judge schemas and structured-output negotiation (built on another branch); "
-           "remove this mark once they are merged", strict=False)
+# Structured output is negotiated per endpoint and judge schemas are built per conversation (every
+# hidden domain required, reasonings bounded, the cap above the schema's longest answer): under
+# grammar-constrained decoding no judged turn can be left incomplete, and the level is in the manifest.
 
 
-@NEGOTIATION
 def test_every_judged_turn_is_complete_under_constrained_decoding(study):
     complete = total = 0
     for arm in study:
@@ -288,7 +283,6 @@ def test_every_judged_turn_is_complete_under_constrained_decoding(study):
     assert total and complete == total, f"{complete}/{total} judged turns complete"
 
 
-@NEGOTIATION
 def test_the_negotiated_structured_output_level_is_in_the_manifest(study):
     def levels(node) -> list[str]:
         found = []

@@ -30,7 +30,7 @@ def compare_runs(run_dirs: list[Path], out: Path | None = None) -> CompareResult
     folder = Path(out) if out is not None else Path(run_dirs[0]) / "compare"
     folder.mkdir(parents=True, exist_ok=True)
     html_path, md_path = folder / "compare.html", folder / "compare.md"
-    write_text_atomic(html_path, page(comparison))
+    write_text_atomic(html_path, page(comparison, folder))
     write_text_atomic(md_path, markdown(comparison))
     csv_path = write_csv(folder / "compare_paired.csv", PAIRED_COLUMNS, comparison.paired)
     return CompareResult(comparison, html_path, md_path, csv_path)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from markupsafe import escape
@@ -12,6 +14,7 @@ from markupsafe import escape
 from intake_eval.compare.runs import METRIC_NAMES, LoadedRun
 from intake_eval.metrics.sensitivity import ScorerView, Sensitivity, kendall_tau
 from intake_eval.report import fmt
+from intake_eval.report.cell_links import query
 
 PAIRED_HEADER = ["Clinician", "Metric", "Pairs", "First run", "Later run", "Difference [95% CI]", "Permutation p"]
 RUNS_HEADER = ["Run", "Conditions", "Patient mode", "Patient", "Judges (primary first)", "Scored conversations"]
@@ -60,12 +63,31 @@ def paired_table(comparison: Comparison) -> dict[str, list[list[str]]]:
     """'run_a → run_b' → formatted rows."""
     out: dict[str, list[list[str]]] = {}
     for row in comparison.paired:
-        title = f"{row['run_b']} ({row['judge_b']}) − {row['run_a']} ({row['judge_a']})"
-        out.setdefault(title, []).append([row["entity"], METRIC_NAMES.get(row["metric"], row["metric"]),
-                                          fmt.count(row["n_pairs"]), _value(row["metric"], row["mean_a"]),
-                                          _value(row["metric"], row["mean_b"]), _difference(row),
-                                          fmt.p_value(row["permutation_p"])])
+        out.setdefault(_pair_title(row), []).append([row["entity"], METRIC_NAMES.get(row["metric"], row["metric"]),
+                                                     fmt.count(row["n_pairs"]), _value(row["metric"], row["mean_a"]),
+                                                     _value(row["metric"], row["mean_b"]), _difference(row),
+                                                     fmt.p_value(row["permutation_p"])])
     return out
+
+
+def _pair_title(row: dict[str, Any]) -> str:
+    return f"{row['run_b']} ({row['judge_b']}) − {row['run_a']} ({row['judge_a']})"
+
+
+def transcript_links(comparison: Comparison, folder: Path) -> dict[tuple[str, str], str]:
+    """(run name, entity) → a link from ``folder`` to that run's report viewer, filtered to the entity's
+    arm and its scored conversations; only for runs whose report/index.html exists."""
+    links: dict[tuple[str, str], str] = {}
+    for loaded in comparison.runs:
+        index = loaded.run.path / "report" / "index.html"
+        if not index.exists():
+            continue
+        target = Path(os.path.relpath(index.resolve(), folder.resolve())).as_posix()
+        for entity, group in loaded.frame.groupby("entity"):
+            arm = {column: str(values.iloc[0]) for column, values in
+                   ((c, group[c].astype(str)) for c in ("clinician", "condition", "patient_mode")) if values.nunique() == 1}
+            links[(loaded.name, str(entity))] = f"{target}?{query(**arm, scored=1)}#transcript"
+    return links
 
 
 def runs_rows(comparison: Comparison) -> list[list[str]]:
@@ -127,10 +149,15 @@ def markdown(comparison: Comparison) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _html_table(header: list[str], rows: list[list[str]]) -> str:
+def _html_table(header: list[str], rows: list[list[str]], links: list[dict[int, str]] | None = None) -> str:
+    """``links``: per row, column index → href of that cell (escaped here)."""
+    def cell(i: int, text: str, href: str | None) -> str:
+        inner = f"<a class='to-viewer' href='{escape(href)}'>{escape(text)}</a>" if href else escape(text)
+        return f"<td class='{'l' if i < 2 else ''}'>{inner}</td>"
+
     head = "".join(f"<th class='{'l' if i < 2 else ''}'>{escape(h)}</th>" for i, h in enumerate(header))
-    body = "".join("<tr>" + "".join(f"<td class='{'l' if i < 2 else ''}'>{escape(c)}</td>" for i, c in enumerate(row)) + "</tr>"
-                   for row in rows)
+    body = "".join("<tr>" + "".join(cell(i, c, (links[r] if links else {}).get(i)) for i, c in enumerate(row)) + "</tr>"
+                   for r, row in enumerate(rows))
     return f"<div class='scroll'><table class='data'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
@@ -139,11 +166,18 @@ def _card(section_id: str, title: str, lede: str, body: str) -> str:
             f"<p class='lede'>{escape(lede)}</p>{body}</section>")
 
 
-def page(comparison: Comparison) -> str:
+def page(comparison: Comparison, folder: Path | None = None) -> str:
+    """compare.html; written into ``folder``, the run values of the paired table link to each run's
+    transcript viewer filtered to that clinician."""
     css = resources.files("intake_eval.report").joinpath("assets/report.css").read_text(encoding="utf-8")
     names = " vs ".join(r.name for r in comparison.runs)
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    paired = "".join(f"<h3>{escape(title)}</h3>" + _html_table(PAIRED_HEADER, rows)
+    viewer = transcript_links(comparison, folder) if folder is not None else {}
+    row_links: dict[str, list[dict[int, str]]] = {}
+    for row in comparison.paired:  # the same order as paired_table's rows
+        found = {3: viewer.get((row["run_a"], row["entity"])), 4: viewer.get((row["run_b"], row["entity"]))}
+        row_links.setdefault(_pair_title(row), []).append({i: href for i, href in found.items() if href})
+    paired = "".join(f"<h3>{escape(title)}</h3>" + _html_table(PAIRED_HEADER, rows, row_links.get(title))
                      for title, rows in paired_table(comparison).items()) or f"<p class='empty'>{escape(_no_pairs(comparison))}</p>"
     cards = [
         _card("verdict", "Verdict", "Does every ranking and paired conclusion hold across judges and runs?",
@@ -151,7 +185,8 @@ def page(comparison: Comparison) -> str:
         _card("runs", "Runs", "Profiles come from the same generate configuration in every run.",
               _html_table(RUNS_HEADER, runs_rows(comparison))),
         _card("paired", "Paired differences", "Later run minus first, on the profiles both interviewed (trials averaged), "
-              "each run's primary judge; 95% CI from resampling profiles; paired permutation test.", paired),
+              "each run's primary judge; 95% CI from resampling profiles; paired permutation test. A run's value "
+              "opens that run's report on the clinician's transcripts.", paired),
         _card("sensitivity", "Sensitivity of conclusions", "Clinicians ranked by mean active coverage for every run × judge; "
               "Kendall's τ and flipped orderings against the reference (the first run's primary judge).",
               _html_table(RANK_HEADER, rank_rows(comparison)) + "<h3>Kendall's τ between every two rankings</h3>"

@@ -122,6 +122,7 @@ async def run_conversation(item: PlannedConversation, participants: Participants
         model=participants.patient,
         tracker=participants.tracker,
         sample_index=item.trial,
+        on_answer=count,
     )
     conversation_id = item.conversation_id
     opening = ""
@@ -155,10 +156,7 @@ async def run_conversation(item: PlannedConversation, participants: Participants
                 termination = "clinician_ended"  # nothing more to say: the clinician closed the session
                 break
             role = "patient"
-            reply = await patient_reply(setup, state, number, text)
-            for tracker_result in reply.tracker_results:
-                count("tracker", tracker_result)
-            count("patient", reply.result)
+            reply = await patient_reply(setup, state, number, text)  # its calls are counted through on_answer
             turn = ConversationTurn(
                 turn=number, clinician=text, patient=reply.text,
                 clinician_reasoning=said.reasoning or None, tracker=reply.tracker, nudge=nudge,

@@ -15,6 +15,7 @@ Patient modes:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
@@ -57,8 +58,15 @@ class PatientSetup:
     model: ChatModel
     tracker: ChatModel | None = None  # tracked mode only; an offline spec means the offline classifier
     sample_index: int = 0
+    # Sees every answered call of a reply (role, result) as it arrives, so a failure later in the
+    # same reply (an invalid tracker answer, an empty patient text) loses none of the usage paid.
+    on_answer: Callable[[str, ChatResult], None] | None = field(default=None, compare=False, repr=False)
     # Rendered system prompts by unlocked set: a conversation re-renders only when something unlocks.
     prompt_cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def answered(self, role: str, result: ChatResult) -> None:
+        if self.on_answer is not None:
+            self.on_answer(role, result)
 
     def system_prompt(self, unlocked: tuple[str, ...]) -> str:
         key = unlocked if self.mode == "tracked" else ()
@@ -161,6 +169,7 @@ async def patient_reply(setup: PatientSetup, state: PatientState, turn: int, utt
         context=_patient_context(setup, state, unlocked, turn, utterance),
     )
     result = await setup.model.complete(request)
+    setup.answered("patient", result)
     text = _require_text(result, f"patient {setup.model.spec.alias or setup.model.spec.model}")
     return PatientReply(text=text, result=result, tracker=decision, tracker_results=tracker_results)
 
@@ -195,7 +204,8 @@ async def track_turn(setup: PatientSetup, state: PatientState, utterance: str) -
         return _decision(found.question_type, list(found.domains), state, setup.profile, OFFLINE_TRACKER), []
     previous = state.turns[-1].patient if state.turns else state.opening
     verdict = await ask_tracker(tracker, setup.profile.hidden, previous_patient=previous, utterance=utterance,
-                                sample_index=setup.sample_index)
+                                sample_index=setup.sample_index,
+                                on_result=lambda result: setup.answered("tracker", result))
     source = tracker.spec.alias or tracker.spec.model
     decision = _decision(verdict.question_type, verdict.asked, state, setup.profile, source, repaired=verdict.repaired)
     return decision, verdict.results

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,8 +104,9 @@ class TrackerVerdict:
 
 
 async def ask_tracker(tracker: ChatModel, hidden: list[DomainDraw], *, previous_patient: str, utterance: str,
-                      sample_index: int) -> TrackerVerdict:
-    """One tracker request and, if its answer does not validate, one repair request."""
+                      sample_index: int, on_result: Callable[[ChatResult], None] | None = None) -> TrackerVerdict:
+    """One tracker request and, if its answer does not validate, one repair request. ``on_result``
+    sees each answered call as it arrives (usage is paid even when both answers are invalid)."""
     prompt = render_prompt("patient_tracker", hidden=hidden, previous_patient=previous_patient,
                            clinician_utterance=utterance)
     messages: list[Message] = [{"role": "user", "content": prompt}]
@@ -124,6 +125,8 @@ async def ask_tracker(tracker: ChatModel, hidden: list[DomainDraw], *, previous_
         )
         result = await tracker.complete(request)
         results.append(result)
+        if on_result is not None:
+            on_result(result)
         parsed, problem = parse_tracker_answer(result.text, hidden)
         if parsed is not None:
             return TrackerVerdict(question_type=parsed[0], asked=parsed[1], repaired=attempt > 0, results=results)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from intake_eval.core.answer_length import longest_answer_tokens
 from intake_eval.core.prompts import prompt_hashes, render_prompt
 from intake_eval.core.records import (
     QUESTION_TYPES,
@@ -46,10 +47,6 @@ MODES: tuple[str, ...] = ("per-turn", "conversation")
 # Conversation mode answers every turn at once (about 200 tokens per turn with reasonings): the
 # alias's cap, sized for one turn, would truncate it, so each turn gets this much room.
 CONVERSATION_TOKENS_PER_TURN = 700
-# A per-turn answer grows with the hidden domains (a bounded reasoning and two labels each): the
-# cap must hold the whole object, or a truncated answer fails validation.
-TURN_ANSWER_TOKENS = 120
-DOMAIN_ANSWER_TOKENS = 80
 OFFLINE_PROMPT = "(offline judge: the labels come from request.context)"
 JUDGE_PROMPTS: tuple[str, ...] = ("judge_rules", "judge_turn", "judge_conversation", "judge_repair")
 
@@ -208,7 +205,8 @@ async def judge_conversation(conversation: Conversation, profile: Profile, judge
         ])
     elif mode == "per-turn":
         rules = rules_prompt(profile, catalog)
-        turn_cap = max(judge_model.spec.max_tokens or 0, TURN_ANSWER_TOKENS + DOMAIN_ANSWER_TOKENS * len(hidden))
+        # the cap holds the longest answer the schema allows (a bounded reasoning and two labels per domain)
+        turn_cap = max(judge_model.spec.max_tokens or 0, longest_answer_tokens(response_schema(hidden, mode)))
         prompts = [turn_prompt(conversation, profile, number, catalog, rules=rules) for number in turn_numbers]
         outcomes = []
         for number, prompt, points in zip(turn_numbers, prompts, turn_cache_points(prompts, len(rules))):

@@ -215,23 +215,25 @@ def domains_rows(collected: _Collected) -> list[dict[str, Any]]:
 
 
 def trajectories_rows(collected: _Collected) -> list[dict[str, Any]]:
-    sums: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0])
+    """Mean cumulative coverage per turn with a 95 % bootstrap CI resampling profiles, and the question mix."""
+    by_profile: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     mix: dict[tuple, dict[str, int]] = defaultdict(lambda: dict.fromkeys(QUESTION_TYPES, 0))
     for key, points in collected.trajectories.items():
-        group = _group_key(collected.rows[key])
+        row = collected.rows[key]
+        group = _group_key(row)
         for turn, coverage in points:
             if coverage is not None:
-                sums[(*group, turn)][0] += coverage
-                sums[(*group, turn)][1] += 1
+                by_profile[(*group, turn)][row["profile_id"]].append(coverage)
         for turn, qtype in collected.qtypes[key].items():
             mix[(*group, turn)][qtype] += 1
     out = []
-    for key in sorted(set(sums) | set(mix)):
-        total, n = sums.get(key, (0.0, 0))
+    for key in sorted(set(by_profile) | set(mix)):
+        estimate = bootstrap_mean_ci(by_profile.get(key, {}), seed="trajectory-band|" + "|".join(map(str, key[1:])))
         counts = mix.get(key, dict.fromkeys(QUESTION_TYPES, 0))
         asked = sum(counts.values())
-        out.append({**_group_dict(key[:-1]), "turn": key[-1], "n": n,
-                    "mean_cumulative_coverage": total / n if n else None,
+        out.append({**_group_dict(key[:-1]), "turn": key[-1], "n": estimate.n,
+                    "mean_cumulative_coverage": estimate.mean, "mean_cumulative_coverage_ci_low": estimate.ci_low,
+                    "mean_cumulative_coverage_ci_high": estimate.ci_high,
                     **{f"share_{q}": (counts[q] / asked if asked else None) for q in QUESTION_TYPES}})
     return out
 
@@ -335,7 +337,8 @@ _ESTIMATE = ["mean_active_coverage", "mean_active_coverage_ci_low", "mean_active
 TABLE_COLUMNS: dict[str, list[str]] = {
     "cells": [*_GROUP_COLUMNS, "phenotype", "alignment", *_ESTIMATE, "mean_bleed_rate"],
     "domains": [*_GROUP_COLUMNS, "domain", "n", "active_coverage_rate", "bleed_rate", "asked_rate", "leak_rate"],
-    "trajectories": [*_GROUP_COLUMNS, "turn", "n", "mean_cumulative_coverage", *(f"share_{q}" for q in QUESTION_TYPES)],
+    "trajectories": [*_GROUP_COLUMNS, "turn", "n", "mean_cumulative_coverage", *(f"share_{q}" for q in QUESTION_TYPES),
+                     "mean_cumulative_coverage_ci_low", "mean_cumulative_coverage_ci_high"],
     "agreement": ["judge_a", "judge_b", "conversations", "label", "n", "raw_agreement", "kappa", "prevalence_a", "prevalence_b"],
     "clinicians": [*_GROUP_COLUMNS, "judge_mode", "judged", *_ESTIMATE, "mean_bleed_rate",
                    "median_first_treatment_planning_turn", "first_treatment_planning_undefined",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from intake_eval.report import fmt
+from intake_eval.report.cell_links import arm_filter, viewer_link
 from intake_eval.report.charts import survival_panels
 from intake_eval.report.diagnosis_section import (
     _arm,
@@ -21,7 +22,7 @@ from intake_eval.report.diagnosis_section import (
     _read,
 )
 from intake_eval.report.html import Section, register_section
-from intake_eval.report.load import RunData
+from intake_eval.report.load import RunData, domain_labels
 from intake_eval.report.summary import _table as md_table
 
 PROBE_TITLE = "When domains get probed"
@@ -62,25 +63,30 @@ def _series(curves, curve: str, domain: str) -> dict[str, dict[str, Any]]:
     return series
 
 
-def domain_rows(curves) -> tuple[list[str], list[list[str]]]:
-    """Per domain and clinician: the KM share of that domain asked about by the last turn."""
+def domain_rows(curves, labels: dict[str, str] | None = None) -> tuple[list[str], list[list[str]], list[dict[int, str]]]:
+    """Per domain (by its label) and clinician: the KM share of that domain asked about by the last turn;
+    each cell links to the transcript viewer filtered to the arm's scored conversations with that domain hidden."""
+    labels = labels or {}
     chosen = curves[(curves["curve"] == "not_yet_asked") & (curves["domain"] != "all")]
     if not len(chosen):
-        return [], []
+        return [], [], []
     chosen = chosen.assign(arm=chosen.apply(_arm, axis=1))
     arms = sorted(chosen["arm"].unique())
     last = chosen.sort_values("turn").groupby(["domain", "arm"]).tail(1).set_index(["domain", "arm"])
-    rows = []
-    for domain in sorted(chosen["domain"].unique()):
-        cells = [str(domain)]
-        for arm in arms:
+    rows, links = [], []
+    for domain in sorted(chosen["domain"].unique(), key=lambda d: (labels.get(str(d), str(d)).lower(), str(d))):
+        cells, hrefs = [labels.get(str(domain), str(domain))], {}
+        for column, arm in enumerate(arms, start=1):
             if (domain, arm) in last.index:
                 r = last.loc[(domain, arm)]
                 cells.append(f"{fmt.pct(1 - float(r['survival']))} (n={fmt.count(r['n'])})")
+                hrefs[column] = viewer_link(**arm_filter((str(r["clinician"]), str(r["condition"]), str(r["patient_mode"]))),
+                                            domain=str(domain), scored=1)
             else:
                 cells.append(fmt.DASH)
         rows.append(cells)
-    return [DOMAIN_HEADER_LEAD, *arms], rows
+        links.append(hrefs)
+    return [DOMAIN_HEADER_LEAD, *arms], rows, links
 
 
 def probe_section(data: RunData) -> Section | None:
@@ -98,11 +104,11 @@ def probe_section(data: RunData) -> Section | None:
     if panels:
         max_turn = int(curves["turn"].max())
         parts.append(survival_panels(panels, max_turn=max_turn, ylabel="share remaining (%), 95% band"))
-    header, rows = domain_rows(curves)
+    header, rows, links = domain_rows(curves, domain_labels(data))
     if rows:
         parts.append("<p class='lede'>Share of each hidden domain asked about by the last turn "
-                     "(1 − Kaplan–Meier estimate; n = conversations where it was hidden).</p>")
-        parts.append(_html_table(header, rows))
+                     "(1 − Kaplan–Meier estimate; n = conversations where it was hidden). A cell opens its transcripts.</p>")
+        parts.append(_html_table(header, rows, links=links))
     return Section("probe-curves", PROBE_TITLE, "".join(parts))
 
 

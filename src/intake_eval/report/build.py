@@ -7,7 +7,7 @@ import csv
 import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from intake_eval.report import (
     agreement_view,
     analyses_section,
     calibration_section,
+    cell_links,
     charts,
     diagnosis_section,
     figure_files,
@@ -29,7 +30,7 @@ from intake_eval.report import (
     trust_section,
     viewer,
 )
-from intake_eval.report.load import RunData, load_run, order_judges
+from intake_eval.report.load import RunData, domain_labels, load_run, order_judges
 from intake_eval.report.tables import arm_of
 from intake_eval.report.viewer import outcome_codes
 
@@ -87,17 +88,11 @@ def build_views(data: RunData, judges: list[str]) -> dict[str, Any]:
     }
 
 
-def domain_labels(data: RunData) -> dict[str, str]:
-    labels = {}
-    for profile in data.profiles.values():
-        for draw in [profile.get("presenting", {})] + profile.get("hidden", []):
-            if draw.get("domain"):
-                labels.setdefault(draw["domain"], draw.get("label") or draw["domain"].replace("_", " "))
-    return labels
-
-
-def render_charts(views: dict[str, Any], labels: dict[str, str]) -> dict[str, str]:
-    out = {"forest": "", "matrix": "", "domains": "", "trajectory": "", "qmix": ""}
+def render_charts(views: dict[str, Any], labels: dict[str, str], names: dict[str, str] | None = None) -> dict[str, str]:
+    """Every chart of the page as inline SVG; ``names``: phenotype id → name for the matrix rows.
+    The matrix and domain heatmaps link their cells to the viewer when the views carry ``links``."""
+    names = names or {}
+    out = {"forest": "", "matrix": "", "domains": "", "domain_rates": "", "trajectory": "", "qmix": ""}
     head = [r for r in views["headline"] if r["coverage_mean"] is not None]
     if head:
         out["forest"] = charts.forest([{"label": r["arm"], "mean": r["coverage_mean"], "lo": r["coverage_ci_low"],
@@ -107,12 +102,14 @@ def render_charts(views: dict[str, Any], labels: dict[str, str]) -> dict[str, st
     if m["phenotypes"]:
         marks = ["▲ masked" if m["alignment"].get(p) == "masked" else "" for p in m["phenotypes"]]
         out["matrix"] = charts.heatmap(m["values"], m["counts"], title="Active coverage (%) by phenotype and clinician",
-                                       row_labels=m["phenotypes"], col_labels=m["arms"], row_marks=marks)
+                                       row_labels=[names.get(p, p) for p in m["phenotypes"]], col_labels=m["arms"],
+                                       row_marks=marks, links=m.get("links"))
     d = views["domains"]
     if d["domains"]:
         out["domains"] = charts.heatmap(d["values"], d["counts"], title="Hidden domain actively surfaced (% of conversations)",
                                         row_labels=[labels.get(x, x) for x in d["domains"]], col_labels=d["arms"],
-                                        cbar_label="conversations surfacing the domain (%)")
+                                        cbar_label="conversations surfacing the domain (%)", links=d.get("links"))
+        out["domain_rates"] = charts.domain_rates(d, labels)
     if views["trajectories"]:
         out["trajectory"] = charts.trajectories(views["trajectories"], max_turn=views["max_turn"])
         out["qmix"] = charts.question_mix(views["qmix"], qtypes=list(QUESTION_TYPES), max_turn=views["max_turn"])
@@ -145,7 +142,8 @@ def headline_csv(rows: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str], labels: dict[str, str]) -> dict[str, Any]:
+def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str], labels: dict[str, str],
+                 names: dict[str, str]) -> dict[str, Any]:
     arm_index = {arm: i for i, arm in enumerate(views["arms"])}
     primary_done = data.judgments.get(views["primary"], {}) if views["primary"] else {}
     convs = []
@@ -171,7 +169,9 @@ def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str],
     # Open on an instructive conversation: judged, with the widest mix of domain states (caught and missed).
     judged = [c for c in convs if c[4] == "ok" and c[5]]
     start = max(judged, key=lambda c: (len(set(c[5])), "3" in c[5], c[0]))[0] if judged else (convs[0][0] if convs else None)
+    shown = {p[0] for p in profiles.values()}
     return {"judges": views["judges"], "primary": views["primary"], "labels": labels, "convs": convs, "profiles": profiles,
+            "phenotype_names": {p: names[p] for p in sorted(shown) if p in names},
             "arms": [{"label": views["arm_labels"][a], "clinician": a[0], "condition": a[1], "mode": a[2]} for a in views["arms"]],
             "start": start}
 
@@ -187,7 +187,7 @@ def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[
         if figures:
             step("writing figure files")
             result.figures = figure_files.write_figures(render_charts, result.views, domain_labels(data),
-                                                        paths.report_dir / "figures", figures, paths,
+                                                        paths.report_dir / "figures", figures,
                                                         sections=lambda: html.optional_sections(data))
             step(None)
         return result
@@ -201,9 +201,11 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
     data.primary_judge = judges[0] if judges else None
     step("computing views")
     views = build_views(data, judges)
+    cell_links.add_links(views)
     labels = domain_labels(data)
+    names = figure_files.phenotype_names()
     step("drawing charts")
-    chart_svgs = render_charts(views, labels)
+    chart_svgs = render_charts(views, labels, names)
     step("writing transcript shards")
     fingerprint = viewer.sources_fingerprint([paths.profiles, *paths.conversation_files(), *paths.judgment_files(),
                                               paths.metrics("diagnosis")], judges)
@@ -211,7 +213,7 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
                                    progress=shard_progress,
                                    fingerprint=fingerprint, diagnosis=viewer.diagnosis_facts(data.tables.get("diagnosis")))
     step("writing index.html and summary.md")
-    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     run = {"name": data.manifest.get("run_name") or paths.root.name, "primary": views["primary"], "judges": judges,
            "generated": generated, "n_profiles": len({c.get("profile_id") for c in data.conversations.values()}),
            "n_conversations": len(data.conversations), "n_clinicians": len({a[0] for a in views["arms"]}),
@@ -231,11 +233,11 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
         "comparisons": html.comparisons_table(views["comparisons"]), "matrix": views["matrix"],
         "multi_scope": len({(r["condition"], r["patient_mode"]) for r in views["comparisons"]}) > 1,
         "agreement": {"rows": views["agreement"], "hot": views["hotspots"]}, "labels": labels,
-        "phenotypes": sorted({p.get("phenotype", "") for p in data.profiles.values()}),
+        "phenotypes": [(p, names.get(p, p)) for p in sorted({p.get("phenotype", "") for p in data.profiles.values()})],
         "arms": [{"label": views["arm_labels"][a]} for a in views["arms"]],
         "qtypes": ["closed_hypothesis", "open", "clarifying", "treatment_planning", "other"],
         "sections": html.optional_sections(data), "prov": provenance(data),
-        "ie_data": viewer_index(data, views, shard_of, labels),
+        "ie_data": viewer_index(data, views, shard_of, labels, names),
     })
     index = paths.report_index
     write_text_atomic(index, page)

@@ -42,6 +42,7 @@ def to_svg(fig) -> str:
     text = buffer.getvalue()
     text = text[text.find("<svg"):]  # drop the XML prolog and doctype: the SVG sits inline in HTML
     text = text.replace("<svg ", '<svg class="chart" ', 1)
+    text = text.replace('target="_blank"', "")  # cell links stay on the page: they filter its transcript viewer
     if FIGURE_SINK is not None:
         FIGURE_SINK.append((text, fig))  # kept open: written again as standalone files
     else:
@@ -50,9 +51,12 @@ def to_svg(fig) -> str:
 
 
 def heatmap(values, counts, *, title: str, row_labels: list[str], col_labels: list[str],
-            row_marks: list[str] | None = None, cbar_label: str = "mean active coverage (%)") -> str:
-    """values/counts: 2-D lists (rows × cols) with None for empty cells; values in 0..1."""
+            row_marks: list[str] | None = None, cbar_label: str = "mean active coverage (%)",
+            links: list[list[str | None]] | None = None) -> str:
+    """values/counts: 2-D lists (rows × cols) with None for empty cells; values in 0..1.
+    ``links`` (same shape): a cell with a link becomes an <a> in the SVG (a clear square over it)."""
     import numpy as np
+    from matplotlib.patches import Rectangle
 
     plt = _plt()
     rows, cols = len(row_labels), len(col_labels)
@@ -72,6 +76,10 @@ def heatmap(values, counts, *, title: str, row_labels: list[str], col_labels: li
             n = counts[i][j] if counts else None
             label = f"{value * 100:.0f}" + (f"\nn={n}" if n is not None and rows <= 40 else "")
             ax.text(j, i, label, ha="center", va="center", color=colour, fontsize=7.5, linespacing=0.95)
+            if links and links[i][j]:
+                hit = Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor=(1, 1, 1, 0), edgecolor="none", zorder=5)
+                hit.set_url(links[i][j])
+                ax.add_patch(hit)
     ax.set_xticks(range(cols), labels=col_labels, rotation=25 if cols > 3 else 0, ha="right" if cols > 3 else "center")
     ticks = [f"{label}  {mark}".rstrip() for label, mark in zip(row_labels, row_marks or [""] * rows)]
     ax.set_yticks(range(rows), labels=ticks)
@@ -101,13 +109,15 @@ def trajectories(series: dict[str, dict[str, Any]], *, max_turn: int) -> str:
                             alpha=0.15, linewidth=0)
     ax.set_xlim(0, max_turn)
     ax.set_ylim(0, 100)
-    ax.set_xticks(range(0, max_turn + 1))
+    ax.set_xticks(range(max_turn + 1))
     ax.set_xlabel("clinician turn (0 = patient's opening)")
     ax.set_ylabel("cumulative active coverage (%)")
     ax.grid(axis="y", color="#e5e5e5", linewidth=0.8)
     ax.spines[["top", "right"]].set_visible(False)
     ax.legend(frameon=False, loc="upper left", fontsize=8)
-    ax.set_title("Hidden domains surfaced by turn (mean over conversations)", loc="left")
+    banded = any(line.get("lo") for line in series.values())
+    ax.set_title("Hidden domains surfaced by turn (mean over conversations"
+                 + ("; shaded: 95% CI over profiles)" if banded else ")"), loc="left")
     return to_svg(fig)
 
 
@@ -199,4 +209,34 @@ def survival_panels(panels: dict[str, dict[str, dict[str, Any]]], *, max_turn: i
     handles = [Line2D([], [], color=colours[arm], linewidth=1.8) for arm in arms]
     fig.legend(handles, arms, loc="upper center", ncol=min(len(arms), 3), frameon=False, fontsize=8,
                bbox_to_anchor=(0.5, 0.0))
+    return to_svg(fig)
+
+
+def domain_rates(domains: dict[str, Any], labels: dict[str, str]) -> str:
+    """Each hidden domain's active-coverage rate per arm with its 95 % interval (a dot plot):
+    domains = {'domains', 'arms', 'values', 'counts', 'ci_low', 'ci_high'} (rows domains × cols arms)."""
+    plt = _plt()
+    names, arms = domains["domains"], domains["arms"]
+    fig, ax = plt.subplots(figsize=(7.2, 1.0 + 0.34 * len(names) * max(1, min(len(arms), 3)) / 1.5))
+    step, labelled = 0.7 / max(len(arms), 1), set()
+    for j, arm in enumerate(arms):
+        colour = OKABE_ITO[j % len(OKABE_ITO)]
+        for i, _ in enumerate(names):
+            rate, low, high = domains["values"][i][j], domains["ci_low"][i][j], domains["ci_high"][i][j]
+            if rate is None:
+                continue
+            y = len(names) - 1 - i + 0.35 - (j + 0.5) * step
+            if low is not None and high is not None:
+                ax.plot([low * 100, high * 100], [y, y], color=colour, linewidth=1.6, solid_capstyle="butt")
+            ax.plot(rate * 100, y, "o", color=colour, markersize=4, label=None if arm in labelled else arm, clip_on=False)
+            labelled.add(arm)
+    ax.set_yticks(range(len(names)), labels=[labels.get(d, d) for d in reversed(names)])
+    ax.set_xlim(-1, 101)
+    ax.set_xlabel("conversations actively surfacing the domain (%), Wilson 95% CI")
+    ax.grid(axis="x", color="#e5e5e5", linewidth=0.8)
+    ax.spines[["top", "right", "left"]].set_visible(False)
+    ax.tick_params(axis="y", length=0)
+    ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.06 - 0.5 / max(len(names), 1)),
+              ncol=min(len(arms), 4), fontsize=8)
+    ax.set_title("Hidden domain actively surfaced, by clinician (95% CI)", loc="left")
     return to_svg(fig)

@@ -82,12 +82,17 @@ def _esc(text: Any) -> str:
     return str(escape(str(text)))
 
 
-def _html_table(header: list[str], rows: list[list[str]], strong: int | None = None) -> str:
+def _html_table(header: list[str], rows: list[list[str]], strong: int | None = None,
+                links: list[dict[int, str]] | None = None) -> str:
+    """``links``: per row, column index → href (the transcript viewer filtered to that cell)."""
     head = "".join(f"<th class='{'l' if i == 0 else ''}'>{_esc(h)}</th>" for i, h in enumerate(header))
     body = []
-    for row in rows:
-        cells = [f"<td class='{'l' if i == 0 else ''}'>{'<b>' + _esc(c) + '</b>' if i == strong else _esc(c)}</td>"
+    for r, row in enumerate(rows):
+        hrefs = links[r] if links else {}
+        texts = [f"<a class='to-viewer' href='{_esc(hrefs[i])}'>{_esc(c)}</a>" if i in hrefs else _esc(c)
                  for i, c in enumerate(row)]
+        cells = [f"<td class='{'l' if i == 0 else ''}'>{'<b>' + t + '</b>' if i == strong else t}</td>"
+                 for i, t in enumerate(texts)]
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<div class='scroll'><table class='data'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
 

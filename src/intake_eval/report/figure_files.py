@@ -1,6 +1,6 @@
 """`report --figures png,svg,pdf`: every chart of the report as a standalone file in report/figures/,
 with human-readable labels (phenotype names from the catalog instead of ids, domain labels), 95 %
-bands on the coverage trajectories and a per-domain dot plot with intervals (paper_figures.py).
+bands on the coverage trajectories and a per-domain dot plot with intervals, as on the page.
 
 The charts are drawn by the same code as the page's inline SVGs (build.render_charts); while it runs,
 charts.FIGURE_SINK keeps each figure open so it can be saved again in every requested format.
@@ -15,9 +15,7 @@ from typing import Any
 
 from intake_eval.catalog.load import load_catalog
 from intake_eval.core.errors import IntakeEvalError
-from intake_eval.core.store import RunPaths
 from intake_eval.report import charts
-from intake_eval.report.paper_figures import domain_rates, trajectory_bands, with_bands
 
 FIGURE_FORMATS = ("png", "svg", "pdf")
 METADATA = {"png": {"Software": None}, "svg": {"Date": None, "Creator": None},
@@ -49,7 +47,9 @@ def readable_views(views: dict[str, Any]) -> dict[str, Any]:
     matrix = dict(views["matrix"])
     matrix["alignment"] = {names.get(p, p): a for p, a in views["matrix"].get("alignment", {}).items()}
     matrix["phenotypes"] = [names.get(p, p) for p in views["matrix"]["phenotypes"]]
+    matrix.pop("links", None)  # a standalone figure has no transcript viewer to link to
     shown["matrix"] = matrix
+    shown["domains"] = {k: v for k, v in views["domains"].items() if k != "links"}
     return shown
 
 
@@ -69,21 +69,17 @@ def section_charts(sections: list[Any], sink: list) -> dict[str, str]:
 
 
 def write_figures(render: Callable[[dict[str, Any], dict[str, str]], dict[str, str]], views: dict[str, Any],
-                  labels: dict[str, str], folder: Path, formats: tuple[str, ...], paths: RunPaths,
+                  labels: dict[str, str], folder: Path, formats: tuple[str, ...],
                   sections: Callable[[], list[Any]] | None = None) -> list[Path]:
-    """Draw every chart with ``render`` (build.render_charts), trajectories with their CI bands, the
-    per-domain rates with intervals and the charts of the optional sections (``sections`` renders
+    """Draw every chart with ``render`` (build.render_charts: trajectories with their CI bands, the
+    per-domain rates with intervals) and the charts of the optional sections (``sections`` renders
     them again), and save each in every format."""
     plt = charts._plt()
     shown = readable_views(views)
-    shown["trajectories"] = with_bands(views["trajectories"], trajectory_bands(
-        paths, views.get("primary"), views.get("arm_labels", {})))
     sink: list = []
     charts.FIGURE_SINK = sink
     try:
         drawn = dict(render(shown, labels))
-        if views["domains"]["domains"]:
-            drawn["domain_rates"] = domain_rates(views["domains"], labels)
         if sections is not None:
             section_sink = len(sink)
             drawn.update(section_charts(sections(), sink[section_sink:]))
@@ -100,9 +96,6 @@ def write_figures(render: Callable[[dict[str, Any], dict[str, str]], dict[str, s
             fig = by_svg.get(svg)
             if fig is None:
                 continue  # the chart was not drawn (no data for it)
-            if key == "trajectory" and any("lo" in line for line in shown["trajectories"].values()):
-                axes = fig.axes[0]
-                axes.set_title(axes.get_title(loc="left") + "; shaded: 95% CI over profiles", loc="left")
             for fmt in formats:
                 target = folder / f"{FIGURE_NAMES.get(key, key)}.{fmt}"
                 fig.savefig(target, format=fmt, bbox_inches="tight", dpi=200, metadata=METADATA[fmt])

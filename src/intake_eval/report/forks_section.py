@@ -8,9 +8,10 @@ re-run from the closure turn after a supervisor's reminder) and the capacity gap
 from __future__ import annotations
 
 from intake_eval.report import fmt
+from intake_eval.report.cell_links import arm_filter, viewer_link
 from intake_eval.report.diagnosis_section import _for_judge, _html_table, _primary
 from intake_eval.report.html import Section, register_section
-from intake_eval.report.load import RunData
+from intake_eval.report.load import RunData, domain_labels
 
 TITLE = "Could it ask? Capacity gap"
 DEFINITIONS = (
@@ -38,9 +39,17 @@ def render(data: RunData) -> Section | None:
     if len(domains):
         top = domains.sort_values("capacity_gap", ascending=False).head(12)
         html.append("<h3>Domains the nudge recovers most</h3>")
+        labels = domain_labels(data)
+        rows = list(top.itertuples(index=False))
+        # each side opens its transcripts: the intakes as they ran, and their forks after the nudge
+        links = [{3: viewer_link(**arm_filter((str(r.clinician), str(r.condition), str(r.patient_mode))), domain=str(r.key),
+                                 scored=1),
+                  4: viewer_link(**arm_filter((str(r.clinician), str(r.fork_arm), str(r.patient_mode))), domain=str(r.key),
+                                 scored=1)} for r in rows]
         html.append(_html_table(["domain", "clinician", "intakes", "caught spontaneously", "caught when nudged", "gap"],
-                                [[str(r.key), str(r.clinician), fmt.count(r.n_intakes), fmt.pct(r.spontaneous),
-                                  fmt.pct(r.nudged), fmt.points(r.capacity_gap)] for r in top.itertuples(index=False)]))
+                                [[labels.get(str(r.key), str(r.key)), str(r.clinician), fmt.count(r.n_intakes),
+                                  fmt.pct(r.spontaneous), fmt.pct(r.nudged), fmt.points(r.capacity_gap)] for r in rows],
+                                links=links))
     return Section("capacity-gap", TITLE, "".join(html))
 
 

@@ -102,5 +102,6 @@ def render_html(context: dict[str, Any]) -> str:
     )
     ie_data = json.dumps(context.pop("ie_data"), ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
     return env.get_template("report.html.j2").render(
-        css=_asset("assets/report.css"), js=_asset("assets/report.js"), ie_data=ie_data, **context,
+        css=_asset("assets/report.css"), js=_asset("assets/report.js") + _asset("assets/transcripts.js"),
+        ie_data=ie_data, **context,
     )

@@ -319,3 +319,13 @@ def missing_notes(data: RunData) -> list[str]:
         if stage != "report" and isinstance(info, dict) and info.get("status") == "running":
             notes.append(f"stage {stage} is still running (or was interrupted); numbers may change")
     return notes
+
+
+def domain_labels(data: RunData) -> dict[str, str]:
+    """domain id → the label the profiles give it (the catalog's wording), for every domain drawn."""
+    labels = {}
+    for profile in data.profiles.values():
+        for draw in [profile.get("presenting", {})] + profile.get("hidden", []):
+            if draw.get("domain"):
+                labels.setdefault(draw["domain"], draw.get("label") or draw["domain"].replace("_", " "))
+    return labels

@@ -14,6 +14,7 @@ from typing import Any
 
 from intake_eval.core.records import QUESTION_TYPES
 from intake_eval.report.load import RunData
+from intake_eval.trust.patient_qc import wilson_interval
 
 Arm = tuple[str, str, str]  # (clinician, condition, patient_mode)
 
@@ -154,9 +155,14 @@ def domain_breakdown(data: RunData, arms: list[Arm], labels: dict[Arm, str], pri
         total = sum(n for v, n in pairs if v is not None)
         overall[d] = sum(v * n for v, n in pairs if v is not None) / total if total else None
     domains.sort(key=lambda d: (overall[d] if overall[d] is not None else 2.0, d))
-    return {"domains": domains, "arms": [labels[a] for a in arms], "overall": overall,
-            "values": [[_num(cells[(d, a)]["active_coverage_rate"]) if (d, a) in cells else None for a in arms] for d in domains],
-            "counts": [[_int(cells[(d, a)]["n"]) if (d, a) in cells else None for a in arms] for d in domains]}
+    values = [[_num(cells[(d, a)]["active_coverage_rate"]) if (d, a) in cells else None for a in arms] for d in domains]
+    counts = [[_int(cells[(d, a)]["n"]) if (d, a) in cells else None for a in arms] for d in domains]
+    # Wilson 95 % intervals: conversations of one profile count as independent here (a lower bound on the uncertainty)
+    intervals = [[wilson_interval(round(v * n), n) if v is not None and n else (None, None) for v, n in zip(vs, ns)]
+                 for vs, ns in zip(values, counts)]
+    return {"domains": domains, "arms": [labels[a] for a in arms], "overall": overall, "values": values,
+            "counts": counts, "ci_low": [[lo for lo, _ in row] for row in intervals],
+            "ci_high": [[hi for _, hi in row] for row in intervals]}
 
 
 def trajectories(data: RunData, arms: list[Arm], labels: dict[Arm, str], primary: str | None) -> tuple[dict, dict, int]:
@@ -173,6 +179,10 @@ def trajectories(data: RunData, arms: list[Arm], labels: dict[Arm, str], primary
         lines[labels[arm]] = {"turns": [_int(r["turn"]) for r in points],
                               "mean": [_num(r["mean_cumulative_coverage"]) for r in points],
                               "n": max(_int(r["n"]) for r in points)}
+        bands = [(_num(r.get("mean_cumulative_coverage_ci_low")), _num(r.get("mean_cumulative_coverage_ci_high")))
+                 for r in points]
+        if all(low is not None and high is not None for low, high in bands):  # 95 % CI over profiles
+            lines[labels[arm]].update(lo=[low for low, _ in bands], hi=[high for _, high in bands])
         turns = [r for r in rows if _int(r["turn"]) >= 1]
         mixes[labels[arm]] = {"turns": [_int(r["turn"]) for r in turns], "n": lines[labels[arm]]["n"],
                               "shares": {q: [_num(r.get(f"share_{q}")) or 0.0 for r in turns] for q in QUESTION_TYPES}}

@@ -21,6 +21,12 @@
     return node;
   }
   function label(d) { return IE.labels[d] || d.replace(/_/g, " "); }
+  function phenotypeName(p) { return (IE.phenotype_names || {})[p] || p; }
+  /* Everything a profile is shown with, ids and labels alike, lower-cased: what search matches. */
+  function profileText(pid) {
+    var p = IE.profiles[pid] || ["", "", [], ""];
+    return [pid, p[0], phenotypeName(p[0]), p[1], p[3]].concat(p[2], p[2].map(label)).join(" ").toLowerCase();
+  }
   function pct(v) { return v === null || v === undefined ? "\u2013" : (100 * v).toFixed(0) + "%"; }
 
   /* ------------------------------------------------------------ shard loading */
@@ -43,6 +49,10 @@
   }
   var byId = {};
   IE.convs.forEach(function (c) { byId[c[0]] = c; });
+  /* What transcripts.js (the viewer's filter and search) builds on. */
+  var VIEW = window.IE_VIEW = { el: el, label: label, pct: pct, phenotypeName: phenotypeName, profileText: profileText,
+    open: function (id, judge, scroll) { openConversation(id, judge, scroll); },
+    refillPicker: function () { if (refillPicker) refillPicker(); }, accept: null };
 
   /* ------------------------------------------------------------ drilldown */
   var dd = { page: 0, rows: [] };
@@ -54,7 +64,7 @@
       var p = IE.profiles[pid];
       if (ph && p[0] !== ph) return false;
       if (!q) return true;
-      return (pid + " " + p[0] + " " + p[2].join(" ")).toLowerCase().indexOf(q) >= 0;
+      return profileText(pid).indexOf(q) >= 0;
     });
   }
   var convsByProfile = {};
@@ -82,7 +92,7 @@
       var p = IE.profiles[pid];
       var tr = el("tr", {}, [
         el("td", { cls: "l" }, [el("b", { text: pid }), el("span", { cls: "sub", text: p[3] })]),
-        el("td", { cls: "l" }, [p[0], p[1] ? el("span", { cls: "badge " + p[1], text: p[1] }) : null,
+        el("td", { cls: "l", title: p[0] }, [phenotypeName(p[0]), p[1] ? el("span", { cls: "badge " + p[1], text: p[1] }) : null,
           el("span", { cls: "sub", text: p[2].map(label).join(" \u00b7 ") })])
       ]);
       IE.arms.forEach(function (arm, ai) {
@@ -180,7 +190,7 @@
     box.textContent = "";
     var head = el("div", { cls: "vhead" }, [
       el("h3", { text: conv.clinician + " \u00b7 " + conv.profile_id }),
-      el("span", {}, [conv.phenotype, conv.alignment ? el("span", { cls: "badge " + conv.alignment, text: conv.alignment }) : null]),
+      el("span", { title: conv.phenotype }, [phenotypeName(conv.phenotype), conv.alignment ? el("span", { cls: "badge " + conv.alignment, text: conv.alignment }) : null]),
       el("span", { cls: "qt", text: [conv.who, "presenting: " + conv.presenting, conv.condition, conv.patient_mode + " patient", "trial " + conv.trial].filter(Boolean).join(" \u00b7 ") }),
       conv.status !== "ok" ? el("span", { cls: "badge fail", text: conv.status + (conv.error ? ": " + conv.error : "") }) : null
     ]);
@@ -291,18 +301,19 @@
     IE.arms.forEach(function (a, i) { arm.appendChild(el("option", { value: String(i), text: a.label })); });
     function refill() {
       conv.textContent = "";
-      IE.convs.filter(function (c) { return String(c[2]) === arm.value; }).forEach(function (c) {
-        conv.appendChild(el("option", { value: c[0], text: c[3] + " \u00b7 " + (IE.profiles[c[3]] || [c[3]])[0] + " \u00b7 t" + c[6] + " \u00b7 " + (c[4] === "ok" ? pct(c[7]) : c[4]) }));
+      var accept = VIEW.accept || function () { return true; };
+      IE.convs.filter(function (c) { return String(c[2]) === arm.value && accept(c); }).forEach(function (c) {
+        conv.appendChild(el("option", { value: c[0], text: c[3] + " \u00b7 " + phenotypeName((IE.profiles[c[3]] || [c[3]])[0]) + " \u00b7 t" + c[6] + " \u00b7 " + (c[4] === "ok" ? pct(c[7]) : c[4]) }));
       });
     }
     refillPicker = refill;
-    arm.addEventListener("change", function () { refill(); openConversation(conv.value, null, false); });
+    arm.addEventListener("change", function () { refill(); if (conv.value) openConversation(conv.value, null, false); });
     conv.addEventListener("change", function () { openConversation(conv.value, null, false); });
     refill();
   }
 
   function fromHash() {
-    var m = /c=([^&]+)(?:&j=([^&]+))?/.exec(location.hash);
+    var m = /^#c=([^&]+)(?:&j=([^&]+))?/.exec(location.hash);
     if (m) { openConversation(decodeURIComponent(m[1]), m[2] ? decodeURIComponent(m[2]) : null); return true; }
     return false;
   }
@@ -320,6 +331,7 @@
       a.addEventListener("click", function (e) { e.preventDefault(); openConversation(a.getAttribute("data-conv"), a.getAttribute("data-judge")); });
     });
     fillPicker();
-    if (!fromHash() && IE.start) openConversation(IE.start, null, false);
+    if (VIEW.ready) VIEW.ready();
+    if (!fromHash() && !(VIEW.fromUrl && VIEW.fromUrl()) && IE.start) openConversation(IE.start, null, false);
   });
 })();
