@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from intake_eval.llm.base import ModelCallError, ModelSpec
+from intake_eval.llm.litellm_import import import_litellm
 
 ANTHROPIC_VERSION = "2023-06-01"
 STRUCTURED_OUTPUTS_BETA = "structured-outputs-2025-11-13"
@@ -69,6 +70,7 @@ def anthropic_route(spec: ModelSpec) -> AnthropicRoute | None:
     """The direct route for an ``anthropic/…`` alias, or None when it needs litellm."""
     if spec.provider != "anthropic" or "/" not in spec.model or set(spec.extra_params) - PASSED_THROUGH:
         return None
+    import_litellm()  # configured for offline use before any of its modules loads
     from litellm.llms.anthropic.chat.transformation import AnthropicConfig
 
     wire_model = spec.model.split("/", 1)[1]
@@ -133,8 +135,6 @@ def _reasoning_tokens(usage: dict[str, Any], reasoning: str | None, completion_t
     if isinstance(details, dict) and isinstance(details.get("thinking_tokens"), int):
         return min(max(0, details["thinking_tokens"]), completion_tokens)
     if reasoning:
-        from intake_eval.llm.litellm_backend import import_litellm
-
         counted = import_litellm().token_counter(text=reasoning, count_response_tokens=True)
         return max(0, min(counted, completion_tokens))
     return 0

@@ -25,6 +25,7 @@ from intake_eval.llm.base import (
     is_local_base,
 )
 from intake_eval.llm.anthropic_http import anthropic_route, messages_body, openai_shape
+from intake_eval.llm.litellm_import import import_litellm
 from intake_eval.llm.openai_http import OpenAICompatibleClient
 from intake_eval.llm.prompt_cache import with_breakpoints
 from intake_eval.llm.providers import direct_route
@@ -32,24 +33,6 @@ from intake_eval.llm.reasoning import split_reasoning
 from intake_eval.llm.structured import response_format, starting_level
 
 _NO_KEY = "not-needed"  # OpenAI-compatible servers expect some Bearer value; local ones ignore it
-
-
-@functools.cache  # once: setting logger levels clears every logger's cache, on each call otherwise
-def import_litellm():
-    """Import litellm offline-safe: local price map, no .env loading, no banner on stdout."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
-    import logging
-
-    import litellm
-
-    litellm.suppress_debug_info = True
-    litellm.telemetry = False
-    # Its warnings (e.g. "event loop changed" when a pool serves a second asyncio.run) are not the
-    # user's business; our own errors say what went wrong.
-    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    return litellm
 
 
 def api_key_for(spec: ModelSpec) -> str | None:
