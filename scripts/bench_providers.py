@@ -67,7 +67,13 @@ def _pool(url: str, client: str, concurrency: int, model: str):
 
 def _inspect_chat(url: str, concurrency: int):
     """inspect_ai's own model API on the same server: (complete(history) -> text, close)."""
-    from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, GenerateConfig, get_model
+    from inspect_ai.model import (
+        ChatMessageAssistant,
+        ChatMessageSystem,
+        ChatMessageUser,
+        GenerateConfig,
+        get_model,
+    )
 
     model = get_model("openai/fake", base_url=url, api_key="bench-key", responses_api=False,  # the chat endpoint
                       config=GenerateConfig(max_connections=concurrency, max_retries=1, timeout=60))

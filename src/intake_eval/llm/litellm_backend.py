@@ -16,6 +16,7 @@ import os
 import time
 from typing import Any
 
+from intake_eval.llm.anthropic_http import anthropic_route, messages_body, openai_shape
 from intake_eval.llm.base import (
     CallUsage,
     ChatRequest,
@@ -24,7 +25,6 @@ from intake_eval.llm.base import (
     ModelSpec,
     is_local_base,
 )
-from intake_eval.llm.anthropic_http import anthropic_route, messages_body, openai_shape
 from intake_eval.llm.litellm_import import import_litellm
 from intake_eval.llm.openai_http import OpenAICompatibleClient
 from intake_eval.llm.prompt_cache import with_breakpoints
