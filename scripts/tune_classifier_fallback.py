@@ -27,7 +27,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from intake_eval.catalog.classifier import example_document, fallback_query  # noqa: E402
 from intake_eval.catalog.neighbours import Example, NeighbourIndex, decide  # noqa: E402
-from tests.classifier_probes import load_probes  # noqa: E402
+from tests.classifier_probes import load_probes, shippable_examples  # noqa: E402
 
 WORD_NGRAMS = [None, (1, 1), (1, 2)]
 CHAR_NGRAMS = [None, (2, 4), (3, 5), (2, 5)]
@@ -80,7 +80,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
-    probes = [probe for probe in load_probes() if probe.part == "tuning"]
+    probes = shippable_examples(load_probes())  # the tuning items the classifier ships
     eligible = sum(fallback_query(probe.text) is not None for probe in probes if probe.kind == "qualifying")
     print(f"tuning part: {len(probes)} items, rounds {sorted({p.round for p in probes})}; "
           f"{eligible} qualifying items are questions the fallback would answer")

@@ -3,7 +3,8 @@ the domains of the most similar shipped example clinician question.
 
 The examples (``data/classifier_examples.tsv``) are the tuning part of the classifier probe corpus,
 qualifying questions with their domains and non-qualifying lines (open invitations, empathy,
-summaries, advice) with none; the held-out part is never shipped. Utterances and examples are compared
+summaries, advice) with none; the held-out part is never shipped, nor a tuning item that contains a
+held-out wording (scripts/export_classifier_examples.py writes the file; tests/test_neighbours.py checks). Utterances and examples are compared
 by TF-IDF cosine over word and character n-grams of their asking sentences. The nearest example
 decides: it must be at least ``MIN_SIMILARITY`` alike and be a qualifying one, so a wording closest
 to an open invitation unlocks nothing. Of the nearest example's domains, those that also win a
@@ -11,9 +12,12 @@ similarity-weighted vote of the ``NEIGHBOURS`` nearest examples (half the weight
 odd neighbour cannot unlock a domain and the example shown always carries the domains given.
 
 Settings chosen by leave-one-round-out cross-validation on the tuning part only
-(scripts/tune_classifier_fallback.py: each round's items are matched against the other rounds'
-examples; most recall of the fallback on its own, subject to no non-qualifying item unlocking
-anything): SETTINGS_NOTE.
+(scripts/tune_classifier_fallback.py: each round's items are matched against the other 13 rounds'
+examples; the most recall of the fallback on its own, subject to no non-qualifying item unlocking
+anything at the threshold or up to 0.04 below it): word 1-2-grams plus character 2-4-grams (``char_wb``),
+5 neighbours, similarity at least 0.38. CV estimate for the fallback on its own (as if the lexicon had
+found nothing): recall 0.39 of (item, domain) pairs (942 of 2411), precision 0.93 of the domains it
+gives, specificity 1.0 (238 non-qualifying items). It only ever runs on what the lexicon missed.
 
 Deterministic: a fixed vocabulary, ties broken by example order. scikit-learn is imported on the
 first fallback and the index is built once.
@@ -30,7 +34,8 @@ from pathlib import Path
 EXAMPLES_PATH = Path(__file__).resolve().parents[1] / "data" / "classifier_examples.tsv"
 HEADER = [
     "# Examples for the classifier's nearest-example fallback: the TUNING part of tests/data/classifier_probes.tsv",
-    "# only (the held-out part is never shipped). Written by scripts/export_classifier_examples.py; do not edit.",
+    "# only (the held-out part is never shipped, nor a tuning item containing a held-out wording).",
+    "# Written by scripts/export_classifier_examples.py; do not edit.",
     "# Columns: id, text, domains (comma-separated; empty for a line that must unlock nothing).",
     "id\ttext\tdomains",
 ]
