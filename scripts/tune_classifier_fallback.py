@@ -76,6 +76,10 @@ def sweep(rows, k):
     return table
 
 
+def ngrams(span: tuple[int, int] | None) -> str:
+    return "-" if span is None else f"{span[0]}-{span[1]}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json-out", type=Path)
@@ -96,15 +100,17 @@ def main() -> None:
                 table = sweep(rows, k)
                 safe = [t for t in THRESHOLDS if all(table[x][1] == 1.0 for x in THRESHOLDS if x >= t - MARGIN - 1e-9)]
                 t = min(safe, key=lambda t: (-table[t][0], -table[t][2], -t)) if safe else None
-                recall, spec, prec, found, pairs, _, _ = table[t] if t is not None else (0, 0, 0, 0, 0, 0, 0)
                 extra = " / ".join(f"{table[x][0]:.3f} ({table[x][1]:.2f})" for x in (0.4, 0.5, 0.6))
-                label = lambda r: "-" if r is None else f"{r[0]}-{r[1]}"  # noqa: E731
-                print(f"{label(word):>6} {label(char):>6} {k:2d} {t if t is not None else '-':>6} {recall:7.3f} "
-                      f"{spec:5.2f} {prec:5.2f}  {found:5d}/{pairs}  | {extra}")
+                setting = f"{ngrams(word):>6} {ngrams(char):>6} {k:2d}"
+                if t is None:
+                    print(f"{setting}      -   no threshold keeps specificity 1.0       | {extra}")
+                    continue
+                recall, spec, prec, found, pairs, _, _ = table[t]
+                print(f"{setting} {t:6.2f} {recall:7.3f} {spec:5.2f} {prec:5.2f}  {found:5d}/{pairs}  | {extra}")
                 rows_out.append({"word": word, "char": char, "k": k, "threshold": t, "recall": recall,
                                  "specificity": spec, "precision": prec})
-                key = (recall, prec, t or 0)
-                if t is not None and (best is None or key > best[0]):
+                key = (recall, prec, t)
+                if best is None or key > best[0]:
                     best = (key, rows_out[-1])
     print(f"chosen (specificity 1.0 down to {MARGIN} below the threshold): {best[1]}")
     if args.json_out:
