@@ -89,3 +89,20 @@ def test_importing_the_classifier_does_not_load_scikit_learn():
     code = "import sys, intake_eval.catalog.classifier; print('sklearn' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "False", result.stderr[-2000:]
+
+
+def test_query_weighting_matches_scikit_learns_own_transform():
+    from scipy.sparse import hstack
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.preprocessing import normalize
+
+    examples = load_examples()[:300]
+    documents = [example_document(example.text) for example in examples]
+    index = NeighbourIndex(examples, example_document)
+    vectorizers = [TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, lowercase=False),
+                   TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True, lowercase=False)]
+    matrix = normalize(hstack([vectorizer.fit_transform(documents) for vectorizer in vectorizers]).tocsr())
+    for text in ["do you get the shakes in the morning?", "have you been feeling low or hopeless lately?", "zzz qqq"]:
+        query = normalize(hstack([vectorizer.transform([text]) for vectorizer in vectorizers]).tocsr())
+        expected = (matrix @ query.T).toarray().ravel()
+        assert numpy.allclose(index.similarities(text), expected, atol=1e-12), text
