@@ -59,7 +59,8 @@ class Nearest:
     domains: tuple[str, ...]  # what the fallback answers; empty when it answers nothing
 
     def explain(self) -> str:
-        return f"nearest example: '{self.text}' (similarity {self.similarity:.2f})"
+        shown = f"nearest example: '{self.text}' (similarity {self.similarity:.2f})"
+        return shown if self.domains else f"{shown}; unlocks nothing"
 
 
 def load_examples(path: Path = EXAMPLES_PATH) -> list[Example]:
