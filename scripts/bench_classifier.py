@@ -20,7 +20,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from intake_eval.catalog.classifier import classify, example_document, fallback_query, load_lexicon  # noqa: E402
+from intake_eval.catalog.classifier import (  # noqa: E402
+    classify,
+    example_document,
+    fallback_query,
+    load_lexicon,
+)
 from intake_eval.catalog.neighbours import shipped_index  # noqa: E402
 from tests.classifier_probes import load_probes  # noqa: E402
 

@@ -24,7 +24,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from intake_eval.catalog.lexicon_terms import compile_groups, expand, pattern_heads, proximity_patterns
+from intake_eval.catalog.lexicon_terms import (
+    compile_groups,
+    expand,
+    pattern_heads,
+    proximity_patterns,
+)
 from intake_eval.catalog.neighbours import Nearest, shipped_index
 from intake_eval.core.yamlfile import read_yaml
 
