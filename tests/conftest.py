@@ -23,3 +23,15 @@ def fake_server():
 
     with FakeOpenAIServer() as server:
         yield server
+
+
+# Files that take minutes start first, so a worker is not left running one alone at the end.
+SLOWEST_FIRST = ("test_real_llm.py", "test_chaos_kill.py", "test_fault_lines.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item) -> int:
+        name = item.path.name
+        return SLOWEST_FIRST.index(name) if name in SLOWEST_FIRST else len(SLOWEST_FIRST)
+
+    items.sort(key=rank)  # stable: the order within each file is kept

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from intake_eval.core.answer_length import longest_answer_tokens
 from intake_eval.core.store import RunPaths, append_record, iter_json_lines
 from intake_eval.judge.judging import (
     conversation_prompt,
@@ -145,7 +146,12 @@ def test_conversation_mode_is_one_call_and_fewer_prompt_tokens():
         per_turn = _judge(server, "per-turn")
         whole = _judge(server, "conversation")
         caps = [body.get("max_tokens") or body.get("max_completion_tokens") for body in server.requests]
-    assert caps == [1000, 1000, 1000, 3 * 700]  # one turn's cap would truncate an all-turns answer
+    hidden = [draw.domain for draw in PROFILE.hidden]
+    turn_longest = longest_answer_tokens(response_schema(hidden, "per-turn"))
+    whole_longest = longest_answer_tokens(response_schema(hidden, "conversation", [0, 1, 2]))
+    # every cap holds its schema's longest answer: one turn's cap would truncate an all-turns answer
+    assert turn_longest > 1000 and whole_longest > 3 * turn_longest
+    assert caps == [turn_longest] * 3 + [whole_longest]
     assert whole.status == "ok" and whole.mode == "conversation"
     assert [t.turn for t in whole.turns] == [0, 1, 2]
     assert (per_turn.usage.calls, whole.usage.calls) == (3, 1)

@@ -6,6 +6,12 @@ sentences that ask (a question, or a request such as "tell me about…") can pro
 a sentence that recommends something ("try to get more sleep") never does. Within a sentence,
 every domain family's patterns are matched and a match lying strictly inside a longer match of
 another family is dropped, so the most specific phrase decides ("didnt need sleep" → mania).
+Proximity rules (two word groups a few words apart, see ``lexicon_terms``) match loosely, so
+their matches never drop another family's match.
+
+A question the lexicon finds no domain in (not an open invitation by its form: see
+``fallback_query``) takes the domains of the nearest shipped example question, if one is close
+enough (``neighbours``); ``classify`` then shows that example instead of matched phrases.
 
 Used by the offline patient, the offline tracker, the offline clinicians and the offline judge.
 """
@@ -18,6 +24,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from intake_eval.catalog.lexicon_terms import (
+    compile_groups,
+    expand,
+    pattern_heads,
+    proximity_patterns,
+)
+from intake_eval.catalog.neighbours import Nearest, shipped_index
 from intake_eval.core.yamlfile import read_yaml
 
 LEXICON_PATH = Path(__file__).resolve().parents[1] / "data" / "classifier_lexicon.yaml"
@@ -33,17 +46,23 @@ _LEADING_PUNCT = re.compile(r"^[\s\"“”(\-–—*•:,]+")
 class Family:
     domains: tuple[str, ...]
     patterns: tuple[re.Pattern[str], ...]
-    sources: tuple[str, ...]  # the patterns' text (compiled from parse trees, they do not keep it)
-    heads: tuple[set[str] | None, ...]  # what each pattern's matches can start with (see _heads)
+    # What the per-key prefilter tries for each pattern: its text (compiled from parse trees, patterns do not
+    # keep it), or for a proximity rule only its first side, a much cheaper necessary condition.
+    sources: tuple[str, ...]
+    heads: tuple[set[str] | None, ...]  # what each pattern's matches can start with (see pattern_heads)
+    proximity_from: int  # patterns from this position on come from proximity rules
+
+
+Pairs = tuple[tuple[int, int], ...]  # (family, pattern) positions
 
 
 @dataclass(frozen=True)
 class Lexicon:
     families: tuple[Family, ...]
-    # First three characters a match can start with (at a word start) -> (family, pattern)
-    # pairs, so a sentence tries only the few patterns it could match; patterns whose start
-    # cannot be enumerated are always tried.
-    pattern_index: dict[str, tuple[tuple[int, int], ...]]
+    # First three characters a match can start with (at a word start) -> (family, pattern) pairs,
+    # ordinary patterns and proximity patterns apart, so a sentence tries only the few patterns it
+    # could match; patterns whose start cannot be enumerated are always tried.
+    pattern_index: dict[str, tuple[Pairs, Pairs]]
     always_tried: tuple[tuple[int, int], ...]
     advice: RuleSet
     advice_exceptions: RuleSet
@@ -54,9 +73,9 @@ class Lexicon:
     request: RuleSet
     clarifying: RuleSet
     other: RuleSet
-    # key -> one alternation of every pattern indexed under it, compiled on first use: a word start
-    # none of them can match at is rejected by a single call.
-    prefilters: dict[str, re.Pattern[str]] = field(default_factory=dict, compare=False)
+    # (key, part) -> one alternation of every pattern of that part indexed under the key, compiled on
+    # first use: a word start none of them can match at is rejected by a single call.
+    prefilters: dict[tuple[str, int], re.Pattern[str]] = field(default_factory=dict, compare=False)
 
     @property
     def domain_ids(self) -> list[str]:
@@ -70,32 +89,32 @@ class Classification:
     scores: dict[str, float] = field(default_factory=dict)  # domain -> number of matched phrases
     matches: dict[str, list[str]] = field(default_factory=dict)  # domain -> matched phrases
     mentioned: list[str] = field(default_factory=list)  # domains named outside a question (advice, statements)
+    nearest: Nearest | None = None  # the example the fallback consulted, when the lexicon found no domain
 
     def to_dict(self) -> dict:
-        return {
-            "question_type": self.question_type,
-            "domains": self.domains,
-            "scores": self.scores,
-            "matches": self.matches,
-            "mentioned": self.mentioned,
-        }
+        found = {key: getattr(self, key) for key in ("question_type", "domains", "scores", "matches", "mentioned")}
+        return {**found, "nearest": self.nearest.explain()} if self.nearest else found
 
 
-def _family(domains: tuple[str, ...], patterns: Iterable[str], source: str) -> Family:
+def _family(
+    domains: tuple[str, ...], patterns: Iterable[str], source: str, proximity: Iterable[tuple[str, str]] = ()
+) -> Family:
     """Each pattern is parsed once: the parse tree gives its possible starts for the index and is
     compiled as is (re.compile would parse the text a second time; loading is mostly parsing)."""
     from re import _compiler, _parser  # the stdlib's regex parser and compiler
 
     compiled, sources, heads = [], [], []
-    for pattern in patterns:
+    patterns = [(pattern, pattern) for pattern in patterns]
+    proximity_from = len(patterns)
+    for pattern, lead in [*patterns, *proximity]:
         try:
             tree = _parser.parse(pattern)
-            heads.append(_heads(list(tree.data)) if pattern.startswith(("\\b", "^")) else None)
+            heads.append(pattern_heads(list(tree.data), _KEY) if pattern.startswith(("\\b", "^")) else None)
             compiled.append(_compiler.compile(tree))
         except re.error as exc:  # a broken shipped lexicon is a bug worth naming precisely
             raise ValueError(f"{LEXICON_PATH.name}: {source}: bad pattern {pattern!r}: {exc}") from None
-        sources.append(pattern)
-    return Family(domains=domains, patterns=tuple(compiled), sources=tuple(sources), heads=tuple(heads))
+        sources.append(lead)
+    return Family(domains, tuple(compiled), tuple(sources), tuple(heads), proximity_from)
 
 
 @dataclass(frozen=True)
@@ -121,7 +140,7 @@ def _rules(patterns: list[str], source: str) -> RuleSet:
     index, always = _index_patterns((family,))
     return RuleSet(
         patterns=family.patterns,
-        index={key: tuple(position for _, position in pairs) for key, pairs in index.items()},
+        index={key: tuple(position for _, position in pairs) for key, (pairs, _) in index.items()},
         always=tuple(position for _, position in always),
     )
 
@@ -129,38 +148,10 @@ def _rules(patterns: list[str], source: str) -> RuleSet:
 _KEY = 3  # characters of a match's start used to index families
 
 
-def _heads(items: list, need: int = _KEY) -> set[str] | None:
-    """The strings (up to ``need`` characters) every match of a parsed regex sequence starts
-    with, or None when a match could start with anything we cannot enumerate."""
-    from re import _constants as c  # the stdlib's regex parse tree, used read-only
-
-    if need == 0 or not items:
-        return {""}
-    op, av = items[0]
-    rest = list(items[1:])
-    if op is c.LITERAL:
-        tails = _heads(rest, need - 1)
-        return None if tails is None else {chr(av) + tail for tail in tails}
-    if (op is c.AT and av in (c.AT_BOUNDARY, c.AT_BEGINNING)) or op in (c.ASSERT, c.ASSERT_NOT):
-        return _heads(rest, need)
-    if op is c.SUBPATTERN:
-        return _heads(list(av[3]) + rest, need)
-    if op is c.BRANCH:
-        options = [_heads(list(branch) + rest, need) for branch in av[1]]
-        return None if any(o is None for o in options) else set().union(*options)
-    if op in (c.MAX_REPEAT, c.MIN_REPEAT) and av[0] in (0, 1) and av[1] == 1:
-        taken = _heads(list(av[2]) + rest, need)
-        skipped = _heads(rest, need) if av[0] == 0 else set()
-        return None if taken is None or skipped is None else taken | skipped
-    if op is c.IN and all(kind is c.LITERAL for kind, _ in av):
-        tails = _heads(rest, need - 1)
-        return None if tails is None else {chr(code) + tail for _, code in av for tail in tails}
-    return None
-
-
-def _index_patterns(families: tuple[Family, ...]) -> tuple[dict[str, tuple[tuple[int, int], ...]], tuple[tuple[int, int], ...]]:
-    """key -> (family, pattern) pairs whose matches can start with that key at a word start."""
-    index: dict[str, set[tuple[int, int]]] = {}
+def _index_patterns(families: tuple[Family, ...]) -> tuple[dict[str, tuple[Pairs, Pairs]], Pairs]:
+    """key -> (ordinary, proximity) (family, pattern) pairs whose matches can start with that key at a
+    word start. Apart, because a proximity rule's lead is often a common word ("feel", "you")."""
+    index: dict[str, tuple[set[tuple[int, int]], set[tuple[int, int]]]] = {}
     always: list[tuple[int, int]] = []
     for number, family in enumerate(families):
         for position, heads in enumerate(family.heads):
@@ -168,15 +159,16 @@ def _index_patterns(families: tuple[Family, ...]) -> tuple[dict[str, tuple[tuple
                 always.append((number, position))
                 continue
             for head in heads:
-                index.setdefault(head, set()).add((number, position))
-    return {key: tuple(sorted(value)) for key, value in index.items()}, tuple(always)
+                index.setdefault(head, (set(), set()))[position >= family.proximity_from].add((number, position))
+    return {key: (tuple(sorted(plain)), tuple(sorted(near))) for key, (plain, near) in index.items()}, tuple(always)
 
 
-def _prefilter(lexicon: "Lexicon", key: str) -> re.Pattern[str]:
-    compiled = lexicon.prefilters.get(key)
+def _prefilter(lexicon: "Lexicon", key: str, part: int) -> re.Pattern[str]:
+    compiled = lexicon.prefilters.get((key, part))
     if compiled is None:
-        alternatives = (lexicon.families[i].sources[p] for i, p in lexicon.pattern_index[key])
-        compiled = lexicon.prefilters[key] = re.compile("|".join(f"(?:{alternative})" for alternative in alternatives))
+        alternatives = (lexicon.families[i].sources[p] for i, p in lexicon.pattern_index[key][part])
+        compiled = re.compile("|".join(f"(?:{alternative})" for alternative in alternatives))
+        lexicon.prefilters[(key, part)] = compiled
     return compiled
 
 
@@ -198,16 +190,16 @@ def _find_matches(sentence: str, lexicon: "Lexicon", exhaustive: bool) -> list[t
         for word in _WORD_START.finditer(sentence):
             start = word.start()
             key = sentence[start:start + _KEY]
-            pairs = lexicon.pattern_index.get(key)
-            if not pairs or not _prefilter(lexicon, key).match(sentence, start):
-                continue
-            for pair in pairs:
-                if start < ends.get(pair, 0):
+            for part, pairs in enumerate(lexicon.pattern_index.get(key, ())):
+                if not pairs or not _prefilter(lexicon, key, part).match(sentence, start):
                     continue
-                match = lexicon.families[pair[0]].patterns[pair[1]].match(sentence, start)
-                if match and match.end() > start:
-                    ends[pair] = match.end()
-                    found.append((pair[0], pair[1], start, match.end(), match.group(0)))
+                for pair in pairs:
+                    if start < ends.get(pair, 0):
+                        continue
+                    match = lexicon.families[pair[0]].patterns[pair[1]].match(sentence, start)
+                    if match and match.end() > start:
+                        ends[pair] = match.end()
+                        found.append((pair[0], pair[1], start, match.end(), match.group(0)))
     found.sort()
     return found
 
@@ -215,7 +207,17 @@ def _find_matches(sentence: str, lexicon: "Lexicon", exhaustive: bool) -> list[t
 @lru_cache(maxsize=1)
 def load_lexicon(path: Path = LEXICON_PATH) -> Lexicon:
     data = read_yaml(path)
-    families = tuple(_family(tuple(key.split("+")), patterns, key) for key, patterns in data["families"].items())
+    groups = compile_groups(data.get("groups") or {})
+    near = data.get("near") or {}
+    families = tuple(
+        _family(
+            tuple(key.split("+")),
+            [expand(pattern, groups) for pattern in data["families"].get(key, [])],
+            key,
+            [pattern for rule in near.get(key, []) for pattern in proximity_patterns(rule, groups)],
+        )
+        for key in [*data["families"], *(key for key in near if key not in data["families"])]
+    )
     pattern_index, always_tried = _index_patterns(families)
     return Lexicon(
         families=families,
@@ -267,12 +269,18 @@ def sentence_domains(sentence: str, lexicon: Lexicon | None = None, *, exhaustiv
     """Domain -> matched phrases in one normalized sentence, most specific match winning.
     ``exhaustive`` tries every pattern instead of the indexed candidates (tests compare both)."""
     lexicon = lexicon or load_lexicon()
-    found = [(start, end, index, phrase) for index, _, start, end, phrase in _find_matches(sentence, lexicon, exhaustive)]
+    matches = _find_matches(sentence, lexicon, exhaustive)
+    found = [(start, end, index, phrase) for index, _, start, end, phrase in matches]
+    shadowing = [
+        (start, end, index)
+        for index, position, start, end, _ in matches
+        if position < lexicon.families[index].proximity_from
+    ]
     result: dict[str, list[str]] = {}
     for start, end, index, phrase in found:
         shadowed = any(
             other_index != index and o_start <= start and end <= o_end and (o_end - o_start) > (end - start)
-            for o_start, o_end, other_index, _ in found
+            for o_start, o_end, other_index in shadowing
         )
         if shadowed:
             continue
@@ -305,6 +313,24 @@ def _undirected_type(asking: list[str], sentences: list[str], lexicon: Lexicon) 
     if any(lexicon.clarifying.any(sentence) for sentence in sentences):
         return "clarifying"
     return "open"
+
+
+FALLBACK_TYPES = ("open", "clarifying")  # a question about no domain the lexicon knows; not advice or small talk
+
+
+def fallback_query(text: str) -> str | None:
+    """What the nearest-example fallback compares if the lexicon finds no domain in ``text``: its
+    asking sentences, or None when it is not that kind of question (advice, statements, small talk)."""
+    lexicon = load_lexicon()
+    sentences = split_sentences(text)
+    if any(is_advice(sentence, lexicon) for sentence in sentences):
+        return None
+    asking = [sentence for sentence in sentences if is_asking(sentence, lexicon)]
+    return " ".join(asking) if _undirected_type(asking, sentences, lexicon) in FALLBACK_TYPES else None
+
+
+def example_document(text: str) -> str:
+    return fallback_query(text) or normalize(text)
 
 
 def _follows_up(question: str, quoted: bool, lexicon: Lexicon) -> bool:
@@ -348,6 +374,10 @@ def classify(text: str, *, disclosed: Iterable[str] = ()) -> Classification:
             mentioned.update(domains)
             described = domains
             quoted = bool(lexicon.quote.search(sentence))
+    nearest = None
+    if not asked and not advice and _undirected_type(asking_sentences, sentences, lexicon) in FALLBACK_TYPES:
+        nearest = shipped_index(example_document).nearest(" ".join(asking_sentences))
+        asked = {domain: [nearest.explain()] for domain in nearest.domains} if nearest else {}
     if asked:
         question_type = "clarifying" if set(asked) <= set(disclosed) else "closed_hypothesis"
     elif advice:
@@ -361,4 +391,5 @@ def classify(text: str, *, disclosed: Iterable[str] = ()) -> Classification:
         scores={domain: float(len(asked[domain])) for domain in domains},
         matches={domain: asked[domain] for domain in domains},
         mentioned=sorted(mentioned - set(asked)),
+        nearest=nearest,
     )

@@ -44,11 +44,17 @@ if TYPE_CHECKING:
     from intake_eval.catalog.schema import Catalog
 
 MODES: tuple[str, ...] = ("per-turn", "conversation")
-# Conversation mode answers every turn at once (about 200 tokens per turn with reasonings): the
-# alias's cap, sized for one turn, would truncate it, so each turn gets this much room.
-CONVERSATION_TOKENS_PER_TURN = 700
+# A judge's cap holds the longest answer its schema allows (core/answer_length), so a constrained
+# answer always closes. A whole conversation's can exceed a model's output limit; its cap stops at
+# gpt-4o's 16,384 (the smallest among common judges): above it, judge per turn.
+CONVERSATION_ANSWER_LIMIT = 16_384
 OFFLINE_PROMPT = "(offline judge: the labels come from request.context)"
 JUDGE_PROMPTS: tuple[str, ...] = ("judge_rules", "judge_turn", "judge_conversation", "judge_repair")
+
+
+def _conversation_cap(judge_model: ChatModel, hidden: Sequence[str], turns: Sequence[int]) -> int:
+    longest = longest_answer_tokens(response_schema(hidden, "conversation", turns))
+    return max(judge_model.spec.max_tokens or 0, min(longest, CONVERSATION_ANSWER_LIMIT))
 
 
 def judge_label(alias: str, mode: str) -> str:
@@ -205,7 +211,6 @@ async def judge_conversation(conversation: Conversation, profile: Profile, judge
         ])
     elif mode == "per-turn":
         rules = rules_prompt(profile, catalog)
-        # the cap holds the longest answer the schema allows (a bounded reasoning and two labels per domain)
         turn_cap = max(judge_model.spec.max_tokens or 0, longest_answer_tokens(response_schema(hidden, mode)))
         prompts = [turn_prompt(conversation, profile, number, catalog, rules=rules) for number in turn_numbers]
         outcomes = []
@@ -225,7 +230,7 @@ async def judge_conversation(conversation: Conversation, profile: Profile, judge
                                turns=turn_numbers,
                                context={**base_context, "turn": None}, meter=meter, sample_index=attempt,
                                what="conversation", cache_points=((0, len(rules)),) if rules else (),
-                               max_tokens=max(judge_model.spec.max_tokens or 0, CONVERSATION_TOKENS_PER_TURN * len(turn_numbers)))]
+                               max_tokens=_conversation_cap(judge_model, hidden, turn_numbers))]
     turns = sorted((t for outcome in outcomes for t in outcome.turns), key=lambda t: t.turn)
     provider = next((o.provider_error for o in outcomes if o.provider_error is not None), None)
     errors = [o.judge_error for o in outcomes if o.judge_error]
