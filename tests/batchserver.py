@@ -4,6 +4,11 @@ POST /v1/files (multipart, purpose=batch), POST /v1/batches, GET /v1/batches/{id
 GET /v1/files/{id}/content; POST /v1/chat/completions stays the online endpoint. Each batch line is
 answered by the same responder the online endpoint uses, so a batch and an online run of the same
 requests get the same answers. ``hold`` keeps batches in progress until a test releases them.
+
+Anthropic's Message Batches too: POST /v1/messages/batches (every request inline as
+``{"custom_id", "params"}``), GET /v1/messages/batches/{id} (``processing_status``, ``request_counts``,
+``results_url``) and GET …/{id}/results (JSONL of ``{"custom_id", "result"}``), answered in the
+Messages shape by the same responder (it gets each request's ``params``).
 """
 
 from __future__ import annotations
@@ -16,7 +21,15 @@ import threading
 import time
 from typing import Any
 
-from tests.fakeserver import FakeOpenAIServer, Reply, Responder, _approx_tokens, _Handler, _Server
+from tests.fakeserver import (
+    FakeOpenAIServer,
+    Reply,
+    Responder,
+    _anthropic_payload,
+    _approx_tokens,
+    _Handler,
+    _Server,
+)
 
 
 def completion_body(body: dict[str, Any], reply: Reply, index: int) -> dict[str, Any]:
@@ -39,7 +52,15 @@ class _BatchHandler(_Handler):
     def do_GET(self) -> None:  # noqa: N802
         owner = self.server.owner
         parts = self.path.strip("/").split("/")
-        if len(parts) == 3 and parts[1] == "batches":
+        if len(parts) in (4, 5) and parts[1:3] == ["messages", "batches"]:
+            batch = owner.poll_messages(parts[3]) if len(parts) == 4 else None
+            if len(parts) == 5 and parts[4] == "results" and parts[3] in owner.results:
+                self._send(200, owner.results[parts[3]])
+            elif batch:
+                self._json(200, batch)
+            else:
+                self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": "no such batch"}})
+        elif len(parts) == 3 and parts[1] == "batches":
             batch = owner.poll(parts[2])
             self._json(200, batch) if batch else self._json(404, {"error": {"message": "no such batch"}})
         elif len(parts) == 4 and parts[1] == "files" and parts[3] == "content" and parts[2] in owner.files:
@@ -49,7 +70,10 @@ class _BatchHandler(_Handler):
 
     def do_POST(self) -> None:  # noqa: N802
         owner = self.server.owner
-        if self.path.rstrip("/").endswith("/files"):
+        if self.path.rstrip("/").endswith("/messages/batches"):
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+            self._json(200, owner.create_messages(body, dict(self.headers)))
+        elif self.path.rstrip("/").endswith("/files"):
             raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             message = email.parser.BytesParser(policy=email.policy.default).parsebytes(
                 f"Content-Type: {self.headers['Content-Type']}\r\n\r\n".encode() + raw)
@@ -79,6 +103,8 @@ class FakeBatchServer(FakeOpenAIServer):
         self.batches: dict[str, dict[str, Any]] = {}
         self.batch_auth: list[str] = []
         self.batch_lines = 0  # requests answered inside batches
+        self.batch_headers: list[dict[str, str]] = []  # of each Message Batch creation
+        self.results: dict[str, bytes] = {}  # Message Batch id -> its results JSONL
         self._ids = itertools.count(1)
         self._batch_lock = threading.Lock()
 
@@ -135,3 +161,43 @@ class FakeBatchServer(FakeOpenAIServer):
         self.files[file_id] = ("\n".join(out) + "\n").encode()
         batch.update(status="completed", output_file_id=file_id,
                      request_counts={"total": len(out), "completed": len(out), "failed": 0})
+
+    # ---------------------------------------------------------------- Anthropic's Message Batches
+
+    def create_messages(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        with self._batch_lock:
+            lines = list(body["requests"])
+            batch = {"id": f"msgbatch_{next(self._ids)}", "type": "message_batch", "processing_status": "in_progress",
+                     "request_counts": {"processing": len(lines), "succeeded": 0, "errored": 0, "canceled": 0,
+                                        "expired": 0},
+                     "created_at": "2026-01-01T00:00:00Z", "ended_at": None, "results_url": None,
+                     "_lines": lines, "_polls": 0}
+            self.batches[batch["id"]] = batch
+            self.batch_headers.append({k.lower(): v for k, v in headers.items()})
+            return self._public(batch)
+
+    def poll_messages(self, batch_id: str) -> dict[str, Any] | None:
+        with self._batch_lock:
+            batch = self.batches.get(batch_id)
+            if batch is None or "processing_status" not in batch:
+                return None
+            batch["_polls"] += 1
+            if batch["processing_status"] == "in_progress" and not self.hold and batch["_polls"] >= self.polls_to_finish:
+                out, succeeded = [], 0
+                for line in batch["_lines"]:
+                    index = self.batch_lines
+                    self.batch_lines += 1
+                    reply = self.responder(line["params"], index)
+                    if reply.status == 200:
+                        succeeded += 1
+                        result = {"type": "succeeded", "message": _anthropic_payload(line["params"], reply, index)}
+                    else:
+                        result = {"type": "errored", "error": {"type": "error", "error": {
+                            "type": "api_error", "message": reply.error_message}}}
+                    out.append(json.dumps({"custom_id": line["custom_id"], "result": result}))
+                self.results[batch_id] = ("\n".join(out) + "\n").encode()
+                batch.update(processing_status="ended", ended_at="2026-01-01T00:01:00Z",
+                             results_url=f"{self.url.removesuffix('/v1')}/v1/messages/batches/{batch_id}/results",
+                             request_counts={"processing": 0, "succeeded": succeeded,
+                                             "errored": len(out) - succeeded, "canceled": 0, "expired": 0})
+            return self._public(batch)

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from intake_eval.catalog.classifier import normalize
+
 CORPUS = Path(__file__).parent / "data" / "classifier_probes.tsv"
 SPLIT_SEED = "classifier-probes-v1:"
 HELD_OUT_SHARE = 0.4
@@ -117,3 +119,13 @@ def recall_table(tuning: PartScores, held_out: PartScores) -> str:
     ]:
         rows.append(f"{label:26} {t.items + h.items:5d} {t.items:6d} {_cell(t)} {h.items:6d} {_cell(h)}")
     return "\n".join(rows)
+
+
+def shippable_examples(probes: list[Probe]) -> list[Probe]:
+    """The tuning items the classifier may ship as nearest examples: all but those holding a held-out
+    item's wording (a compound question containing a shorter held-out one)."""
+    held_out = [normalize(probe.text) for probe in probes if probe.part == "held_out"]
+    return [
+        probe for probe in probes
+        if probe.part == "tuning" and not any(text in normalize(probe.text) for text in held_out)
+    ]

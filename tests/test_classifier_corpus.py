@@ -11,11 +11,11 @@ from intake_eval.catalog.classifier import classify, domain_ids
 from intake_eval.catalog.load import load_catalog
 from tests.classifier_probes import load_probes, recall_table, score
 
-# The target is 0.95 held-out recall; the classifier reaches 0.931 (175 of 188) today, measured once after tuning
-# on later rounds only. The gate is that measured floor, so a lexicon change that loses held-out recall fails,
-# while the open gap to the target stays visible (printed).
+# The target is 0.95 held-out recall; the classifier reaches 0.947 (178 of 188) today with the nearest-example
+# fallback (0.931 with the lexicon alone), measured once after tuning on the tuning part only. The gate is that
+# measured floor, so a change that loses held-out recall fails, while the open gap to the target stays visible (printed).
 HELD_OUT_RECALL_TARGET = 0.95
-HELD_OUT_RECALL_FLOOR = 0.93
+HELD_OUT_RECALL_FLOOR = 0.94
 PROBES = load_probes()
 QUALIFYING = [probe for probe in PROBES if probe.kind == "qualifying"]
 NON_QUALIFYING = [probe for probe in PROBES if probe.kind == "non_qualifying"]

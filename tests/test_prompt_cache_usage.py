@@ -147,3 +147,21 @@ def test_alias_override_beats_the_table():
     # own input/output prices without cache prices: cached input at the plain input price
     own = ModelSpec(model="anthropic/claude-sonnet-4-6", input_cost_per_token=1e-6, output_cost_per_token=1e-6)
     assert call_cost(own, 1_000, 0, cached_tokens=600)[0] == pytest.approx(1_000 * 1e-6)
+
+
+@pytest.mark.parametrize("model", ["anthropic/claude-sonnet-4-6", "gemini/gemini-3-flash-preview", "openai/gpt-4o",
+                                   "together_ai/meta-llama/Llama-3.3-70B-Instruct-Turbo", "deepseek/deepseek-chat",
+                                   "openrouter/openai/gpt-4o", "bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0"])
+def test_prices_read_once_equal_litellms_per_call(model):
+    """The table's rates are read once per model; every call is priced as litellm's cost_per_token prices it."""
+    from intake_eval.llm.litellm_backend import import_litellm
+
+    litellm = import_litellm()
+    spec = ModelSpec(model=model)
+    for prompt, completion in ((1, 1), (2_048, 350), (99_999, 12_345), (250_000, 4)):
+        try:
+            expected = sum(litellm.cost_per_token(model=model, prompt_tokens=prompt, completion_tokens=completion))
+        except Exception:
+            assert call_cost(spec, prompt, completion) == (0.0, False)  # unmapped: unknown, as before
+            continue
+        assert call_cost(spec, prompt, completion) == (expected, True)

@@ -17,7 +17,7 @@ from intake_eval.llm.base import ChatRequest, ModelSpec
 from intake_eval.llm.pool import ModelPool
 from intake_eval.llm.retry import RetryPolicy
 from intake_eval.llm.structured import response_format, strip_keywords
-from tests.fakeserver import FakeOpenAIServer
+from tests.fakeserver import FakeOpenAIServer, Reply
 from tests.server_dialects import (
     DIALECTS,
     EXPECTED_LEVELS,
@@ -111,6 +111,35 @@ def test_concurrent_first_calls_pay_for_one_rejection():
         levels = [level_sent(body) for body in server.requests]
     assert levels.count("json_schema") == 1 and levels.count("json_object_schema") == 8
     assert {result.structured_output for result in results} == {"json_object_schema"}
+
+
+def test_requests_queued_behind_the_first_answer_go_out_together():
+    """Only the first schema request probes; the seven waiting behind it are sent side by side once it
+    answers (the server holds each until all seven are in, and refuses them if they come one by one)."""
+    import threading
+
+    together = threading.Barrier(7)
+
+    def respond(body, index):
+        if index > 0:
+            try:
+                together.wait(timeout=10)
+            except threading.BrokenBarrierError:
+                return Reply(status=400, error_message="the requests after the probe came one at a time")
+        return Reply(content=answer(body))
+
+    with FakeOpenAIServer(respond) as server:
+        pool = make_pool(server)
+
+        async def go():
+            try:
+                return await asyncio.gather(*(pool.get("judge").complete(structured(i)) for i in range(8)))
+            finally:
+                await pool.aclose()
+
+        results = asyncio.run(go())
+        assert server.request_count == 8
+    assert {result.structured_output for result in results} == {"json_schema"}
 
 
 def test_the_level_is_shared_by_every_alias_on_the_endpoint():

@@ -9,6 +9,10 @@ another family is dropped, so the most specific phrase decides ("didnt need slee
 Proximity rules (two word groups a few words apart, see ``lexicon_terms``) match loosely, so
 their matches never drop another family's match.
 
+A question the lexicon finds no domain in (not an open invitation by its form: see
+``fallback_query``) takes the domains of the nearest shipped example question, if one is close
+enough (``neighbours``); ``classify`` then shows that example instead of matched phrases.
+
 Used by the offline patient, the offline tracker, the offline clinicians and the offline judge.
 """
 
@@ -20,7 +24,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from intake_eval.catalog.lexicon_terms import compile_groups, expand, proximity_patterns
+from intake_eval.catalog.lexicon_terms import (
+    compile_groups,
+    expand,
+    pattern_heads,
+    proximity_patterns,
+)
+from intake_eval.catalog.neighbours import Nearest, shipped_index
 from intake_eval.core.yamlfile import read_yaml
 
 LEXICON_PATH = Path(__file__).resolve().parents[1] / "data" / "classifier_lexicon.yaml"
@@ -39,7 +49,7 @@ class Family:
     # What the per-key prefilter tries for each pattern: its text (compiled from parse trees, patterns do not
     # keep it), or for a proximity rule only its first side, a much cheaper necessary condition.
     sources: tuple[str, ...]
-    heads: tuple[set[str] | None, ...]  # what each pattern's matches can start with (see _heads)
+    heads: tuple[set[str] | None, ...]  # what each pattern's matches can start with (see pattern_heads)
     proximity_from: int  # patterns from this position on come from proximity rules
 
 
@@ -79,15 +89,11 @@ class Classification:
     scores: dict[str, float] = field(default_factory=dict)  # domain -> number of matched phrases
     matches: dict[str, list[str]] = field(default_factory=dict)  # domain -> matched phrases
     mentioned: list[str] = field(default_factory=list)  # domains named outside a question (advice, statements)
+    nearest: Nearest | None = None  # the example the fallback consulted, when the lexicon found no domain
 
     def to_dict(self) -> dict:
-        return {
-            "question_type": self.question_type,
-            "domains": self.domains,
-            "scores": self.scores,
-            "matches": self.matches,
-            "mentioned": self.mentioned,
-        }
+        found = {key: getattr(self, key) for key in ("question_type", "domains", "scores", "matches", "mentioned")}
+        return {**found, "nearest": self.nearest.explain()} if self.nearest else found
 
 
 def _family(
@@ -103,7 +109,7 @@ def _family(
     for pattern, lead in [*patterns, *proximity]:
         try:
             tree = _parser.parse(pattern)
-            heads.append(_heads(list(tree.data)) if pattern.startswith(("\\b", "^")) else None)
+            heads.append(pattern_heads(list(tree.data), _KEY) if pattern.startswith(("\\b", "^")) else None)
             compiled.append(_compiler.compile(tree))
         except re.error as exc:  # a broken shipped lexicon is a bug worth naming precisely
             raise ValueError(f"{LEXICON_PATH.name}: {source}: bad pattern {pattern!r}: {exc}") from None
@@ -140,35 +146,6 @@ def _rules(patterns: list[str], source: str) -> RuleSet:
 
 
 _KEY = 3  # characters of a match's start used to index families
-
-
-def _heads(items: list, need: int = _KEY) -> set[str] | None:
-    """The strings (up to ``need`` characters) every match of a parsed regex sequence starts
-    with, or None when a match could start with anything we cannot enumerate."""
-    from re import _constants as c  # the stdlib's regex parse tree, used read-only
-
-    if need == 0 or not items:
-        return {""}
-    op, av = items[0]
-    rest = list(items[1:])
-    if op is c.LITERAL:
-        tails = _heads(rest, need - 1)
-        return None if tails is None else {chr(av) + tail for tail in tails}
-    if (op is c.AT and av in (c.AT_BOUNDARY, c.AT_BEGINNING)) or op in (c.ASSERT, c.ASSERT_NOT):
-        return _heads(rest, need)
-    if op is c.SUBPATTERN:
-        return _heads(list(av[3]) + rest, need)
-    if op is c.BRANCH:
-        options = [_heads(list(branch) + rest, need) for branch in av[1]]
-        return None if any(o is None for o in options) else set().union(*options)
-    if op in (c.MAX_REPEAT, c.MIN_REPEAT) and av[0] in (0, 1) and av[1] == 1:
-        taken = _heads(list(av[2]) + rest, need)
-        skipped = _heads(rest, need) if av[0] == 0 else set()
-        return None if taken is None or skipped is None else taken | skipped
-    if op is c.IN and all(kind is c.LITERAL for kind, _ in av):
-        tails = _heads(rest, need - 1)
-        return None if tails is None else {chr(code) + tail for _, code in av for tail in tails}
-    return None
 
 
 def _index_patterns(families: tuple[Family, ...]) -> tuple[dict[str, tuple[Pairs, Pairs]], Pairs]:
@@ -338,6 +315,24 @@ def _undirected_type(asking: list[str], sentences: list[str], lexicon: Lexicon) 
     return "open"
 
 
+FALLBACK_TYPES = ("open", "clarifying")  # a question about no domain the lexicon knows; not advice or small talk
+
+
+def fallback_query(text: str) -> str | None:
+    """What the nearest-example fallback compares if the lexicon finds no domain in ``text``: its
+    asking sentences, or None when it is not that kind of question (advice, statements, small talk)."""
+    lexicon = load_lexicon()
+    sentences = split_sentences(text)
+    if any(is_advice(sentence, lexicon) for sentence in sentences):
+        return None
+    asking = [sentence for sentence in sentences if is_asking(sentence, lexicon)]
+    return " ".join(asking) if _undirected_type(asking, sentences, lexicon) in FALLBACK_TYPES else None
+
+
+def example_document(text: str) -> str:
+    return fallback_query(text) or normalize(text)
+
+
 def _follows_up(question: str, quoted: bool, lexicon: Lexicon) -> bool:
     """Whether a question asks about the experience the statement before it described: it points
     back at it ("has that happened to you?"), or that statement quoted the patient and the question
@@ -379,6 +374,10 @@ def classify(text: str, *, disclosed: Iterable[str] = ()) -> Classification:
             mentioned.update(domains)
             described = domains
             quoted = bool(lexicon.quote.search(sentence))
+    nearest = None
+    if not asked and not advice and _undirected_type(asking_sentences, sentences, lexicon) in FALLBACK_TYPES:
+        nearest = shipped_index(example_document).nearest(" ".join(asking_sentences))
+        asked = {domain: [nearest.explain()] for domain in nearest.domains} if nearest else {}
     if asked:
         question_type = "clarifying" if set(asked) <= set(disclosed) else "closed_hypothesis"
     elif advice:
@@ -392,4 +391,5 @@ def classify(text: str, *, disclosed: Iterable[str] = ()) -> Classification:
         scores={domain: float(len(asked[domain])) for domain in domains},
         matches={domain: asked[domain] for domain in domains},
         mentioned=sorted(mentioned - set(asked)),
+        nearest=nearest,
     )

@@ -73,3 +73,32 @@ def proximity_patterns(rule: list, groups: dict[str, str]) -> list[tuple[str, st
         (rf"\b(?:{first})\b{gap}(?:{second})\b", rf"\b(?:{first})\b"),
         (rf"\b(?:{second})\b{gap}(?:{first})\b", rf"\b(?:{second})\b"),
     ]
+
+
+def pattern_heads(items: list, need: int) -> set[str] | None:
+    """The strings (up to ``need`` characters) every match of a parsed regex sequence starts
+    with, or None when a match could start with anything we cannot enumerate."""
+    from re import _constants as c  # the stdlib's regex parse tree, used read-only
+
+    if need == 0 or not items:
+        return {""}
+    op, av = items[0]
+    rest = list(items[1:])
+    if op is c.LITERAL:
+        tails = pattern_heads(rest, need - 1)
+        return None if tails is None else {chr(av) + tail for tail in tails}
+    if (op is c.AT and av in (c.AT_BOUNDARY, c.AT_BEGINNING)) or op in (c.ASSERT, c.ASSERT_NOT):
+        return pattern_heads(rest, need)
+    if op is c.SUBPATTERN:
+        return pattern_heads(list(av[3]) + rest, need)
+    if op is c.BRANCH:
+        options = [pattern_heads(list(branch) + rest, need) for branch in av[1]]
+        return None if any(o is None for o in options) else set().union(*options)
+    if op in (c.MAX_REPEAT, c.MIN_REPEAT) and av[0] in (0, 1) and av[1] == 1:
+        taken = pattern_heads(list(av[2]) + rest, need)
+        skipped = pattern_heads(rest, need) if av[0] == 0 else set()
+        return None if taken is None or skipped is None else taken | skipped
+    if op is c.IN and all(kind is c.LITERAL for kind, _ in av):
+        tails = pattern_heads(rest, need - 1)
+        return None if tails is None else {chr(code) + tail for _, code in av for tail in tails}
+    return None

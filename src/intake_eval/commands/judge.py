@@ -33,8 +33,8 @@ def judge(
     limit: Annotated[int | None, typer.Option(
         "--limit", help="Only the first N ok conversations (by id): a cheap pilot.", show_default=False)] = None,
     batch: Annotated[bool, typer.Option(
-        "--batch", help="Send the judge's requests as provider batches (OpenAI-compatible /files + /batches: OpenAI, "
-        "Together, Groq, Gemini, vLLM) at the batch price, usually half. Results arrive within the provider's window "
+        "--batch", help="Send the judge's requests as provider batches (Anthropic Message Batches; OpenAI-compatible "
+        "/files + /batches: OpenAI, Together, Groq, Gemini, vLLM) at the batch price, usually half. Results arrive within the provider's window "
         "(up to 24 h); rerun the same command after an interruption to collect a submitted batch, not resubmit it. "
         "Invalid answers are repaired online.")] = False,
     batch_poll: Annotated[float, typer.Option(

@@ -25,12 +25,12 @@ from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import Conversation, Profile
 from intake_eval.core.store import RunPaths, done_keys, iter_json_lines, iter_records
 from intake_eval.judge.judging import judge_conversation
+from intake_eval.llm.anthropic_batch import AnthropicBatchClient
+from intake_eval.llm.anthropic_http import anthropic_route
 from intake_eval.llm.base import ChatModel, ChatRequest, ChatResult, ModelSpec
-from intake_eval.llm.batch import BatchClient, batch_result, batch_route, request_line
+from intake_eval.llm.batch import BatchClient, batch_route
 from intake_eval.llm.cache import cache_key
-from intake_eval.llm.litellm_backend import ProviderBackend
 from intake_eval.llm.openai_http import ProviderHTTPError
-from intake_eval.llm.providers import DirectRoute
 
 if TYPE_CHECKING:
     from intake_eval.catalog.schema import Catalog
@@ -49,13 +49,23 @@ class BatchSettings:
     on_progress: Callable[[str], None] | None = None
 
 
+def batch_client(spec: ModelSpec) -> BatchClient | None:
+    """The batch API serving this judge: Anthropic's Message Batches for Claude, the OpenAI batch
+    protocol for the providers (and servers) that speak it; None when there is none."""
+    claude = anthropic_route(spec)
+    if claude is not None:
+        return AnthropicBatchClient(spec, claude)
+    route = batch_route(spec)
+    return BatchClient(spec, route) if route is not None else None
+
+
 def check_batchable(specs: Mapping[str, ModelSpec]) -> None:
     """Before any work: every judge must sit behind a server that takes batches."""
     for alias, spec in specs.items():
-        if batch_route(spec) is None:
+        if batch_client(spec) is None:
             raise IntakeEvalError(
-                f"--batch: judge '{alias}' ({spec.model}) is not served by an OpenAI-compatible batch API "
-                "(OpenAI, Together, Groq, Gemini, or an api_base such as vLLM); judge it without --batch")
+                f"--batch: judge '{alias}' ({spec.model}) is not served by a batch API (Anthropic, OpenAI, "
+                "Together, Groq, Gemini, or an api_base such as vLLM); judge it without --batch")
 
 
 class _Recorder:
@@ -87,10 +97,10 @@ class _Recorder:
 class BatchAnswers:
     """The judge model during the answer pass: batch output first, the provider online otherwise."""
 
-    def __init__(self, online: ChatModel, route: DirectRoute, answers: dict[str, dict[str, Any]]):
+    def __init__(self, online: ChatModel, client: BatchClient, answers: dict[str, dict[str, Any]]):
         self.spec = online.spec
         self.online = online
-        self.route = route
+        self.client = client
         self.answers = answers
         self.from_batch = 0
 
@@ -99,7 +109,7 @@ class BatchAnswers:
         if body is None:
             return await self.online.complete(request)
         self.from_batch += 1
-        return batch_result(self.spec, self.route, request, body)
+        return self.client.result(request, body)
 
 
 def _todo(paths: RunPaths, label: str, limit: int | None,
@@ -123,7 +133,7 @@ def _todo(paths: RunPaths, label: str, limit: int | None,
 
 
 async def _collect(paths: RunPaths, setup: Any, limit: int | None, catalog: "Catalog | None",
-                   backend: ProviderBackend, route: DirectRoute, out: Path) -> set[str]:
+                   client: BatchClient, out: Path) -> set[str]:
     """Write one batch line per distinct first request; return their ids (the cache keys)."""
     spec = setup.model.spec
     keys: set[str] = set()
@@ -133,7 +143,7 @@ async def _collect(paths: RunPaths, setup: Any, limit: int | None, catalog: "Cat
             key = cache_key(spec, request)
             if key not in keys:
                 keys.add(key)
-                handle.write(json.dumps(request_line(backend, route, key, request)) + "\n")
+                handle.write(json.dumps(client.line(key, request)) + "\n")
 
         recorder = _Recorder(spec, record)
         for conversation, profile, attempt in _todo(paths, setup.label, limit, profiles):
@@ -188,16 +198,16 @@ def _progress_reporter(label: str, settings: BatchSettings) -> Callable[[dict[st
 async def _answers_for(runner: "StageRunner", setup: Any, *, limit: int | None,
                        catalog: "Catalog | None", settings: BatchSettings) -> BatchAnswers:
     spec = setup.model.spec
-    route = batch_route(spec)
-    if route is None:
+    client = batch_client(spec)
+    if client is None:
         raise IntakeEvalError(f"--batch: judge '{setup.alias}' has no batch API")
     stage = f"judge:{setup.label}"
     answers: dict[str, dict[str, Any]] = {}
     report = _progress_reporter(setup.label, settings)
     with tempfile.TemporaryDirectory(prefix="intake-eval-batch-") as folder:
         source = Path(folder) / "requests.jsonl"
-        keys = await _collect(runner.paths, setup, limit, catalog, ProviderBackend(spec), route, source)
-        async with BatchClient(spec, route) as client:
+        keys = await _collect(runner.paths, setup, limit, catalog, client, source)
+        async with client:
             for batch_id in logged_batches(runner.paths, stage, spec.model) if keys else []:
                 if keys <= answers.keys():
                     break
@@ -207,18 +217,17 @@ async def _answers_for(runner: "StageRunner", setup: Any, *, limit: int | None,
                         answers[line.custom_id] = line.body
             submitted = []
             for path, count in _chunks(source, keys - answers.keys(), Path(folder), settings):
-                file_id = await client.upload(path)
-                batch = await client.create(file_id)
+                batch_id, file_id = await client.submit(path)
                 # logged before waiting: a crash from here on is resumed by collecting, not resubmitting
-                runner.log({"event": BATCH_EVENT, "stage": stage, "model": spec.model, "batch_id": batch["id"],
+                runner.log({"event": BATCH_EVENT, "stage": stage, "model": spec.model, "batch_id": batch_id,
                             "input_file_id": file_id, "requests": count})
-                submitted.append(str(batch["id"]))
+                submitted.append(batch_id)
             for batch_id in submitted:
                 batch = await client.wait(batch_id, settings.poll_s, report)
                 for line in await client.results(batch):
                     if line.body is not None and line.custom_id in keys:
                         answers[line.custom_id] = line.body
-    return BatchAnswers(setup.model, route, answers)
+    return BatchAnswers(setup.model, client, answers)
 
 
 async def batch_judges(runner: "StageRunner", setups: Sequence[Any], *, limit: int | None,
@@ -229,7 +238,8 @@ async def batch_judges(runner: "StageRunner", setups: Sequence[Any], *, limit: i
         try:
             answers = await _answers_for(runner, setup, limit=limit, catalog=catalog, settings=settings)
         except ProviderHTTPError as error:
-            raise IntakeEvalError(f"judge {setup.label} --batch: the batch API at {batch_route(setup.model.spec).base_url} "
+            client = batch_client(setup.model.spec)
+            raise IntakeEvalError(f"judge {setup.label} --batch: the batch API at {client.base_url if client else '?'} "
                                   f"failed ({error}); rerun the same command to resume") from None
         return replace(setup, model=answers)
 

@@ -24,7 +24,7 @@ from intake_eval.llm.providers import DirectRoute, direct_route
 
 BATCH_PROVIDERS = {"openai", "together_ai", "groq", "gemini"}  # hosted providers that serve the protocol
 DEFAULT_BATCH_COST_FACTOR = 0.5
-TERMINAL = {"completed", "failed", "expired", "cancelled", "not_found"}
+TERMINAL = {"completed", "failed", "expired", "cancelled", "not_found", "ended"}  # ended: Anthropic's
 CHAT_ENDPOINT = "/v1/chat/completions"
 FILE_PURPOSE = {"together_ai": "batch-api"}  # the purpose a provider wants on a batch input file; else "batch"
 
@@ -98,11 +98,17 @@ def _message(raw: bytes) -> str:
 
 
 class BatchClient:
-    """Files and batches on one server; the key is read at call time and never kept."""
+    """Files and batches on one server; the key is read at call time and never kept.
 
-    def __init__(self, spec: ModelSpec, route: DirectRoute, timeout_s: float = 300.0):
+    What judge --batch uses: ``line`` (one request as a line of the input file), ``submit`` (a
+    file of lines → the batch), ``wait``, ``results`` and ``result`` (one answer → the ChatResult
+    the online call would give). llm/anthropic_batch.py speaks Anthropic's protocol behind the same
+    methods."""
+
+    def __init__(self, spec: ModelSpec, route: Any, timeout_s: float = 300.0):
         self.spec = spec
         self.route = route
+        self.backend = ProviderBackend(spec)  # the online call's parameters, so a line equals its request
         # no total: a batch file may be hundreds of MB; a stalled read still fails
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=60, sock_read=timeout_s)
         self._session: aiohttp.ClientSession | None = None
@@ -115,14 +121,29 @@ class BatchClient:
         if self._session is not None:
             await self._session.close()
 
+    @property
+    def base_url(self) -> str:
+        return str(self.route.base_url)
+
+    def line(self, custom_id: str, request: ChatRequest) -> dict[str, Any]:
+        return request_line(self.backend, self.route, custom_id, request)
+
+    def result(self, request: ChatRequest, body: dict[str, Any]) -> ChatResult:
+        return batch_result(self.spec, self.route, request, body)
+
+    async def submit(self, path: Path) -> tuple[str, str | None]:
+        """Upload a file of lines and start its batch: (batch id, input file id)."""
+        file_id = await self.upload(path)
+        return str((await self.create(file_id))["id"]), file_id
+
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.route.api_key(self.spec)}"}
 
     async def _call(self, method: str, path: str, **kwargs: Any) -> bytes:
         assert self._session is not None, "use BatchClient as an async context manager"
+        url = path if path.startswith(("http://", "https://")) else self.base_url + path
         try:
-            async with self._session.request(method, self.route.base_url + path, headers=self._headers(),
-                                             **kwargs) as response:
+            async with self._session.request(method, url, headers=self._headers(), **kwargs) as response:
                 raw = await response.read()
                 if response.status >= 400:
                     raise ProviderHTTPError(response.status, _message(raw), dict(response.headers))

@@ -3,7 +3,8 @@
 litellm speaks to every provider. For OpenAI-compatible endpoints (the providers listed in
 providers.py, and ``openai/…`` or ``hosted_vllm/…`` with an ``api_base``: vLLM, llama.cpp, a local
 test server) a plain aiohttp POST is used instead (openai_http.py): same wire format, a fraction of the CPU per call
-(see scripts/bench_models.py). Both paths feed the same normalisation below, so a result looks the
+(see scripts/bench_models.py); Claude's native Messages API likewise (anthropic_http.py). Bedrock,
+Vertex and the rest stay on litellm. Every path feeds the same normalisation below, so a result looks the
 same whichever path produced it. The API key is read from its variable at call time and is
 never logged, cached or put in a message.
 """
@@ -15,6 +16,7 @@ import os
 import time
 from typing import Any
 
+from intake_eval.llm.anthropic_http import anthropic_route, messages_body, openai_shape
 from intake_eval.llm.base import (
     CallUsage,
     ChatRequest,
@@ -23,6 +25,7 @@ from intake_eval.llm.base import (
     ModelSpec,
     is_local_base,
 )
+from intake_eval.llm.litellm_import import import_litellm
 from intake_eval.llm.openai_http import OpenAICompatibleClient
 from intake_eval.llm.prompt_cache import with_breakpoints
 from intake_eval.llm.providers import direct_route
@@ -30,24 +33,6 @@ from intake_eval.llm.reasoning import split_reasoning
 from intake_eval.llm.structured import response_format, starting_level
 
 _NO_KEY = "not-needed"  # OpenAI-compatible servers expect some Bearer value; local ones ignore it
-
-
-@functools.cache  # once: setting logger levels clears every logger's cache, on each call otherwise
-def import_litellm():
-    """Import litellm offline-safe: local price map, no .env loading, no banner on stdout."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
-    import logging
-
-    import litellm
-
-    litellm.suppress_debug_info = True
-    litellm.telemetry = False
-    # Its warnings (e.g. "event loop changed" when a pool serves a second asyncio.run) are not the
-    # user's business; our own errors say what went wrong.
-    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    return litellm
 
 
 def api_key_for(spec: ModelSpec) -> str | None:
@@ -65,7 +50,38 @@ def api_key_for(spec: ModelSpec) -> str | None:
 
 
 def uses_direct_http(spec: ModelSpec) -> bool:
-    return direct_route(spec) is not None
+    return direct_route(spec) is not None or anthropic_route(spec) is not None
+
+
+@functools.lru_cache(maxsize=512)
+def _model_info(model: str) -> dict[str, Any]:
+    """litellm's table entry, looked up once per model id (a lookup costs more than the call's HTTP)."""
+    try:
+        return dict(import_litellm().get_model_info(model))
+    except Exception:  # an unmapped model
+        return {}
+
+
+@functools.lru_cache(maxsize=512)
+def _linear_prices(model: str) -> tuple[float, float] | None:
+    """(input, output) dollars per token when litellm prices this model linearly — checked against
+    litellm's own cost_per_token — so a call is priced without asking litellm again; None for a
+    tiered, unmapped or otherwise special model, which litellm prices call by call."""
+    info = _model_info(model)
+    rates = info.get("input_cost_per_token"), info.get("output_cost_per_token")
+    tiered = any(value is not None and key.startswith(("input_cost_per_token_above", "output_cost_per_token_above"))
+                 for key, value in info.items())
+    if tiered or not all(isinstance(rate, (int, float)) for rate in rates):
+        return None
+    litellm = import_litellm()
+    for prompt, completion in ((1000, 1000), (3, 7), (123_457, 0)):
+        try:
+            expected = litellm.cost_per_token(model=model, prompt_tokens=prompt, completion_tokens=completion)
+        except Exception:
+            return None
+        if expected != (rates[0] * prompt, rates[1] * completion):
+            return None
+    return float(rates[0]), float(rates[1])
 
 
 def cache_prices(spec: ModelSpec) -> tuple[float | None, float | None]:
@@ -75,11 +91,7 @@ def cache_prices(spec: ModelSpec) -> tuple[float | None, float | None]:
     read, write = spec.cache_read_cost_per_token, spec.cache_write_cost_per_token
     overridden = spec.input_cost_per_token is not None or spec.output_cost_per_token is not None
     if (read is None or write is None) and not overridden and not is_local_base(spec.api_base) and not spec.is_offline:
-        litellm = import_litellm()
-        try:
-            info = dict(litellm.get_model_info(spec.model))
-        except Exception:  # an unmapped model: no cached prices
-            info = {}
+        info = _model_info(spec.model)
         read = read if read is not None else info.get("cache_read_input_token_cost")
         write = write if write is not None else info.get("cache_creation_input_token_cost")
     return read, write
@@ -98,6 +110,9 @@ def call_cost(spec: ModelSpec, prompt_tokens: int, completion_tokens: int, *, ca
         completion_cost = (spec.output_cost_per_token or 0.0) * completion_tokens
     elif spec.is_local or (spec.api_base and is_local_base(spec.api_base)):
         return 0.0, True
+    elif (linear := _linear_prices(spec.model)) is not None:
+        full_prompt, completion_cost = linear[0] * prompt_tokens, linear[1] * completion_tokens
+        per_input = full_prompt / prompt_tokens if prompt_tokens else 0.0  # as derived from litellm's answer
     else:
         litellm = import_litellm()
         try:
@@ -190,12 +205,16 @@ class ProviderBackend:
         self.spec = spec
         self._http = None  # client="litellm" forces litellm even for OpenAI-compatible endpoints
         self._route = direct_route(spec) if client == "auto" else None
-        if self._route is not None:
-            self._http = OpenAICompatibleClient(self._route.base_url, spec.timeout_s)
         priced_by_litellm = not is_local_base(spec.api_base) and (
             spec.input_cost_per_token is None and spec.output_cost_per_token is None)
-        if self._http is None or priced_by_litellm:
+        if self._route is None or priced_by_litellm:
             import_litellm()  # here, not inside the event loop: the import takes seconds
+        # Claude's native API: its model facts come from litellm's tables, read here once
+        self._anthropic = anthropic_route(spec) if client == "auto" and self._route is None else None
+        if self._route is not None:
+            self._http = OpenAICompatibleClient(self._route.base_url, spec.timeout_s)
+        elif self._anthropic is not None:
+            self._http = OpenAICompatibleClient(self._anthropic.base_url, spec.timeout_s)
 
     def request_params(self, request: ChatRequest, level: str | None = None) -> dict[str, Any]:
         """The provider parameters; ``level`` is the structured-output level for a schema request
@@ -225,6 +244,11 @@ class ProviderBackend:
         if self._http is not None and self._route is not None:
             route = self._route
             response = route.fix_usage(await self._http.chat(route.body(params), route.api_key(spec)))
+        elif self._http is not None and self._anthropic is not None:
+            claude = self._anthropic
+            body = messages_body(claude, params)
+            payload = await self._http.post(claude.messages_url, body, claude.headers(spec, body))
+            response = openai_shape(payload, json_mode="response_format" in params)
         else:
             api_key = api_key_for(spec)
             litellm = import_litellm()

@@ -35,6 +35,9 @@ def _error_message(raw: bytes) -> str:
         return str(payload)[:600]
     error = payload.get("error")
     source = error if isinstance(error, dict) else payload
+    if payload.get("type") == "error" and isinstance(error, dict) and error.get("type"):
+        # Anthropic's envelope: the error type (overloaded_error, rate_limit_error, …) says the most
+        return f"{error['type']}: {error.get('message') or ''}".strip()[:600]
     message = source.get("message") or source.get("detail") or error or payload
     param = source.get("param")
     return str(message)[:600] + (f" (param: {param})" if param and str(param) not in str(message) else "")
@@ -63,12 +66,19 @@ class OpenAICompatibleClient:
 
     async def chat(self, body: dict[str, Any], api_key: str) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
-        async with self._get_session().post(self.url, data=json.dumps(body), headers=headers,
+        return await self.post(self.url, body, headers)
+
+    async def post(self, url: str, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        """One POST of JSON; the parsed answer, or ProviderHTTPError with the server's own words."""
+        async with self._get_session().post(url, data=json.dumps(body), headers=headers,
                                             timeout=self.timeout) as response:
             raw = await response.read()
             if response.status >= 400:
                 raise ProviderHTTPError(response.status, _error_message(raw), dict(response.headers))
-        return json.loads(raw)  # a truncated body raises JSONDecodeError: retried as "bad_body"
+        payload = json.loads(raw)  # a truncated body raises JSONDecodeError: retried as "bad_body"
+        if isinstance(payload, dict) and payload.get("type") == "error":  # Anthropic can say so with a 200
+            raise ProviderHTTPError(500, _error_message(raw), dict(response.headers))
+        return payload
 
     async def aclose(self) -> None:
         if self._session is not None and not self._session.closed:

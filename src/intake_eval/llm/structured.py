@@ -44,7 +44,7 @@ UNSUPPORTED_KEYWORDS: dict[str, frozenset[str]] = {
     "vertex_ai": frozenset({"additionalProperties", "$schema", "pattern"}),
 }
 # Words that tie an error to the requested output format rather than to the request as a whole.
-_FORMAT_WORDS = re.compile(r"response[_ ]format|response_schema|json_schema|json_object|structured output|"
+_FORMAT_WORDS = re.compile(r"response[_ ]format|output_format|response_schema|json_schema|json_object|structured output|"
                            r"\bgrammar\b|guided_json", re.IGNORECASE)
 _NOT_ABOUT_FORMAT = {401, 403, 408, 429}  # auth and rate limits: never a verdict on the format
 
@@ -159,9 +159,19 @@ class StructuredOutput:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
             self._loop, self._probe = loop, asyncio.Lock()
-        assert self._probe is not None
-        async with self._probe:
-            yield
+        probe = self._probe
+        assert probe is not None
+        await probe.acquire()
+        if self.worked is None:
+            try:
+                yield
+            finally:
+                probe.release()
+            return
+        # A level answered while this request waited: it goes out at once, beside the others
+        # (holding the lock would send every request that queued behind the probe one at a time).
+        probe.release()
+        yield
 
     def as_dict(self) -> dict[str, Any]:
         return {"level": self.worked, "rejected": dict(self.rejected)}
