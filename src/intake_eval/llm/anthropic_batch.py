@@ -23,19 +23,18 @@ from intake_eval.llm.anthropic_http import (
     openai_shape,
 )
 from intake_eval.llm.base import ChatRequest, ChatResult, ModelSpec
-from intake_eval.llm.batch import BatchClient, BatchLine, batch_cost_factor
+from intake_eval.llm.batch import (
+    BatchClient,
+    BatchLine,
+    batch_cost_factor,
+    result_lines,
+)
 from intake_eval.llm.litellm_backend import normalise
 from intake_eval.llm.openai_http import ProviderHTTPError
 
 
 def read_results(raw: bytes) -> Iterator[BatchLine]:
-    for text in raw.decode("utf-8", errors="replace").splitlines():
-        if not text.strip():
-            continue
-        try:
-            line = json.loads(text)
-        except ValueError:
-            continue  # a torn line: its request is answered online instead
+    for line in result_lines(raw):
         result = line.get("result") or {}
         if result.get("type") == "succeeded" and isinstance(result.get("message"), dict):
             yield BatchLine(str(line.get("custom_id", "")), result["message"], None)

@@ -17,15 +17,15 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from intake_eval.llm.base import ModelCallError, ModelSpec
+from intake_eval.llm.base import ModelSpec
 from intake_eval.llm.litellm_import import import_litellm
+from intake_eval.llm.providers import read_api_key
 
 ANTHROPIC_VERSION = "2023-06-01"
 STRUCTURED_OUTPUTS_BETA = "structured-outputs-2025-11-13"
 DEFAULT_BASE = "https://api.anthropic.com"
 BASE_URL_VARIABLES = ("INTAKE_EVAL_BASE_URL_ANTHROPIC", "ANTHROPIC_API_BASE", "ANTHROPIC_BASE_URL")
 JSON_TOOL = "json_tool_call"  # litellm's name for the tool that carries a schema answer
-NO_KEY = "not-needed"
 # Parameters of an alias's extra_params sent as they are; any other one (reasoning_effort, …)
 # needs litellm's mapping, so such an alias stays on litellm.
 PASSED_THROUGH = frozenset({"thinking", "top_p", "top_k", "stop_sequences", "metadata"})
@@ -49,14 +49,7 @@ class AnthropicRoute:
         return self.base_url if self.base_url.endswith("/v1/messages") else self.base_url + "/v1/messages"
 
     def api_key(self, spec: ModelSpec) -> str:
-        if self.key_env is None:
-            return NO_KEY
-        value = os.environ.get(self.key_env, "").strip()
-        if not value:
-            raise ModelCallError(
-                f"model '{spec.alias or spec.model}' needs the environment variable {self.key_env}, which is not set",
-                kind="fatal")
-        return value
+        return read_api_key(spec, self.key_env)
 
     def headers(self, spec: ModelSpec, body: dict[str, Any]) -> dict[str, str]:
         headers = {"x-api-key": self.api_key(spec), "anthropic-version": ANTHROPIC_VERSION,

@@ -54,14 +54,21 @@ class BatchLine:
     error: str | None
 
 
-def read_output(raw: bytes) -> Iterator[BatchLine]:
+def result_lines(raw: bytes) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a batch results file; a torn line is left out (its request is answered online)."""
     for text in raw.decode("utf-8", errors="replace").splitlines():
         if not text.strip():
             continue
         try:
             line = json.loads(text)
         except ValueError:
-            continue  # a torn line: its request is answered online instead
+            continue
+        if isinstance(line, dict):
+            yield line
+
+
+def read_output(raw: bytes) -> Iterator[BatchLine]:
+    for line in result_lines(raw):
         custom_id = str(line.get("custom_id", ""))
         response = line.get("response") or {}
         status = response.get("status_code")

@@ -24,6 +24,18 @@ BASE_URL_OVERRIDE = "INTAKE_EVAL_BASE_URL_{}"
 NO_KEY = "not-needed"  # OpenAI-compatible servers expect some Bearer value; local ones ignore it
 
 
+def read_api_key(spec: ModelSpec, key_env: str | None) -> str:
+    """Read at call time, never stored: the key is not in any object that is logged or cached."""
+    if key_env is None:
+        return NO_KEY
+    value = os.environ.get(key_env, "").strip()
+    if not value:
+        raise ModelCallError(
+            f"model '{spec.alias or spec.model}' needs the environment variable {key_env}, which is not set",
+            kind="fatal")
+    return value
+
+
 @dataclass(frozen=True)
 class Provider:
     name: str  # litellm's prefix
@@ -67,15 +79,7 @@ class DirectRoute:
     max_tokens_field: str = "max_tokens"
 
     def api_key(self, spec: ModelSpec) -> str:
-        """Read at call time, never stored: the key is not in any object that is logged or cached."""
-        if self.key_env is None:
-            return NO_KEY
-        value = os.environ.get(self.key_env, "").strip()
-        if not value:
-            raise ModelCallError(
-                f"model '{spec.alias or spec.model}' needs the environment variable {self.key_env}, which is not set",
-                kind="fatal")
-        return value
+        return read_api_key(spec, self.key_env)
 
     def body(self, params: dict[str, Any]) -> dict[str, Any]:
         body = {"model": self.wire_model, **params}
