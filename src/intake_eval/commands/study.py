@@ -232,7 +232,10 @@ def _print_estimate(result, out) -> None:
               f"reasoning models +{a['reasoning_overhead_tokens']} "
               f"per call (up to their cap); 'at caps' = dollars if every answer used its max_tokens. No failures, "
               f"repairs or response-cache hits counted. Wall time: {a['first_token_s']} s first token + "
-              f"{a['decode_tokens_per_s']:.0f} tok/s, concurrency {a['concurrency']}, alias rpm/tpm limits.[/dim]")
+              f"{a['decode_tokens_per_s']:.0f} tok/s, concurrency {a['concurrency']}, alias rpm/tpm limits; "
+              f"local/ models: {a['local_tokens_per_s']['prompt']:.0f} prompt + "
+              f"{a['local_tokens_per_s']['generated']:.0f} generated tok/s of this machine's CPU per server, "
+              "its calls adding up.[/dim]")
     out.print("[dim]Provider prompt caching: each call reads the prefix it shares with the same role's previous "
               "call (Anthropic: up to the breakpoints it marked), once that prefix reaches the provider's minimum; "
               "cached input at the provider's published cached price (litellm's table or the alias's override), "

@@ -31,6 +31,7 @@ from intake_eval.judge.judging import judge_conversation, judge_label
 from intake_eval.llm.base import CallUsage, ChatRequest, ChatResult, ModelSpec
 from intake_eval.llm.litellm_backend import cache_prices, call_cost, import_litellm
 from intake_eval.study.cache_estimate import PromptCacheModel, cache_assumptions, input_dollars
+from intake_eval.study import local_speed
 from intake_eval.trust.patient_qc import QCContext, run_probe
 from intake_eval.trust.probes import (
     DEFAULT_PROBES,
@@ -299,12 +300,14 @@ async def _simulate_qc(config: "StudyConfig", models: dict[str, EstimatingModel]
 
 
 def _call_seconds(line: EstimateLine) -> float:
+    if local_speed.is_local(line):
+        return local_speed.local_call_seconds(line)
     per_call = line.completion_tokens / line.calls if line.calls else 0.0
     return 0.0 if line.offline else FIRST_TOKEN_S + per_call / DECODE_TOKENS_PER_S
 
 
 def _rate_bound(lines: list[EstimateLine]) -> float:
-    """Seconds the rpm/tpm limits alone force, per model alias (the slowest one decides)."""
+    """Seconds the rpm/tpm limits (or a local server's compute) alone force; the slowest alias decides."""
     by_alias: dict[str, list[EstimateLine]] = {}
     for line in lines:
         by_alias.setdefault(line.alias, []).append(line)
@@ -317,7 +320,7 @@ def _rate_bound(lines: list[EstimateLine]) -> float:
             worst = max(worst, calls / rpm * 60.0)
         if tpm:
             worst = max(worst, tokens / tpm * 60.0)
-    return worst
+    return max(worst, local_speed.local_server_bound(lines))
 
 
 def _wall_times(config: "StudyConfig", lines: list[EstimateLine]) -> dict[str, float]:
@@ -349,7 +352,7 @@ def _wall_times(config: "StudyConfig", lines: list[EstimateLine]) -> dict[str, f
     qc = by_stage["qc"]  # before the run; probes are independent
     qc_s = max(sum(l.calls * _call_seconds(l) for l in qc) / config.concurrency, _rate_bound(qc))
     times = {"generate": gen_s, "qc": qc_s, "run": run_s, "judge": judge_alone,
-             "study": gen_s + qc_s + max(run_s + tail, judge_alone)}
+             "study": max(gen_s + qc_s + max(run_s + tail, judge_alone), local_speed.local_server_bound(lines))}
     return {stage: seconds for stage, seconds in times.items() if stage != "qc" or config.qc.enabled}
 
 
@@ -390,6 +393,8 @@ def estimate_study(config: "StudyConfig", specs: dict[str, ModelSpec], catalog: 
         assumptions={"answer_tokens": ASSUMED_TOKENS, "reasoning_overhead_tokens": REASONING_OVERHEAD,
                      "tokenizer": TOKENIZER_MODEL, "first_token_s": FIRST_TOKEN_S,
                      "decode_tokens_per_s": DECODE_TOKENS_PER_S, "concurrency": config.concurrency,
+                     "local_tokens_per_s": {"prompt": local_speed.LOCAL_PREFILL_TOKENS_PER_S,
+                                            "generated": local_speed.LOCAL_DECODE_TOKENS_PER_S},
                      "no_failures_or_repairs": True, "cache": "not counted (a fresh run folder)",
                      "prompt_cache": cache_assumptions(specs)},
     )
