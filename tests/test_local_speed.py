@@ -47,3 +47,12 @@ def test_a_local_study_is_estimated_at_no_less_than_its_servers_compute():
     assert compute > 60  # SmolLM2 on two cores: minutes, not the seconds a provider would take
     assert estimate["wall_s"]["study"] >= compute - 1e-6
     assert estimate["assumptions"]["local_tokens_per_s"] == {"prompt": 80.0, "generated": 30.0}
+
+
+def test_a_local_server_s_prefix_cache_is_credited_from_the_first_token():
+    result = CliRunner().invoke(app, ["estimate", str(PROJECT_ROOT / "configs" / "local.yaml"), "--json"])
+    assert result.exit_code == 0, result.output
+    lines = {l["role"]: l for l in json.loads(result.output)["lines"] if l["model"].startswith("local/")}
+    # a clinician's prompts are far below the 1,024-token minimum of hosted caches; llama.cpp has none
+    assert lines["clinician"]["prompt_tokens"] / lines["clinician"]["calls"] < 1024
+    assert lines["clinician"]["cached_prompt_tokens"] > 0 and lines["patient"]["cached_prompt_tokens"] > 0

@@ -52,7 +52,7 @@ def cache_behaviour(spec: ModelSpec) -> CacheBehaviour:
         return CacheBehaviour(explicit=False, min_tokens=4096 if "pro" in model else 1024)
     if spec.provider == "deepseek":
         return CacheBehaviour(explicit=False, min_tokens=64, step=64)
-    if spec.api_base:  # llama.cpp, vLLM, Ollama: any repeated prefix stays in the KV cache
+    if spec.api_base or spec.provider == "local":  # llama.cpp, vLLM, Ollama: any repeated prefix stays in the KV cache
         return CacheBehaviour(explicit=False, min_tokens=1)
     return CacheBehaviour(explicit=False, min_tokens=1024)  # hosts that bill cached input automatically
 
