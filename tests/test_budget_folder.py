@@ -136,3 +136,35 @@ def test_a_study_budget_counts_generation_and_judging_and_stops_within_one_conve
         print(f"study: budget ${budget:.4f}, spent ${spent:.4f}, overshoot {(spent - budget) / one:+.2f} "
               f"conversations with their judging ({conversations} conversations at concurrency 16)")
         assert spent <= budget + one + 1e-9
+
+
+def test_a_study_judging_what_an_earlier_invocation_left_unjudged_stays_within_the_budget(tmp_path):
+    import shutil
+
+    from tests.study_responder import StudyResponder
+
+    with FakeOpenAIServer(StudyResponder()) as server:
+        models = study_models(tmp_path, server.url)
+        config = tmp_path / "study.yaml"
+        config.write_text(STUDY.format(n=12, budget=""))
+        run_dir = tmp_path / "run"
+        done = CliRunner().invoke(app, ["study", str(config), "--models", str(models), "--run-dir", str(run_dir)])
+        assert done.exit_code == 0, done.output
+        paths = RunPaths(run_dir)
+        judgments = [d["usage"]["cost_usd"] for path in paths.judgment_files() for d in iter_json_lines(path)]
+        assert len(judgments) == 12
+        one = max(judgments)
+        # The conversations stay; their judgments are gone (as if an earlier invocation stopped before judging).
+        shutil.rmtree(paths.judgments_dir)
+        spent_before = folder_spend(run_dir)
+        budget = round(spent_before + 3.5 * one, 6)
+        config.write_text(STUDY.format(n=12, budget=f"budget: {budget}\n"))
+        result = CliRunner().invoke(app, ["study", str(config), "--models", str(models), "--run-dir", str(run_dir)])
+        said = " ".join(result.output.split())
+        assert result.exit_code == 1, said
+        judged = sum(1 for path in paths.judgment_files() for _ in iter_json_lines(path))
+        assert 0 < judged < 12, said
+        assert f"{12 - judged} judgments left" in said and "budget reached" in said
+        spent = folder_spend(run_dir)
+        assert spent <= budget + one + 1e-9
+        assert spent >= budget - 2 * one  # the budget was used, not left idle

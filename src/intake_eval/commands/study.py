@@ -85,8 +85,9 @@ def _incomplete(counts: dict) -> str:
     budget = counts.get("budget")
     if budget:
         parts.append(f"budget reached (${budget['spent']:.2f} of ${budget['limit']:.2f} spent in this run folder; "
-                     f"{budget['conversations']} conversations left, about ${budget['dollars_to_finish']:.2f} more "
-                     "to finish)")
+                     f"{budget['conversations']} conversations"
+                     + (f" and {budget['judgments']} judgments" if budget.get("judgments") else "")
+                     + f" left, about ${budget['dollars_to_finish']:.2f} more to finish)")
     return "; ".join(parts)
 
 

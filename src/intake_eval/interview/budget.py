@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from intake_eval.core.records import Conversation, arm_condition
 from intake_eval.core.usage import latest_lines, run_folder_spend, usage_of
@@ -183,6 +183,28 @@ class Budget:
         self.open.remove(reservation)
         self.spent += cost
         self.released.set()
+
+
+class JudgingGate:
+    """The folder budget for judgments started apart from their conversation (a study's sweep of
+    conversations an earlier invocation left unjudged): each holds one judgment's expected cost until
+    its record is written. A refusal while others are in flight is not yet a stop."""
+
+    def __init__(self, budget: Budget):
+        self.budget = budget
+        self.estimate = budget.judging_cost / max(1, budget.judges)
+
+    def admit(self) -> Reservation | None:
+        reached = self.budget.reached
+        hold = self.budget.hold(self.estimate)
+        self.budget.reached = reached
+        return hold
+
+    def stop(self) -> None:
+        self.budget.reached = True
+
+    def settle(self, hold: object, dollars: float) -> None:
+        self.budget.release(cast(Reservation, hold), dollars)
 
 
 def measured_costs(paths: Any, clinicians: Iterable[str]) -> dict[tuple[str, str], list[float]]:

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from intake_eval.catalog.load import load_catalog
 from intake_eval.catalog.schema import Catalog
@@ -49,11 +49,31 @@ class JudgeSetup:
 @dataclass
 class JudgeStageResult:
     judged: dict[str, int] = field(default_factory=dict)  # label -> newly judged ok
+    not_started: dict[str, int] = field(default_factory=dict)  # label -> judgments the budget left unstarted
     judge_errors: dict[str, int] = field(default_factory=dict)
     provider_errors: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)  # already judged ok on disk
     usage: dict[str, Usage] = field(default_factory=dict)
     aborted: dict[str, str] = field(default_factory=dict)  # label -> fatal provider reason
+
+
+class SpendGate(Protocol):
+    """A budget that holds one judgment's expected cost before it starts (a study's folder budget)."""
+
+    def admit(self) -> object | None: ...  # a hold, or None while nothing more fits
+    def stop(self) -> None: ...  # nothing fits and nothing is in flight: judging stops here
+    def settle(self, hold: object, dollars: float) -> None: ...
+
+
+async def _admitted(spend_gate: SpendGate, in_flight: set[asyncio.Task]) -> object | None:
+    """A hold for one more judgment; while none fits, wait for one in flight to settle and ask again."""
+    hold = spend_gate.admit()
+    while hold is None and in_flight:
+        await asyncio.wait(set(in_flight), return_when=asyncio.FIRST_COMPLETED)
+        hold = spend_gate.admit()
+    if hold is None:
+        spend_gate.stop()
+    return hold
 
 
 def _attempts_so_far(path: Path, key: str) -> dict[str, int]:
@@ -67,13 +87,16 @@ async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concur
                       limit: int | None = None, catalog: "Catalog | None" = None,
                       on_planned: Callable[[int], None] | None = None,
                       on_done: Callable[[Judgment], None] | None = None,
-                      stopped: Callable[[str], str | None] | None = None) -> JudgeStageResult:
+                      stopped: Callable[[str], str | None] | None = None,
+                      spend_gate: SpendGate | None = None) -> JudgeStageResult:
     """Judge every ok conversation of the run folder with every judge, resuming where it stopped.
 
     ``limit`` keeps only the first N ok conversations (sorted by id) so repeated runs stay the same
     subset. Conversations stream from disk; at most ``concurrency`` are in memory at a time.
     ``stopped(alias)`` names why a judge's endpoint takes no more requests (the pool's breaker):
-    that judge starts nothing more. Without it, the judge's first fatal error stops it.
+    that judge starts nothing more. Without it, the judge's first fatal error stops it. With
+    ``spend_gate``, a judgment starts only once its expected cost is held; the rest are counted in
+    ``not_started``.
     """
 
     profiles = {p.profile_id: p for p in iter_records(paths.profiles, Profile)}
@@ -115,7 +138,8 @@ async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concur
             result.aborted.setdefault(setup.label, reason)
         return setup.label in result.aborted
 
-    async def one(setup: JudgeSetup, conversation: Conversation, profile: Profile) -> None:
+    async def one(setup: JudgeSetup, conversation: Conversation, profile: Profile, hold: object | None) -> None:
+        cost = 0.0
         try:
             if halted(setup):
                 return
@@ -127,6 +151,7 @@ async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concur
             if out not in writers:
                 writers[out] = JsonlWriter(out)
             writers[out].write(judgment)
+            cost = judgment.usage.cost_usd
             result.usage[setup.label] = result.usage[setup.label].add(judgment.usage)
             if judgment.ok:
                 result.judged[setup.label] += 1
@@ -140,6 +165,8 @@ async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concur
             if on_done is not None:
                 on_done(judgment)
         finally:
+            if hold is not None and spend_gate is not None:
+                spend_gate.settle(hold, cost)
             gate.release()
 
     try:
@@ -160,8 +187,12 @@ async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concur
                             f"{path}: conversation {conversation.conversation_id} names profile "
                             f"{conversation.profile_id}, which is not in {paths.profiles}"
                         )
+                    hold = None if spend_gate is None else await _admitted(spend_gate, tasks)
+                    if spend_gate is not None and hold is None:
+                        result.not_started[setup.label] = result.not_started.get(setup.label, 0) + 1
+                        continue
                     await gate.acquire()
-                    task = asyncio.create_task(one(setup, conversation, profile))
+                    task = asyncio.create_task(one(setup, conversation, profile, hold))
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
         if tasks:

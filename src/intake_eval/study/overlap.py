@@ -19,7 +19,7 @@ from intake_eval.core.store import JsonlWriter, RunPaths
 from intake_eval.forks.plan import parse_fork_at
 from intake_eval.forks.stage import run_fork_stage
 from intake_eval.interview.backfill import provider_error_formulations
-from intake_eval.interview.budget import Budget, folder_budget
+from intake_eval.interview.budget import Budget, JudgingGate, folder_budget
 from intake_eval.interview.plan import (
     RunSettings,
     RunTotals,
@@ -176,10 +176,19 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
         if laps is not None:
             laps("run+judge")
         compact_conversations(paths, settings.clinicians)
+        # conversations an earlier invocation left unjudged: judged within the same folder budget
+        spend_gate = JudgingGate(budget) if budget is not None else None
         sweep, interrupted = runner.run(lambda: judge_stage(paths, setups, concurrency=judge_workers,
                                                             catalog=catalog, stopped=runner.pool.stopped,
-                                                            on_done=lambda judgment: progress.judged(judgment.ok)))
+                                                            on_done=lambda judgment: progress.judged(judgment.ok),
+                                                            spend_gate=spend_gate))
+    if sweep is not None and sweep.not_started and spend_gate is not None:
+        totals.budget_reached = True
     run = finish_run_stage(runner, plan, totals, interrupted=interrupted, budget=budget)
+    if sweep is not None and sweep.not_started and spend_gate is not None and totals.budget_left:
+        unjudged = sum(sweep.not_started.values())
+        totals.budget_left = {**totals.budget_left, "judgments": unjudged, "dollars_to_finish": round(
+            float(totals.budget_left["dollars_to_finish"]) + unjudged * spend_gate.estimate, 6)}
     forks: dict[str, dict[str, int]] = {}
     if not interrupted and config.forks:
         if laps is not None:
