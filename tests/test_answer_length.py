@@ -73,3 +73,21 @@ def test_the_longest_instance_of_each_shipped_schema_fits_its_bound(schema):
     assert tokens_as_a_model_writes_it(longest) <= bound
     # and the bound is not loose beyond the whitespace it allows: within 2 tokens per property and item
     assert bound - tokens_as_a_model_writes_it(longest) <= 2 * WHITESPACE_PER_GAP * json.dumps(longest).count(":") + 8
+
+
+def test_written_text_refuses_control_characters_and_a_raw_newline_in_an_answer_is_still_read():
+    import jsonschema
+
+    from intake_eval.core.placeholders import written_text
+    from intake_eval.judge.schema import parse_turn
+
+    schema = written_text(50)
+    jsonschema.validate("A sentence about sleep.", schema)
+    for bad in ("A line\nbreak", "A tab\there", 'A "quote"', "A back\\slash"):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+    # the answer a grammar without that exclusion produced (a raw newline inside a reasoning string)
+    answer = ('{"reasoning": "The clinician asks about sleep.", "question_type": "open", "patient_faithful": true, '
+              '"domains": {"insomnia": {"reasoning": "Asked about\nsleep", "asked_about": true, "disclosed": false}}}')
+    turn = parse_turn(answer, 1, ["insomnia"])
+    assert turn.question_type == "open" and turn.domains["insomnia"].asked_about

@@ -60,7 +60,7 @@ def parse_formulation(text: str) -> Formulation:
     if start < 0 or end <= start:
         raise ValueError("formulation: no JSON object in the answer")
     try:
-        formulation = Formulation.model_validate(json.loads(text[start:end + 1]))
+        formulation = Formulation.model_validate(json.loads(text[start:end + 1], strict=False))
     except json.JSONDecodeError as exc:
         raise ValueError(f"formulation: invalid JSON ({exc.msg} at char {exc.pos})") from None
     except ValidationError as exc:

@@ -45,6 +45,7 @@ def placeholder_problem(field: str, value: str, *, allow_empty: bool = True) -> 
 
 def written_text(max_chars: int) -> dict[str, object]:
     """JSON schema of a free-text answer: non-empty, bounded, not a placeholder. The pattern also
-    excludes double quotes and backslashes: a grammar built from it can never break the JSON string."""
+    excludes double quotes, backslashes and control characters: a grammar built from it emits the
+    characters raw, so a newline it allowed would be a raw newline inside the JSON string."""
     return {"type": "string", "minLength": 1, "maxLength": max_chars,
-            "pattern": f'^[A-Za-z0-9][^"\\\\<>]{{0,{max_chars - 1}}}$'}
+            "pattern": f'^[A-Za-z0-9][^"\\\\<>\\x00-\\x1f]{{0,{max_chars - 1}}}$'}

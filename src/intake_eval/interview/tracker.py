@@ -39,12 +39,12 @@ def tracker_schema(hidden_ids: Sequence[str]) -> dict[str, Any]:
 def _json_object(text: str) -> Any:
     cleaned = re.sub(r"^```(?:json)?\s*|\s*```$", "", (text or "").strip())
     try:
-        return json.loads(cleaned)
+        return json.loads(cleaned, strict=False)  # a raw newline inside a string is still read
     except ValueError:
         start, end = cleaned.find("{"), cleaned.rfind("}")
         if start < 0 or end <= start:
             raise
-        return json.loads(cleaned[start : end + 1])
+        return json.loads(cleaned[start : end + 1], strict=False)
 
 
 def _ids_by_name(hidden: Sequence[DomainDraw]) -> dict[str, str]:

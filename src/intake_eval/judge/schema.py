@@ -97,7 +97,7 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 def extract_json(text: str) -> Any:
     """The first JSON object in the text: tolerates code fences, leading prose and trailing text."""
     candidates = [match.group(1) for match in _FENCE.finditer(text)] + [text]
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(strict=False)  # a raw newline inside a string (some grammars emit one) is read
     for candidate in candidates:
         start = candidate.find("{")
         tries = 0
