@@ -88,7 +88,6 @@ class Budget:
     open: list[Reservation] = field(default_factory=list)
     measured: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (clinician, arm) → ok costs
     specs: dict[str, Any] = field(default_factory=dict)  # role → ModelSpec for the prior
-    reached: bool = False
     # Judged as they finish (a study): each conversation also holds its judging until every judge wrote.
     judges: int = 0
     judging_cost: float = 0.0  # estimated dollars to judge one conversation by every judge
@@ -116,13 +115,12 @@ class Budget:
         return sum(self.estimate(item) for item in items)
 
     def reserve(self, item: PlannedConversation) -> Reservation | None:
-        """A hold for ``item`` if it fits; None (and ``reached``) when it does not. With nothing measured
+        """A hold for ``item`` if it fits; None when it does not. With nothing measured
         and nothing in flight, one conversation may start while money is left: the prior is only a guess."""
         estimate = self.estimate(item)
         fits = self.committed + estimate <= self.limit + 1e-12
         unmeasured_first = not self.open and _arm_of(item) not in self.measured and self.spent < self.limit
         if not (fits or unmeasured_first):
-            self.reached = True
             return None
         reservation = Reservation(estimate)
         self.open.append(reservation)
@@ -176,7 +174,6 @@ class Budget:
             reservation = Reservation(dollars)
             self.open.append(reservation)
             return reservation
-        self.reached = True
         return None
 
     def release(self, reservation: Reservation, cost: float) -> None:
@@ -188,20 +185,14 @@ class Budget:
 class JudgingGate:
     """The folder budget for judgments started apart from their conversation (a study's sweep of
     conversations an earlier invocation left unjudged): each holds one judgment's expected cost until
-    its record is written. A refusal while others are in flight is not yet a stop."""
+    its record is written."""
 
     def __init__(self, budget: Budget):
         self.budget = budget
         self.estimate = budget.judging_cost / max(1, budget.judges)
 
     def admit(self) -> Reservation | None:
-        reached = self.budget.reached
-        hold = self.budget.hold(self.estimate)
-        self.budget.reached = reached
-        return hold
-
-    def stop(self) -> None:
-        self.budget.reached = True
+        return self.budget.hold(self.estimate)
 
     def settle(self, hold: object, dollars: float) -> None:
         self.budget.release(cast(Reservation, hold), dollars)

@@ -61,7 +61,6 @@ class SpendGate(Protocol):
     """A budget that holds one judgment's expected cost before it starts (a study's folder budget)."""
 
     def admit(self) -> object | None: ...  # a hold, or None while nothing more fits
-    def stop(self) -> None: ...  # nothing fits and nothing is in flight: judging stops here
     def settle(self, hold: object, dollars: float) -> None: ...
 
 
@@ -71,8 +70,6 @@ async def _admitted(spend_gate: SpendGate, in_flight: set[asyncio.Task]) -> obje
     while hold is None and in_flight:
         await asyncio.wait(set(in_flight), return_when=asyncio.FIRST_COMPLETED)
         hold = spend_gate.admit()
-    if hold is None:
-        spend_gate.stop()
     return hold
 
 
