@@ -13,10 +13,12 @@ from typer.testing import CliRunner
 
 from intake_eval.catalog.classifier import classify, example_document, normalize
 from intake_eval.catalog.neighbours import (
+    CHAR_NGRAMS,
     EXAMPLES_PATH,
     Example,
     NeighbourIndex,
     decide,
+    WORD_NGRAMS,
     load_examples,
 )
 from intake_eval.cli import app
@@ -105,8 +107,8 @@ def test_query_weighting_matches_scikit_learns_own_transform():
     examples = load_examples()[:300]
     documents = [example_document(example.text) for example in examples]
     index = NeighbourIndex(examples, example_document)
-    vectorizers = [TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, lowercase=False),
-                   TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True, lowercase=False)]
+    vectorizers = [TfidfVectorizer(ngram_range=WORD_NGRAMS, sublinear_tf=True, lowercase=False),
+                   TfidfVectorizer(analyzer="char_wb", ngram_range=CHAR_NGRAMS, sublinear_tf=True, lowercase=False)]
     matrix = normalize(hstack([vectorizer.fit_transform(documents) for vectorizer in vectorizers]).tocsr())
     for text in ["do you get the shakes in the morning?", "have you been feeling low or hopeless lately?", "zzz qqq"]:
         query = normalize(hstack([vectorizer.transform([text]) for vectorizer in vectorizers]).tocsr())

@@ -31,15 +31,12 @@ from intake_eval.catalog.lexicon_terms import (
     proximity_patterns,
 )
 from intake_eval.catalog.neighbours import Nearest, shipped_index
+from intake_eval.catalog.sentences import normalize, split_clauses, split_sentences
 from intake_eval.core.yamlfile import read_yaml
 
 LEXICON_PATH = Path(__file__).resolve().parents[1] / "data" / "classifier_lexicon.yaml"
 
-_APOSTROPHES = re.compile(r"['’‘`´]")
-_SPACES = re.compile(r"\s+")
-_SENTENCE_END = re.compile(r"(?<=[.?!])\s+|\s*\n+\s*|\s+(?=[-–—]\s)")
 _WORD_START = re.compile(r"\b\w")
-_LEADING_PUNCT = re.compile(r"^[\s\"“”(\-–—*•:,]+")
 
 
 @dataclass(frozen=True)
@@ -240,20 +237,6 @@ def domain_ids() -> list[str]:
     return load_lexicon().domain_ids
 
 
-# Contractions whose apostrophe-free spelling is another word ("we're" -> "were").
-_AMBIGUOUS_CONTRACTIONS = re.compile(r"\bwe['’](re|ll)\b")
-
-
-def normalize(text: str) -> str:
-    text = _AMBIGUOUS_CONTRACTIONS.sub(lambda m: "we are" if m.group(1) == "re" else "we will", text.lower())
-    return _SPACES.sub(" ", _APOSTROPHES.sub("", text)).strip()
-
-
-def split_sentences(text: str) -> list[str]:
-    """Normalized sentences; a dash starting a new clause also splits ("That sounds hard — how's your sleep?")."""
-    parts = _SENTENCE_END.split(normalize(text))
-    return [cleaned for part in parts if (cleaned := _LEADING_PUNCT.sub("", part).strip())]
-
 
 def is_asking(sentence: str, lexicon: Lexicon | None = None) -> bool:
     lexicon = lexicon or load_lexicon()
@@ -356,8 +339,9 @@ def classify(text: str, *, disclosed: Iterable[str] = ()) -> Classification:
     advice = False
     described: dict[str, list[str]] = {}  # domains of the statement just before, for "anything like that?"
     quoted = False  # that statement quotes the patient ("You said you barely sleep — ...")
-    sentences = split_sentences(text)
-    for sentence in sentences:
+    clauses = split_clauses(text)
+    sentences = [sentence for sentence, _ in clauses]
+    for sentence, dashed in clauses:
         domains = sentence_domains(sentence, lexicon)
         if is_advice(sentence, lexicon):
             advice = True
@@ -365,7 +349,8 @@ def classify(text: str, *, disclosed: Iterable[str] = ()) -> Classification:
             described = {}
         elif is_asking(sentence, lexicon):
             asking_sentences.append(sentence)
-            if described and _follows_up(sentence, quoted, lexicon):
+            # "Blackouts after drinking — any in the last year?": a dash joins a question to its subject.
+            if described and _follows_up(sentence, quoted or dashed, lexicon):
                 domains = {**described, **domains}
             for domain, phrases in domains.items():
                 asked.setdefault(domain, []).extend(p for p in phrases if p not in asked.get(domain, []))
