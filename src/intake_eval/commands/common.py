@@ -57,3 +57,20 @@ def compact_number(value: Any) -> str:
         if abs(value) >= limit:
             return f"{value / limit:.1f}{suffix}" if suffix != "k" else f"{value / 1e3:.1f}k"
     return f"{value:,}" if isinstance(value, int) else f"{value:.4g}"
+
+
+def budget_left_text(left: dict, setting: str = "--budget") -> str:
+    """What a budget stop left, in the one wording of run, judge and study: '$X of $Y spent in this run
+    folder; N conversations [and M judgments] left, about $Z more to finish (<setting> W or more)'."""
+    more = left["dollars_to_finish"]
+    work = (f"{left['conversations']} conversations and {left['judgments']} judgments left" if left.get("judgments")
+            else f"{left['conversations']} conversations left to run")
+    return (f"${left['spent']:.2f} of ${left['limit']:.2f} spent in this run folder; {work}, about ${more:.2f} more "
+            f"to finish ({setting} {left['spent'] + more:.2f} or more)")
+
+
+def budget_stop_line(left: dict | None, not_started: int, what: str = "conversations") -> str:
+    """One line: what the budget stop left to run, and roughly what finishing would cost."""
+    if not left:
+        return f"[yellow]budget reached[/]: {not_started} {what} not started; run again with a larger --budget."
+    return f"[yellow]budget reached[/]: {budget_left_text(left)}."

@@ -13,6 +13,7 @@ from intake_eval.commands.common import (
     ModelsOption,
     NoCacheOption,
     RunDirOption,
+    budget_stop_line,
 )
 
 JUDGE_MODES = ("per-turn", "conversation")
@@ -39,6 +40,12 @@ def judge(
         "Invalid answers are repaired online.")] = False,
     batch_poll: Annotated[float, typer.Option(
         "--batch-poll", help="Seconds between batch status checks.")] = 30.0,
+    budget: Annotated[float | None, typer.Option(
+        "--budget", help="Dollars for the whole run folder, as in `run --budget`: what its records already cost "
+        "(generation, conversations, earlier judgments) counts. A judgment starts only if its estimated cost still "
+        "fits (so judging many at once overshoots by at most about one judgment); a budget stop keeps what is "
+        "judged, exits 1 saying what is left, and a rerun with a larger --budget continues. Not with --batch "
+        "(a batch is submitted whole).", show_default=False)] = None,
     no_cache: NoCacheOption = False,
     force: ForceOption = False,
     run_dir: RunDirOption = DEFAULT_RUN_DIR,
@@ -63,8 +70,13 @@ def judge(
             raise IntakeEvalError(f"{flag} must be at least 1 (got {value})")
     if batch_poll <= 0:
         raise IntakeEvalError(f"--batch-poll must be positive (got {batch_poll})")
+    if budget is not None and not (budget > 0 and budget != float("inf")):  # nan fails the comparison too
+        raise IntakeEvalError(f"--budget must be a positive, finite number of dollars (got {budget})")
+    if budget is not None and batch:
+        raise IntakeEvalError("--budget cannot be combined with --batch: a batch is submitted and paid for whole")
     if len(set(judge)) != len(judge):
         raise IntakeEvalError("--judge: the same judge is given twice")
+    from intake_eval.interview.budget import JudgingGate, judging_budget
     from intake_eval.judge.batch import BatchSettings
     from intake_eval.judge.stage import execute_judge
     from intake_eval.metrics.tables import write_metrics
@@ -73,8 +85,14 @@ def judge(
     out = console()
     paths = RunPaths(Path(run_dir))
     settings = BatchSettings(poll_s=batch_poll, on_progress=lambda line: out.print(line)) if batch else None
+
+    def spend_gate(runner: Any, judges: dict[str, str]) -> JudgingGate | None:
+        folder = judging_budget(budget, runner, judges, judge_mode=mode)
+        return JudgingGate(folder) if folder is not None else None
+
     outcome = execute_judge(paths, list(judge), mode=mode, concurrency=concurrency, limit=limit, models_file=models,
-                            use_cache=not no_cache, force=force, console=out, display=_Display(out), batch=settings)
+                            use_cache=not no_cache, force=force, console=out, display=_Display(out), batch=settings,
+                            spend_gate=spend_gate)
     tables = write_metrics(paths)
     trials_csv = write_trial_metrics(paths)  # metrics/trials.csv when the run repeats trials
     if trials_csv is not None:
@@ -162,7 +180,13 @@ def _summarize(out: Any, paths: Any, outcome: Any, tables: dict[str, Path]) -> N
 
         label, reason = next(iter(sorted(result.aborted.items())))
         raise IntakeEvalError(f"judge {label} stopped: {reason}")
+    not_started = sum(result.not_started.values()) if result is not None else 0
+    if not_started:
+        gate = outcome.spend_gate
+        out.print(budget_stop_line(gate.left(not_started) if gate is not None else None, not_started, "judgments"))
     if result is not None and (any(result.judge_errors.values()) or any(result.provider_errors.values())):
         out.print("[red]some conversations could not be judged[/] (status in the records, counted in metrics/clinicians.csv); "
                   "run the same command again to retry them.")
+        raise typer.Exit(1)
+    if not_started:
         raise typer.Exit(1)

@@ -13,6 +13,7 @@ from intake_eval.commands.common import (
     ModelsOption,
     NoCacheOption,
     RunDirOption,
+    budget_stop_line,
 )
 
 PATIENT_MODES = ("prompted", "tracked")
@@ -199,13 +200,3 @@ def skipped_inputs_line(skipped: dict[str, int]) -> str:
     files = ", ".join(f"{name}: {n}" for name, n in skipped.items())
     return (f"[yellow]skipped inputs[/]: {sum(skipped.values())} unreadable lines left out ({escape(files)}); the "
             "results are short by those records: rerun the stage that writes each file to redo them.")
-
-
-def budget_stop_line(left: dict | None, not_started: int) -> str:
-    """One line: what the budget stop left to run, and roughly what finishing would cost."""
-    if not left:
-        return f"[yellow]budget reached[/]: {not_started} conversations not started; run again with a larger --budget."
-    more = left["dollars_to_finish"]
-    return (f"[yellow]budget reached[/]: ${left['spent']:.2f} of ${left['limit']:.2f} spent in this run folder; "
-            f"{left['conversations']} conversations left to run, about ${more:.2f} more to finish "
-            f"(--budget {left['spent'] + more:.2f} or more).")

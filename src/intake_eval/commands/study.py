@@ -13,6 +13,7 @@ from intake_eval.commands.common import (
     ForceOption,
     ModelsOption,
     NoCacheOption,
+    budget_left_text,
     checked_run_dir,
 )
 
@@ -84,10 +85,7 @@ def _incomplete(counts: dict) -> str:
                      f"records ({files})")
     budget = counts.get("budget")
     if budget:
-        parts.append(f"budget reached (${budget['spent']:.2f} of ${budget['limit']:.2f} spent in this run folder; "
-                     f"{budget['conversations']} conversations"
-                     + (f" and {budget['judgments']} judgments" if budget.get("judgments") else "")
-                     + f" left, about ${budget['dollars_to_finish']:.2f} more to finish)")
+        parts.append(f"budget reached: {budget_left_text(budget, 'budget:')}")
     return "; ".join(parts)
 
 

@@ -183,19 +183,31 @@ class Budget:
 
 
 class JudgingGate:
-    """The folder budget for judgments started apart from their conversation (a study's sweep of
-    conversations an earlier invocation left unjudged): each holds one judgment's expected cost until
-    its record is written."""
+    """The folder budget for judgments started apart from their conversation (the judge command, a
+    study's sweeps of conversations left unjudged and of its forks): each holds one judgment's expected
+    cost until its record is written."""
 
     def __init__(self, budget: Budget):
         self.budget = budget
         self.estimate = budget.judging_cost / max(1, budget.judges)
+        self.settled: list[float] = []  # what the judgments made through this gate cost
 
     def admit(self) -> Reservation | None:
         return self.budget.hold(self.estimate)
 
     def settle(self, hold: object, dollars: float) -> None:
+        self.settled.append(dollars)
         self.budget.release(cast(Reservation, hold), dollars)
+
+    @property
+    def per_judgment(self) -> float:
+        """Expected dollars of one more judgment: the mean of those made here, else the estimate."""
+        return sum(self.settled) / len(self.settled) if self.settled else self.estimate
+
+    def left(self, judgments: int) -> dict[str, float | int]:
+        """What a stop left: the judgments not started and the estimated dollars to make them."""
+        return {"limit": self.budget.limit, "spent": round(self.budget.spent, 6), "conversations": 0,
+                "judgments": judgments, "dollars_to_finish": round(judgments * self.per_judgment, 6)}
 
 
 def measured_costs(paths: Any, clinicians: Iterable[str]) -> dict[tuple[str, str], list[float]]:
@@ -245,8 +257,28 @@ def folder_budget(limit: float | None, runner: Any, clinicians: Iterable[str], *
         specs["tracker"] = resolved[tracker]
     budget = Budget(limit=limit, spent=spent, measured=measured_costs(runner.paths, clinicians), specs=specs)
     if judges:
-        resolved_judges = runner.resolve(list(judges.values()))
-        budget.judges = len(judges)
-        budget.judging_cost = judging_estimate(runner.paths, {label: resolved_judges[alias]
-                                                              for label, alias in judges.items()}, turns, judge_mode)
+        _hold_judging(budget, runner, judges, turns, judge_mode)
     return budget
+
+
+def judging_budget(limit: float | None, runner: Any, judges: Mapping[str, str], *, judge_mode: str,
+                   turns: int | None = None) -> Budget | None:
+    """The folder budget of an invocation that only judges (label → alias): what the records already
+    cost counts, and each judgment holds its expected cost through a ``JudgingGate``. ``turns`` defaults
+    to the run stage's (12 when the folder has none)."""
+    if limit is None:
+        return None
+    spent, _known = run_folder_spend(runner.paths, runner.manifest.data)
+    if turns is None:
+        run = (runner.manifest.data.get("stages") or {}).get("run") or {}
+        turns = int((run.get("config") or {}).get("turns", 12))
+    budget = Budget(limit=limit, spent=spent)
+    _hold_judging(budget, runner, judges, turns, judge_mode)
+    return budget
+
+
+def _hold_judging(budget: Budget, runner: Any, judges: Mapping[str, str], turns: int, judge_mode: str) -> None:
+    resolved = runner.resolve(list(judges.values()))
+    budget.judges = len(judges)
+    budget.judging_cost = judging_estimate(runner.paths, {label: resolved[alias] for label, alias in judges.items()},
+                                           turns, judge_mode)

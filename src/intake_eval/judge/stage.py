@@ -58,7 +58,7 @@ class JudgeStageResult:
 
 
 class SpendGate(Protocol):
-    """A budget that holds one judgment's expected cost before it starts (a study's folder budget)."""
+    """A budget that holds one judgment's expected cost before it starts (the run folder's budget)."""
 
     def admit(self) -> object | None: ...  # a hold, or None while nothing more fits
     def settle(self, hold: object, dollars: float) -> None: ...
@@ -269,13 +269,17 @@ class JudgeOutcome:
     result: "JudgeStageResult | None"
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     interrupted: bool = False
+    spend_gate: SpendGate | None = None  # the folder budget judging stayed within, if any
 
 
 def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn", concurrency: int = 8,
                   limit: int | None = None, models_file: ModelsFiles = None, use_cache: bool = True,
                   force: bool = False, console: Any = None, display: Any = None,
-                  batch: BatchSettings | None = None) -> JudgeOutcome:
-    """The judge stage as the CLI runs it: models and keys, lock, guards, judging with progress."""
+                  batch: BatchSettings | None = None,
+                  spend_gate: Callable[[StageRunner, dict[str, str]], SpendGate | None] | None = None) -> JudgeOutcome:
+    """The judge stage as the CLI runs it: models and keys, lock, guards, judging with progress.
+    ``spend_gate(runner, {label: alias})`` makes the folder budget each judgment is admitted by (the
+    budget lives in a layer this one does not import)."""
     if not paths.profiles.exists():
         raise IntakeEvalError(f"{paths.profiles}: no profiles here yet; run `intake-eval generate --run-dir {paths.root}` first")
     if not paths.conversation_files():
@@ -286,6 +290,7 @@ def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn"
         if batch is not None:
             check_batchable(runner.resolve(aliases))
         setups = begin_judge_stages(runner, aliases, mode, force=force)
+        gate = spend_gate(runner, {s.label: s.alias for s in setups}) if spend_gate is not None else None
         planned = getattr(display, "planned", None)
         done = getattr(display, "done", None)
 
@@ -293,9 +298,10 @@ def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn"
             judges = setups if batch is None else await batch_judges(runner, setups, limit=limit, catalog=catalog,
                                                                      settings=batch)
             return await judge_stage(paths, judges, concurrency=concurrency, limit=limit, catalog=catalog,
-                                     on_planned=planned, on_done=done, stopped=runner.pool.stopped)
+                                     on_planned=planned, on_done=done, stopped=runner.pool.stopped,
+                                     spend_gate=gate)
 
         result, interrupted = runner.run(work, display)
         counts = finish_judge_stages(runner, setups, interrupted=interrupted, limit=limit,
                                      aborted=result.aborted if result is not None else None)
-    return JudgeOutcome([s.label for s in setups], result, counts, interrupted)
+    return JudgeOutcome([s.label for s in setups], result, counts, interrupted, gate)

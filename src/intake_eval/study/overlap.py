@@ -19,7 +19,12 @@ from intake_eval.core.store import JsonlWriter, RunPaths
 from intake_eval.forks.plan import parse_fork_at
 from intake_eval.forks.stage import run_fork_stage
 from intake_eval.interview.backfill import provider_error_formulations
-from intake_eval.interview.budget import Budget, JudgingGate, folder_budget
+from intake_eval.interview.budget import (
+    Budget,
+    JudgingGate,
+    folder_budget,
+    judging_budget,
+)
 from intake_eval.interview.plan import (
     RunSettings,
     RunTotals,
@@ -185,17 +190,21 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
     if sweep is not None and sweep.not_started and spend_gate is not None:
         totals.budget_reached = True
     run = finish_run_stage(runner, plan, totals, interrupted=interrupted, budget=budget)
-    if sweep is not None and sweep.not_started and spend_gate is not None and totals.budget_left:
-        unjudged = sum(sweep.not_started.values())
-        totals.budget_left = {**totals.budget_left, "judgments": unjudged, "dollars_to_finish": round(
-            float(totals.budget_left["dollars_to_finish"]) + unjudged * spend_gate.estimate, 6)}
+    run_left = totals.budget_left  # the conversations a budget stop left, when there is a budget
+    if sweep is not None and sweep.not_started and spend_gate is not None and run_left:
+        totals.budget_left = _judgments_left(run_left, sum(sweep.not_started.values()), spend_gate)
     forks: dict[str, dict[str, int]] = {}
     if not interrupted and config.forks:
         if laps is not None:
             laps("judge sweep")
-        forks, sweep, interrupted = _forks(config, runner, settings, setups, force=force)
+        forks, sweep, interrupted, fork_gate = _forks(config, runner, settings, setups, force=force)
         if laps is not None:
             laps("forks")
+        if sweep is not None and sweep.not_started and fork_gate is not None and run_left:
+            # this sweep judges every conversation still unjudged, so its count replaces the first sweep's
+            totals.budget_reached = True
+            totals.budget_left = _judgments_left({**run_left, "spent": round(fork_gate.budget.spent, 6)},
+                                                 sum(sweep.not_started.values()), fork_gate)
     judged = finish_judge_stages(runner, setups, interrupted=interrupted,
                                  aborted=sweep.aborted if sweep is not None else None)
     if interrupted:
@@ -215,10 +224,17 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
     return counts
 
 
+def _judgments_left(run_left: dict[str, Any], unjudged: int, gate: JudgingGate) -> dict[str, Any]:
+    """The run's budget stop (conversations left) with the judgments a gated sweep left unstarted."""
+    return {**run_left, "judgments": unjudged,
+            "dollars_to_finish": round(float(run_left["dollars_to_finish"]) + unjudged * gate.per_judgment, 6)}
+
+
 def _forks(config: StudyConfig, runner: StageRunner, settings: RunSettings, setups: list, *,
-           force: bool) -> tuple[dict[str, dict[str, int]], Any, bool]:
+           force: bool) -> tuple[dict[str, dict[str, int]], Any, bool, JudgingGate | None]:
     """Every configured fork (after the intakes are judged: a closure fork needs the labels), then one
-    judge sweep so the forks are judged like any intake."""
+    judge sweep so the forks are judged like any intake, within the folder budget (its spend read anew:
+    the forks spent under their own stage's budget)."""
     counts = {}
     for fork in config.forks:
         result = run_fork_stage(runner, settings, at=parse_fork_at(fork.at, config.turns), nudge=fork.nudge,
@@ -226,7 +242,11 @@ def _forks(config: StudyConfig, runner: StageRunner, settings: RunSettings, setu
         counts[result.stage] = {"planned": result.planned, "ok": result.ok, "failed": result.failed,
                                 "not_forked": sum(result.skipped.values())}
         if result.interrupted:
-            return counts, None, True
+            return counts, None, True, None
+    budget = judging_budget(config.budget, runner, {setup.label: setup.alias for setup in setups},
+                            judge_mode=config.judge_mode, turns=config.turns)
+    gate = JudgingGate(budget) if budget is not None else None
     sweep, interrupted = runner.run(lambda: judge_stage(runner.paths, setups, concurrency=config.concurrency,
-                                                        catalog=runner.catalog, stopped=runner.pool.stopped))
-    return counts, sweep, interrupted
+                                                        catalog=runner.catalog, stopped=runner.pool.stopped,
+                                                        spend_gate=gate))
+    return counts, sweep, interrupted, gate
