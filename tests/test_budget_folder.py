@@ -3,6 +3,7 @@ at most one conversation's cost past the budget, and a second invocation counts 
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -138,24 +139,28 @@ def test_a_study_budget_counts_generation_and_judging_and_stops_within_one_conve
         assert spent <= budget + one + 1e-9
 
 
-def test_a_study_judging_what_an_earlier_invocation_left_unjudged_stays_within_the_budget(tmp_path):
-    import shutil
+def unjudged_study(tmp_path: Path, url: str) -> tuple[Path, Path, Path, float]:
+    """A finished 12-conversation study whose judgments are then removed, as if an earlier invocation
+    stopped before judging: (study config, models file, run folder, the dearest judgment's cost)."""
+    models = study_models(tmp_path, url)
+    config = tmp_path / "study.yaml"
+    config.write_text(STUDY.format(n=12, budget=""))
+    run_dir = tmp_path / "run"
+    done = CliRunner().invoke(app, ["study", str(config), "--models", str(models), "--run-dir", str(run_dir)])
+    assert done.exit_code == 0, done.output
+    paths = RunPaths(run_dir)
+    judgments = [d["usage"]["cost_usd"] for path in paths.judgment_files() for d in iter_json_lines(path)]
+    assert len(judgments) == 12 and max(judgments) > 0
+    shutil.rmtree(paths.judgments_dir)
+    return config, models, run_dir, max(judgments)
 
+
+def test_a_study_judging_what_an_earlier_invocation_left_unjudged_stays_within_the_budget(tmp_path):
     from tests.study_responder import StudyResponder
 
     with FakeOpenAIServer(StudyResponder()) as server:
-        models = study_models(tmp_path, server.url)
-        config = tmp_path / "study.yaml"
-        config.write_text(STUDY.format(n=12, budget=""))
-        run_dir = tmp_path / "run"
-        done = CliRunner().invoke(app, ["study", str(config), "--models", str(models), "--run-dir", str(run_dir)])
-        assert done.exit_code == 0, done.output
+        config, models, run_dir, one = unjudged_study(tmp_path, server.url)
         paths = RunPaths(run_dir)
-        judgments = [d["usage"]["cost_usd"] for path in paths.judgment_files() for d in iter_json_lines(path)]
-        assert len(judgments) == 12
-        one = max(judgments)
-        # The conversations stay; their judgments are gone (as if an earlier invocation stopped before judging).
-        shutil.rmtree(paths.judgments_dir)
         spent_before = folder_spend(run_dir)
         budget = round(spent_before + 3.5 * one, 6)
         config.write_text(STUDY.format(n=12, budget=f"budget: {budget}\n"))

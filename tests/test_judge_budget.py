@@ -4,7 +4,6 @@ one line and exits 1; the same budget again starts nothing; a larger one finishe
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -13,7 +12,7 @@ from intake_eval.cli import app
 from intake_eval.core.store import RunPaths, drop_records, iter_json_lines
 from tests.fakeserver import FakeOpenAIServer
 from tests.study_responder import StudyResponder
-from tests.test_budget_folder import STUDY, folder_spend, study_models
+from tests.test_budget_folder import STUDY, folder_spend, study_models, unjudged_study
 
 
 def judge(run_dir: Path, models: Path, budget: float):
@@ -30,16 +29,8 @@ def judgment_costs(paths: RunPaths) -> list[float]:
 
 def test_judge_budget_stops_within_one_judgment_resumes_nothing_at_the_same_budget_and_finishes_with_more(tmp_path):
     with FakeOpenAIServer(StudyResponder()) as server:
-        models = study_models(tmp_path, server.url)
-        config = tmp_path / "study.yaml"
-        config.write_text(STUDY.format(n=12, budget=""))
-        run_dir = tmp_path / "run"
-        done = CliRunner().invoke(app, ["study", str(config), "--models", str(models), "--run-dir", str(run_dir)])
-        assert done.exit_code == 0, done.output
+        _, models, run_dir, one = unjudged_study(tmp_path, server.url)
         paths = RunPaths(run_dir)
-        one = max(judgment_costs(paths))
-        assert len(judgment_costs(paths)) == 12 and one > 0
-        shutil.rmtree(paths.judgments_dir)  # the conversations stay, unjudged
         budget = round(folder_spend(run_dir) + 3.5 * one, 6)
 
         first, said = judge(run_dir, models, budget)
