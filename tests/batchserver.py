@@ -17,6 +17,9 @@ import email.parser
 import email.policy
 import itertools
 import json
+import os
+import signal
+import subprocess
 import threading
 import time
 from typing import Any
@@ -201,3 +204,18 @@ class FakeBatchServer(FakeOpenAIServer):
                              request_counts={"processing": 0, "succeeded": succeeded,
                                              "errored": len(out) - succeeded, "canceled": 0, "expired": 0})
             return self._public(batch)
+
+
+def kill_once_batch_is_polled(server: Any, command: list[str], env: dict[str, str]) -> None:
+    """Run ``command`` (a judge --batch invocation) and SIGKILL it once the server has been polled twice
+    about a batch it submitted: the moment between submit and collect."""
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(batch["_polls"] >= 2 for batch in server.batches.values()):
+            assert process.poll() is None and time.monotonic() < deadline, "the batch was never submitted"
+            time.sleep(0.05)
+    finally:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from typer.testing import CliRunner
 
 from intake_eval.cli import app
 from intake_eval.core.store import iter_json_lines
-from tests.batchserver import FakeBatchServer
+from tests.batchserver import FakeBatchServer, kill_once_batch_is_polled
 from tests.fakeserver import Reply
 from tests.test_judge_cli import _models_file, _run_folder
 from tests.test_judging import _valid_answer
@@ -44,13 +42,13 @@ def _online_reference(tmp_path, server, models) -> dict[str, dict]:
     return _judgments(paths)
 
 
-def _same_labels(batch: dict, online: dict) -> None:
+def _same_labels(batch: dict, online: dict, usage: tuple[str, ...] = ("calls", "prompt_tokens", "completion_tokens")) -> None:
     assert batch.keys() == online.keys() and batch
     for cid, record in batch.items():
         assert record["status"] == "ok" == online[cid]["status"]
         assert record["turns"] == online[cid]["turns"]
-        for field in ("calls", "prompt_tokens", "completion_tokens"):
-            assert record["usage"][field] == online[cid]["usage"][field]
+        for field in usage:
+            assert record["usage"][field] == online[cid]["usage"][field], field
 
 
 def test_batch_judgments_equal_online_and_cost_half(tmp_path):
@@ -110,16 +108,7 @@ def test_sigkill_between_submit_and_collect_does_not_resubmit(tmp_path):
         online = _online_reference(tmp_path, server, models)
         paths = _run_folder(tmp_path / "batch")
         command = [sys.executable, "-m", "intake_eval.cli", *_args(paths, models, "--batch", "--batch-poll", "0.05")]
-        process = subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                   start_new_session=True)
-        try:
-            deadline = time.monotonic() + 120
-            while not any(b["_polls"] >= 2 for b in server.batches.values()):
-                assert process.poll() is None and time.monotonic() < deadline, "the batch was never submitted"
-                time.sleep(0.05)
-        finally:
-            os.kill(process.pid, signal.SIGKILL)
-            process.wait()
+        kill_once_batch_is_polled(server, command, ENV)
         assert not paths.judge_dir("fakejudge").exists() or not _judgments(paths)
         server.hold = False
         resumed = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=300)

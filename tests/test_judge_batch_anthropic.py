@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from typer.testing import CliRunner
@@ -17,9 +15,10 @@ from intake_eval.cli import app
 from intake_eval.core.store import iter_json_lines
 from intake_eval.llm.base import ModelSpec
 from intake_eval.llm.litellm_backend import call_cost
-from tests.batchserver import FakeBatchServer
+from tests.batchserver import FakeBatchServer, kill_once_batch_is_polled
 from tests.fakeserver import Reply
 from tests.test_judge_batch import CLINICIANS
+from tests.test_judge_batch import _same_labels as same_labels
 from tests.test_judge_cli import _run_folder
 from tests.test_judging import _valid_answer
 
@@ -69,12 +68,7 @@ def _online(tmp_path, server, models) -> dict[str, dict]:
 
 
 def _same_labels(batch: dict, online: dict) -> None:
-    assert batch.keys() == online.keys() and batch
-    for cid, record in batch.items():
-        assert record["status"] == "ok" == online[cid]["status"]
-        assert record["turns"] == online[cid]["turns"]
-        for field in ("calls", "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "cache_write_tokens"):
-            assert record["usage"][field] == online[cid]["usage"][field], field
+    same_labels(batch, online, ("calls", "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "cache_write_tokens"))
 
 
 def test_message_batches_give_the_online_judgments_at_half_price(tmp_path, claude_server):
@@ -135,16 +129,7 @@ def test_sigkill_between_submit_and_collect_does_not_resubmit(tmp_path, claude_s
     env = {**ENV, "ANTHROPIC_API_KEY": "sk-ant-batch-test",
            "INTAKE_EVAL_BASE_URL_ANTHROPIC": server.url.removesuffix("/v1")}
     command = [sys.executable, "-m", "intake_eval.cli", *_args(paths, models, "--batch", "--batch-poll", "0.05")]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not any(b["_polls"] >= 2 for b in server.batches.values()):
-            assert process.poll() is None and time.monotonic() < deadline, "the batch was never submitted"
-            time.sleep(0.05)
-    finally:
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait()
+    kill_once_batch_is_polled(server, command, env)
     assert not _judgments(paths)
     logged = [e for e in iter_json_lines(paths.stage_log) if e.get("event") == "judge_batch"]
     assert [e["batch_id"] for e in logged] == list(server.batches)
