@@ -11,11 +11,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from intake_eval.core.package_data import package_folder
+
 Severity = Literal["mild", "moderate", "severe"]
 SEVERITIES: tuple[str, ...] = ("mild", "moderate", "severe")
 
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
-DEFAULT_CATALOG_DIR = PROJECT_ROOT / "phenotypes"
+DEFAULT_CATALOG_DIR = package_folder("phenotypes")
 
 
 class Strict(BaseModel):

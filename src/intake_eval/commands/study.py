@@ -25,8 +25,6 @@ StudyRunDirOption = Annotated[
     typer.Option("--run-dir", help="Run folder (default: runs/<name> from the config).", show_default=False,
                  callback=checked_run_dir),
 ]
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
-DEMO_CONFIG = PROJECT_ROOT / "configs" / "demo.yaml"
 
 
 def study(
@@ -108,6 +106,7 @@ def _fresh_demo(run_dir: Path) -> Path:
 
     from intake_eval.commands.common import console
     from intake_eval.core.errors import IntakeEvalError
+    from intake_eval.core.package_data import package_folder
     from intake_eval.core.store import RunLock, RunPaths
     from intake_eval.study.pipeline import run_study
 
@@ -121,7 +120,7 @@ def _fresh_demo(run_dir: Path) -> Path:
             pass
         shutil.rmtree(run_dir)
     out = console()
-    outcome = run_study(DEMO_CONFIG, run_dir=run_dir, console=out)
+    outcome = run_study(package_folder("configs") / "demo.yaml", run_dir=run_dir, console=out)
     out.print(f"[bold green]Report:[/bold green] {outcome.report_path}  (open it in a browser; "
               f"`intake-eval status --run-dir {run_dir}` shows the manifest)")
     return outcome.report_path

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.package_data import package_folder
 from intake_eval.core.store import file_hash
 
-PROMPTS_DIR = Path(__file__).resolve().parents[3] / "prompts"
+PROMPTS_DIR = package_folder("prompts")
 
 
 @lru_cache(maxsize=1)

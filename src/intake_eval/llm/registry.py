@@ -17,12 +17,13 @@ from urllib.parse import urlparse
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from intake_eval.core.errors import IntakeEvalError, describe_validation_error
+from intake_eval.core.package_data import package_folder
 from intake_eval.core.yamlfile import read_yaml
 from intake_eval.llm.base import ModelSpec
 from intake_eval.llm.litellm_backend import import_litellm
 from intake_eval.llm.local_server import canonical_model, check_local
 
-DEFAULT_MODELS_FILE = Path(__file__).resolve().parents[3] / "configs" / "models.yaml"
+DEFAULT_MODELS_FILE = package_folder("configs") / "models.yaml"
 
 # The variable litellm reads for each provider; named explicitly so preflight can check it.
 PROVIDER_KEY_ENV = {

@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from intake_eval.core.errors import IntakeEvalError, describe_validation_error
+from intake_eval.core.package_data import package_folder
 from intake_eval.core.records import DomainDraw, Profile
 from intake_eval.core.yamlfile import read_yaml
 
 if TYPE_CHECKING:
     from intake_eval.catalog.schema import Catalog
 
-DEFAULT_PROBES = Path(__file__).resolve().parents[3] / "configs" / "qc_probes.yaml"
+DEFAULT_PROBES = package_folder("configs") / "qc_probes.yaml"
 
 
 # ---------------------------------------------------------------- the probe file
