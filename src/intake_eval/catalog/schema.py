@@ -26,6 +26,9 @@ class Strict(BaseModel):
 class Symptom(Strict):
     id: str
     text: str  # paraphrased criterion, in our own words (never DSM text)
+    # Other domains this experience also describes (poor sleep → insomnia): a profile never gives it
+    # to any domain while one of these is hidden, so voicing it cannot disclose that hidden domain.
+    describes: list[str] = Field(default_factory=list)
 
 
 class Diagnosis(Strict):

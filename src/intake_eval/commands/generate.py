@@ -37,6 +37,11 @@ def generate(
         "--qc-threshold", help="Fuzzy-match score (0-100) each sampled symptom must reach in the rendered text.")] = 85.0,
     catalog_dir: Annotated[Path | None, typer.Option(
         "--catalog", help="Phenotype folder to sample from (default: the shipped phenotypes/).", show_default=False)] = None,
+    hidden_count: Annotated[str, typer.Option(
+        "--hidden-count", metavar="seed|literature",
+        help="seed: 4-5 hidden domains, optional ones drawn by conditional Poisson sampling with inclusion "
+        "probabilities proportional to the cited rates. literature: each optional domain at exactly its cited "
+        "rate, so the count varies (at least one hidden). `intake-eval phenotypes rates` shows both.")] = "seed",
     no_cache: NoCacheOption = False,
     force: ForceOption = False,
     run_dir: RunDirOption = DEFAULT_RUN_DIR,
@@ -51,8 +56,9 @@ def generate(
     checks every symptom appears (verbatim or a close paraphrase); failed renders are retried, and
     a profile that never passes goes to render_failures.jsonl, not profiles.jsonl.
 
-    Writes RUN_DIR/profiles.jsonl. Rerun the same command to resume after an interruption; a changed
-    configuration is refused (use --force to start over, or another --run-dir).
+    Writes RUN_DIR/profiles.jsonl and RUN_DIR/sampling_rates.csv (cited, design and realised rate
+    of every phenotype × optional domain). Rerun the same command to resume after an interruption;
+    a changed configuration is refused (use --force to start over, or another --run-dir).
 
     Example: intake-eval generate --n 108 --stratified --seed 7
     """
@@ -63,16 +69,16 @@ def generate(
     from intake_eval.generate.stage import check_settings
 
     mode = "stratified" if stratified else "weighted"
-    check_settings(n, mode, max_attempts, qc_threshold, concurrency)
+    check_settings(n, mode, max_attempts, qc_threshold, concurrency, hidden_count)
     catalog = load_catalog(Path(catalog_dir) if catalog_dir is not None else DEFAULT_CATALOG_DIR)
     if explain:
         _explain(catalog, n=n, mode=mode, seed=seed, index=index, generator=generator, models_file=models,
-                 max_attempts=max_attempts, qc_threshold=qc_threshold)
+                 max_attempts=max_attempts, qc_threshold=qc_threshold, hidden_count=hidden_count)
         return
     out = console()
     summary = _run(RunPaths(Path(run_dir)), catalog, n=n, mode=mode, seed=seed, generator=generator,
                    models_file=models, use_cache=not no_cache, force=force, concurrency=concurrency,
-                   max_attempts=max_attempts, qc_threshold=qc_threshold, out=out)
+                   max_attempts=max_attempts, qc_threshold=qc_threshold, out=out, hidden_count=hidden_count)
     _print_summary(out, RunPaths(Path(run_dir)), catalog, summary)
     if summary.interrupted:
         raise typer.Exit(130)
@@ -81,12 +87,13 @@ def generate(
 
 
 def _run(paths: Any, catalog: Any, *, n: int, mode: str, seed: int, generator: str, models_file: Any,
-         use_cache: bool, force: bool, concurrency: int, max_attempts: int, qc_threshold: float, out: Any):
+         use_cache: bool, force: bool, concurrency: int, max_attempts: int, qc_threshold: float, out: Any,
+         hidden_count: str):
     from intake_eval.generate.stage import execute_generate
 
     return execute_generate(paths, n=n, mode=mode, seed=seed, generator=generator, models_file=models_file,
                             use_cache=use_cache, force=force, console=out, catalog=catalog, concurrency=concurrency,
-                            max_attempts=max_attempts, qc_threshold=qc_threshold)
+                            max_attempts=max_attempts, qc_threshold=qc_threshold, hidden_count=hidden_count)
 
 
 def _print_summary(out: Any, paths: Any, catalog: Any, summary: Any) -> None:
@@ -104,6 +111,7 @@ def _print_summary(out: Any, paths: Any, catalog: Any, summary: Any) -> None:
     out.print(table)
     hidden = ", ".join(f"{count} hidden: {number}" for count, number in summary.hidden_counts.items()) or "none"
     out.print(f"hidden-domain counts: {hidden}")
+    _print_rates(out, paths, summary)
     first = summary.first_attempt_pass / summary.on_disk if summary.on_disk else 0.0
     out.print(f"QC pass rate: {summary.qc_pass_rate:.1%} of profiles ({first:.1%} on the first attempt); "
               f"{summary.written_now} written now, {summary.already_done} already on disk")
@@ -113,8 +121,28 @@ def _print_summary(out: Any, paths: Any, catalog: Any, summary: Any) -> None:
                   f"{paths.render_failures}. Rerun to retry them, or raise --max-attempts.")
 
 
+def _print_rates(out: Any, paths: Any, summary: Any) -> None:
+    """Two lines on the sampling design: what it is, and how far the realised rates are from it."""
+    rows = [row for row in summary.rates if row["realised"] != ""]
+    if summary.hidden_count == "seed":
+        out.print("sampling design: 4-5 hidden; optional domains by conditional Poisson sampling, inclusion "
+                  "probability proportional to the cited rate (capped at 1)")
+    else:
+        out.print("sampling design: literature; each optional domain at its cited rate (at least one hidden)")
+    if rows:
+        from scipy.stats import binom
+
+        inside = 0
+        for row in rows:
+            low, high = binom.interval(0.99, int(row["n_eligible"]), float(row["design"]))
+            inside += low <= int(row["n_included"]) <= high
+        gaps = [abs(float(row["realised"]) - float(row["design"])) for row in rows]
+        out.print(f"realised vs design: {inside} of {len(rows)} phenotype × domain rates inside their 99% binomial "
+                  f"range; mean |realised − design| {sum(gaps) / len(gaps):.3f}; table: {paths.sampling_rates}")
+
+
 def _explain(catalog: Any, *, n: int, mode: str, seed: int, index: int, generator: str, models_file: Any,
-             max_attempts: int, qc_threshold: float) -> None:
+             max_attempts: int, qc_threshold: float, hidden_count: str = "seed") -> None:
     """The study's "build sample profile" walkthrough: each stage's draws for one profile."""
     import asyncio
 
@@ -139,7 +167,7 @@ def _explain(catalog: Any, *, n: int, mode: str, seed: int, index: int, generato
     trace = Trace()
     plan = plan_phenotypes(catalog, n, mode, seed)
     explain_plan(catalog, plan, mode, index, trace)
-    drawn = sample_profile(catalog, plan[index], index, seed, trace)
+    drawn = sample_profile(catalog, plan[index], index, seed, trace, hidden_count=hidden_count)
     with ModelPool(load_model_specs(models_file), cache_path=None, use_cache=False, offline=OfflineParticipants(catalog)) as pool:
         preflight([pool.spec(generator)])
         profile = asyncio.run(render_profile(drawn, pool.get(generator), catalog, max_attempts=max_attempts,

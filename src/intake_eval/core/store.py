@@ -58,6 +58,11 @@ class RunPaths:
         return self.root / "render_failures.jsonl"
 
     @property
+    def sampling_rates(self) -> Path:
+        """Cited, design and realised inclusion rate per phenotype × optional domain (generate)."""
+        return self.root / "sampling_rates.csv"
+
+    @property
     def conversations_dir(self) -> Path:
         return self.root / "conversations"
 

@@ -22,6 +22,8 @@ from intake_eval.catalog.schema import (
 )
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import Demographics, DomainDraw, Profile
+from intake_eval.generate.dedup import describes_hidden
+from intake_eval.generate.design import design_for
 
 Mode = Literal["stratified", "weighted"]
 LIFE_CONTEXT_COUNT = (2, 3)
@@ -96,68 +98,33 @@ def explain_plan(catalog: Catalog, plan: list[str], mode: Mode, index: int, trac
 
 # ---------------------------------------------------------------- stage 2
 
-def _apply_conflicts(selected: list[str], pheno: Phenotype, trace: Trace | None) -> list[str]:
-    kept = list(selected)
-    for rule in pheno.conflicts:
-        if rule.keep in kept and rule.drop in kept:
-            kept.remove(rule.drop)
-            if trace is not None:
-                trace.note(2, f"conflict: kept {rule.keep}, dropped {rule.drop} ({rule.reason or 'overlap'})")
-    return kept
-
-
-def choose_domains(pheno: Phenotype, rng: random.Random, trace: Trace | None = None) -> tuple[str, list[str]]:
-    """1 presenting + hidden_count hidden domains (normally 4-5), none equal to the presenting one.
-
-    Required domains always join; each optional joins with its co-occurrence probability; conflict
-    rules drop overlaps (the presenting domain is never dropped: a hidden domain that clashes with it
-    is excluded instead); then a seeded trim or a probability-weighted top-up reaches the target
-    count. The validator guarantees the top-up can always reach the minimum.
-    """
+def choose_domains(pheno: Phenotype, rng: random.Random, trace: Trace | None = None,
+                   hidden_count: str = "seed") -> tuple[str, list[str]]:
+    """1 presenting domain (uniform over the phenotype's pool) + the hidden domains of the
+    phenotype's sampling design (generate.design): required ones, plus optional ones drawn with known
+    inclusion probabilities. ``seed``: 4-5 hidden in all; ``literature``: each optional domain at
+    its cited rate."""
     presenting = rng.choice(pheno.presenting)
+    design = design_for(pheno, presenting, hidden_count)
     low, high = pheno.hidden_count
-    target = rng.randint(low, high)
-    clash = {r.drop for r in pheno.conflicts if r.keep == presenting} | {r.keep for r in pheno.conflicts if r.drop == presenting}
+    count, drawn = design.draw(rng, low, high)
     order = list(dict.fromkeys(list(pheno.hidden_required) + [o.domain for o in pheno.hidden_optional]))
-    probability = {o.domain: o.probability for o in pheno.hidden_optional}
-    required = [d for d in pheno.hidden_required if d != presenting and d not in clash]
-    target = max(target, len(required))
+    hidden = sorted([*design.required, *drawn], key=order.index)
     if trace is not None:
-        trace.note(2, f"presenting: {presenting} (pool: {', '.join(pheno.presenting)})")
-        trace.note(2, f"target hidden count: {target} (range {low}-{high})")
-        if required:
-            trace.note(2, f"required: {', '.join(required)}")
-    selected = list(required)
-    for option in pheno.hidden_optional:
-        if option.domain == presenting or option.domain in clash:
-            if trace is not None:
-                trace.note(2, f"{option.domain}: excluded (same as or conflicts with the presenting domain)")
-            continue
-        draw = rng.random()
-        joined = draw < option.probability
-        if joined:
-            selected.append(option.domain)
-        if trace is not None:
-            trace.note(2, f"{option.domain}: p={option.probability:g}, u={draw:.3f} → {'drawn' if joined else 'not drawn'}")
-    selected = _apply_conflicts(selected, pheno, trace)
-    while len(selected) > target:
-        removable = [d for d in selected if d not in required]
-        gone = rng.choice(removable)
-        selected.remove(gone)
-        if trace is not None:
-            trace.note(2, f"trim to {target}: removed {gone}")
-    while len(selected) < target:
-        blocked = {r.drop for r in pheno.conflicts if r.keep in selected}
-        candidates = [d for d in order if d not in selected and d != presenting and d not in clash and d not in blocked]
-        if not candidates:
-            break
-        weights = [max(probability.get(d, 1.0), 0.01) for d in candidates]
-        added = rng.choices(candidates, weights=weights, k=1)[0]
-        selected = _apply_conflicts(selected + [added], pheno, trace)
-        if trace is not None:
-            trace.note(2, f"top up to {target}: added {added} (weighted by co-occurrence probability)")
-    hidden = sorted(selected, key=order.index)
-    if trace is not None:
+        trace.note(2, f"presenting: {presenting} (pool: {', '.join(pheno.presenting)}, each equally likely)")
+        excluded = [o.domain for o in pheno.hidden_optional if o.domain not in design.units and o.domain != presenting]
+        if design.required:
+            trace.note(2, f"required: {', '.join(design.required)}")
+        if excluded:
+            trace.note(2, f"excluded by a conflict rule: {', '.join(excluded)}")
+        if hidden_count == "seed":
+            trace.note(2, f"hidden count {count} (uniform over {low}-{high}): {count - len(design.required)} optional "
+                          f"slots, filled by conditional Poisson sampling (lift {design.lift:.3f} over the cited rates)")
+        else:
+            trace.note(2, "literature mode: each optional domain at its cited rate (Poisson sampling, at least one hidden)")
+        for domain in design.units:
+            mark = "drawn" if domain in drawn else "not drawn"
+            trace.note(2, f"{domain}: cited {design.cited[domain]:g}, design {design.inclusion[domain]:.3f} → {mark}")
         trace.note(2, f"hidden ({len(hidden)}): {', '.join(hidden)}")
     return presenting, hidden
 
@@ -182,23 +149,27 @@ def draw_severity(domain: Domain, rng: random.Random, trace: Trace | None = None
 # ---------------------------------------------------------------- stage 4
 
 def draw_symptoms(domain: Domain, severity: str, used: set[str], rng: random.Random,
-                  trace: Trace | None = None) -> list[int]:
+                  trace: Trace | None = None, blocked: frozenset[str] | set[str] = frozenset()) -> list[int]:
     """Indices into domain.symptoms. Count from the severity band, raised to min_symptoms for
-    diagnostic (core) domains, never reusing a symptom another domain of this profile already holds."""
-    available = [i for i, s in enumerate(domain.symptoms) if s.id not in used]
+    diagnostic (core) domains, never reusing a symptom another domain of this profile already holds,
+    and never one in ``blocked`` (symptoms that describe a hidden domain: generate.dedup)."""
+    available = [i for i, s in enumerate(domain.symptoms) if s.id not in used and s.id not in blocked]
     low, high = domain.symptom_counts[severity]
     count = rng.randint(low, high)
     note = f"band {severity} → {low}-{high}, drew {count}"
     if domain.kind == "core" and domain.min_symptoms and count < domain.min_symptoms:
         count = domain.min_symptoms
         note += f", raised to the diagnostic minimum {count}"
-    skipped = len(domain.symptoms) - len(available)
+    shared = sum(1 for s in domain.symptoms if s.id in used)
+    describing = sum(1 for s in domain.symptoms if s.id in blocked and s.id not in used)
     if count > len(available):
         count = len(available)
         note += f", capped at {count} available"
     chosen = sorted(rng.sample(available, count))
     if trace is not None:
-        dedup = f"; {skipped} shared symptom(s) already counted in another domain" if skipped else ""
+        dedup = f"; {shared} shared symptom(s) already counted in another domain" if shared else ""
+        if describing:
+            dedup += f"; {describing} symptom(s) left out because they describe a hidden domain"
         texts = "; ".join(domain.symptoms[i].text for i in chosen)
         trace.note(4, f"{domain.id}: {note}{dedup}: {texts}")
     return chosen
@@ -284,10 +255,11 @@ def draw_demographics(catalog: Catalog, pheno: Phenotype, domains: list[Domain],
 
 # ---------------------------------------------------------------- stages 2-5 together
 
-def sample_profile(catalog: Catalog, phenotype_id: str, index: int, seed: int, trace: Trace | None = None) -> Profile:
+def sample_profile(catalog: Catalog, phenotype_id: str, index: int, seed: int, trace: Trace | None = None,
+                   hidden_count: str = "seed") -> Profile:
     """A profile without phenomenology (stage 6 fills that in)."""
     pheno = catalog.phenotypes[phenotype_id]
-    presenting, hidden = choose_domains(pheno, stream(seed, index, "domains"), trace)
+    presenting, hidden = choose_domains(pheno, stream(seed, index, "domains"), trace, hidden_count)
     severity_rng = stream(seed, index, "severity")
     symptom_rng = stream(seed, index, "symptoms")
     used: set[str] = set()
@@ -295,7 +267,7 @@ def sample_profile(catalog: Catalog, phenotype_id: str, index: int, seed: int, t
     for domain_id in [presenting] + hidden:
         domain = catalog.domains[domain_id]
         severity = draw_severity(domain, severity_rng, trace)
-        picked = draw_symptoms(domain, severity, used, symptom_rng, trace)
+        picked = draw_symptoms(domain, severity, used, symptom_rng, trace, describes_hidden(domain, set(hidden)))
         symptoms = [domain.symptoms[i] for i in picked]
         used.update(s.id for s in symptoms)
         draws.append(DomainDraw(domain=domain_id, label=domain.label, severity=severity,

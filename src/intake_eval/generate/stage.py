@@ -4,7 +4,8 @@ Shared by `intake-eval generate` and `intake-eval study`. The caller holds the r
 the manifest; this registers the stage config (a changed config is refused), records the generator
 for the leakage guard, skips profile ids already on disk (resume), writes each finished profile as
 one JSON line, reports profiles that never pass QC in render_failures.jsonl, and compacts at the
-end so a resumed file is byte-identical to an uninterrupted one.
+end so a resumed file is byte-identical to an uninterrupted one. At the end it writes
+sampling_rates.csv: cited, design and realised rate of every phenotype × optional domain (rates).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from intake_eval.generate.render import (
     failure_record,
     render_profile,
 )
+from intake_eval.generate.design import HIDDEN_COUNTS
+from intake_eval.generate.rates import rate_table, rates_csv
 from intake_eval.generate.sampling import (
     Mode,
     plan_phenotypes,
@@ -68,6 +71,8 @@ class GenerateSummary:
     hidden_counts: dict[int, int] = field(default_factory=dict)
     first_attempt_pass: int = 0
     interrupted: bool = False
+    hidden_count: str = "seed"
+    rates: list[dict[str, Any]] = field(default_factory=list)  # the rows of sampling_rates.csv
 
     @property
     def on_disk(self) -> int:
@@ -84,11 +89,11 @@ class GenerateSummary:
 
 
 def stage_config(n: int, mode: str, seed: int, spec: "ModelSpec", catalog: "Catalog", *,
-                 max_attempts: int, qc_threshold: float) -> dict[str, Any]:
+                 max_attempts: int, qc_threshold: float, hidden_count: str = "seed") -> dict[str, Any]:
     """Everything that determines the profiles' content (concurrency does not)."""
 
     return {
-        "n": n, "mode": mode, "seed": seed,
+        "n": n, "mode": mode, "seed": seed, "hidden_count": hidden_count,
         "generator": spec.alias or spec.model,
         "generator_model": spec.model,
         "generator_params": {"temperature": spec.temperature, "max_tokens": spec.max_tokens,
@@ -99,11 +104,14 @@ def stage_config(n: int, mode: str, seed: int, spec: "ModelSpec", catalog: "Cata
     }
 
 
-def check_settings(n: int, mode: str, max_attempts: int, qc_threshold: float, concurrency: int) -> None:
+def check_settings(n: int, mode: str, max_attempts: int, qc_threshold: float, concurrency: int,
+                   hidden_count: str = "seed") -> None:
     if n < 1:
         raise IntakeEvalError(f"--n must be at least 1 (got {n})")
     if mode not in ("stratified", "weighted"):
         raise IntakeEvalError(f"sampling mode '{mode}' is not stratified or weighted")
+    if hidden_count not in HIDDEN_COUNTS:
+        raise IntakeEvalError(f"--hidden-count must be {' or '.join(HIDDEN_COUNTS)} (got '{hidden_count}')")
     if max_attempts < 1:
         raise IntakeEvalError(f"--max-attempts must be at least 1 (got {max_attempts})")
     if not 0 <= qc_threshold <= 100:
@@ -114,7 +122,7 @@ def check_settings(n: int, mode: str, max_attempts: int, qc_threshold: float, co
 
 async def _produce(indices: list[int], plan: list[str], seed: int, catalog: "Catalog", model: "ChatModel",
                    generator: str, *, concurrency: int, max_attempts: int, qc_threshold: float,
-                   on_profile, on_failure) -> None:
+                   on_profile, on_failure, hidden_count: str = "seed") -> None:
     """``concurrency`` workers, each sampling and rendering one profile at a time; at most
     ``concurrency`` generator calls in flight."""
     semaphore = asyncio.Semaphore(concurrency)
@@ -122,7 +130,7 @@ async def _produce(indices: list[int], plan: list[str], seed: int, catalog: "Cat
 
     async def worker() -> None:
         for index in queue:  # a shared iterator: each index goes to exactly one worker
-            drawn = sample_profile(catalog, plan[index], index, seed)
+            drawn = sample_profile(catalog, plan[index], index, seed, hidden_count=hidden_count)
             rendered = await render_profile(drawn, model, catalog, max_attempts=max_attempts, threshold=qc_threshold,
                                             generator=generator, semaphore=semaphore)
             if rendered.render.qc_passed:
@@ -133,9 +141,11 @@ async def _produce(indices: list[int], plan: list[str], seed: int, catalog: "Cat
     await asyncio.gather(*(worker() for _ in range(min(concurrency, max(1, len(indices))))))
 
 
-def _finish_files(paths: "RunPaths", *, already_compact: bool) -> tuple[dict[str, int], dict[int, int], int, list[str]]:
+def _finish_files(paths: "RunPaths", *, already_compact: bool,
+                  drawn: list[tuple[str, str, list[str]]]) -> tuple[dict[str, int], dict[int, int], int, list[str]]:
     """Compact profiles.jsonl (unless a finished earlier run left it compact and nothing was added);
-    keep only failures that are still failures. Returns the summary data."""
+    keep only failures that are still failures. Returns the summary data; fills ``drawn`` with
+    (phenotype, presenting, hidden domains) of every profile on disk."""
 
     if not already_compact:
         compact(paths.profiles, "profile_id")
@@ -147,6 +157,7 @@ def _finish_files(paths: "RunPaths", *, already_compact: bool) -> tuple[dict[str
         done.add(data["profile_id"])
         per_phenotype[data["phenotype"]] += 1
         hidden[len(data["hidden"])] += 1
+        drawn.append((data["phenotype"], data["presenting"]["domain"], [d["domain"] for d in data["hidden"]]))
         first_try += data.get("render", {}).get("attempts", 1) <= 1
     failures = {k: v for k, v in latest_by_key(paths.render_failures, RenderFailure, "profile_id").items() if k not in done}
     if failures:
@@ -158,24 +169,25 @@ def _finish_files(paths: "RunPaths", *, already_compact: bool) -> tuple[dict[str
 
 def generate_profiles(runner: StageRunner, *, n: int, mode: Mode, seed: int, generator: str, force: bool = False,
                       concurrency: int = 8, max_attempts: int = MAX_ATTEMPTS,
-                      qc_threshold: float = QC_THRESHOLD) -> GenerateSummary:
+                      qc_threshold: float = QC_THRESHOLD, hidden_count: str = "seed") -> GenerateSummary:
     """The generate stage under a runner (lock held): guards, resume, render + QC, compaction."""
     paths, console = runner.paths, runner.console
-    check_settings(n, mode, max_attempts, qc_threshold, concurrency)
+    check_settings(n, mode, max_attempts, qc_threshold, concurrency, hidden_count)
     catalog = runner.catalog if runner.catalog is not None else load_catalog()
     spec = resolve_spec(generator, runner.specs)
     check_offline_name(spec.model)
     assert_generator_is_held_out(runner.manifest, generator, spec.model)  # a design error: say it before key problems
     runner.resolve([generator])
-    config = stage_config(n, mode, seed, spec, catalog, max_attempts=max_attempts, qc_threshold=qc_threshold)
+    config = stage_config(n, mode, seed, spec, catalog, max_attempts=max_attempts, qc_threshold=qc_threshold,
+                          hidden_count=hidden_count)
     finished_before = runner.manifest.stage(STAGE).get("status") in ("done", "done_with_failures")
-    runner.begin(STAGE, config, force=force, outputs=[paths.profiles, paths.render_failures],
+    runner.begin(STAGE, config, force=force, outputs=[paths.profiles, paths.render_failures, paths.sampling_rates],
                  models={GENERATOR_ROLE: {generator: spec}}, prompts=[config_prompt_name(spec)], seed=seed)
 
     plan = plan_phenotypes(catalog, n, mode, seed)
     done = done_keys(paths.profiles, "profile_id")
     todo = [i for i in range(n) if profile_id(i) not in done]
-    summary = GenerateSummary(n=n, already_done=n - len(todo))
+    summary = GenerateSummary(n=n, already_done=n - len(todo), hidden_count=hidden_count)
     model = runner.pool.get(generator)
     progress = ProgressBar(console, "generate", n, summary.already_done)
     with JsonlWriter(paths.profiles) as profiles_out, JsonlWriter(paths.render_failures) as failures_out:
@@ -192,7 +204,8 @@ def generate_profiles(runner: StageRunner, *, n: int, mode: Mode, seed: int, gen
         try:
             _, summary.interrupted = runner.run(lambda: _produce(
                 todo, plan, seed, catalog, model, generator, concurrency=concurrency, max_attempts=max_attempts,
-                qc_threshold=qc_threshold, on_profile=on_profile, on_failure=on_failure), progress)
+                qc_threshold=qc_threshold, on_profile=on_profile, on_failure=on_failure, hidden_count=hidden_count),
+                progress)
         except IntakeEvalError as error:  # e.g. a fatal provider error: what was written stays, for a resume
             runner.finish(STAGE, status="failed", counts={"written_now": summary.written_now},
                           extra={"error": str(error).splitlines()[0][:300]})
@@ -203,8 +216,11 @@ def generate_profiles(runner: StageRunner, *, n: int, mode: Mode, seed: int, gen
         runner.finish(STAGE, status="interrupted", counts={"written_now": summary.written_now})
         return summary
     untouched = finished_before and summary.written_now == 0 and summary.failed_now == 0 and not force
+    drawn: list[tuple[str, str, list[str]]] = []
     summary.per_phenotype, summary.hidden_counts, summary.first_attempt_pass, summary.failed = _finish_files(
-        paths, already_compact=untouched)
+        paths, already_compact=untouched, drawn=drawn)
+    summary.rates = rate_table(catalog, hidden_count, drawn)
+    write_text_atomic(paths.sampling_rates, rates_csv(summary.rates))
     runner.finish(STAGE, status="done" if not summary.failed else "done_with_failures", counts=summary.counts())
     return summary
 
@@ -216,7 +232,7 @@ def config_prompt_name(spec: "ModelSpec") -> str:
 def execute_generate(paths: RunPaths, *, n: int, mode: Mode, seed: int, generator: str = "offline/generator",
                      models_file: ModelsFiles = None, use_cache: bool = True, force: bool = False, console: Any = None,
                      catalog: Catalog | None = None, concurrency: int = 8, max_attempts: int = MAX_ATTEMPTS,
-                     qc_threshold: float = QC_THRESHOLD) -> GenerateSummary:
+                     qc_threshold: float = QC_THRESHOLD, hidden_count: str = "seed") -> GenerateSummary:
     """The generate stage as the CLI runs it: its own stage runner (lock, guards, pool)."""
     spec = resolve_spec(generator, load_model_specs(models_file))
     if paths.manifest.exists():  # a design error is said before key problems (checked again under the lock)
@@ -224,4 +240,5 @@ def execute_generate(paths: RunPaths, *, n: int, mode: Mode, seed: int, generato
     with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, catalog=catalog,
                      models=[generator]) as runner:
         return generate_profiles(runner, n=n, mode=mode, seed=seed, generator=generator, force=force,
-                                 concurrency=concurrency, max_attempts=max_attempts, qc_threshold=qc_threshold)
+                                 concurrency=concurrency, max_attempts=max_attempts, qc_threshold=qc_threshold,
+                                 hidden_count=hidden_count)
