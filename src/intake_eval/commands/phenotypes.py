@@ -1,4 +1,4 @@
-"""`intake-eval phenotypes list|show ID|validate [DIR]`: the clinical catalog."""
+"""`intake-eval phenotypes list|show ID|rates [ID]|validate [DIR]`: the clinical catalog."""
 
 from __future__ import annotations
 
@@ -92,17 +92,100 @@ def show(phenotype_id: Annotated[str, typer.Argument(metavar="ID", help="Phenoty
     out.print(f"population weight: {pheno.population_weight:g} — {pheno.weight_source}")
 
 
+@app.command("rates")
+def rates(phenotype_id: Annotated[str | None, typer.Argument(
+              metavar="[ID]", help="One phenotype (default: all).", show_default=False)] = None,
+          as_json: Annotated[bool, typer.Option("--json", help="A JSON list of objects, one per phenotype × "
+                                                "optional domain.")] = False,
+          hidden_count: Annotated[str, typer.Option(
+              "--hidden-count", metavar="seed|literature",
+              help="The design to show (as `generate --hidden-count`).")] = "seed",
+          catalog_dir: CatalogOption = None) -> None:
+    """Per phenotype and optional hidden domain: the cited co-occurrence rate and its source, the
+    design inclusion probability generate draws with, and the lift (design ÷ cited).
+
+    The design is built per phenotype and presenting domain (one lift each, shown above each
+    table); a row's design is its inclusion probability among profiles where the domain is not the
+    presenting one (the presenting domain is drawn uniformly from the phenotype's pool). seed: 4-5
+    hidden domains, inclusion ∝ cited rate, capped at 1. literature: each domain at its cited rate;
+    the number of hidden domains varies (its distribution is printed)."""
+    import json
+
+    from intake_eval.core.errors import IntakeEvalError
+    from intake_eval.generate.design import HIDDEN_COUNTS, count_distribution, design_for, phenotype_rates
+
+    if hidden_count not in HIDDEN_COUNTS:
+        raise IntakeEvalError(f"--hidden-count must be {' or '.join(HIDDEN_COUNTS)} (got '{hidden_count}')")
+    catalog = _load(catalog_dir)
+    if phenotype_id is not None:
+        _known(catalog, phenotype_id)
+    chosen = [catalog.phenotypes[phenotype_id]] if phenotype_id else list(catalog.phenotypes.values())
+    if as_json:
+        rows = [{"phenotype": r.phenotype, "domain": r.domain, "source": r.source, "cited": r.cited,
+                 "design": round(r.design, 6), "lift": round(r.lift, 6) if r.lift is not None else None,
+                 "hidden_count": hidden_count,
+                 "by_presenting": {p: {"design": round(v, 6), "lift": round(v / r.cited, 6) if r.cited else None}
+                                   for p, v in r.by_presenting.items()}}
+                for pheno in chosen for r in phenotype_rates(pheno, hidden_count)]
+        typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    out = Console()
+    for pheno in chosen:
+        lifts = ", ".join(f"{design_for(pheno, p, hidden_count).lift:.2f} with {p}" for p in pheno.presenting)
+        title = f"{pheno.id} ({hidden_count})"
+        if hidden_count == "seed":
+            title += f": lift {lifts}"
+        else:
+            shares = ", ".join(f"{k}: {v:.1%}" for k, v in count_distribution(pheno, hidden_count).items() if v >= 0.0005)
+            title += f": hidden domains {shares}"
+        table = Table(title=title, title_justify="left")
+        table.add_column("domain", no_wrap=True)
+        table.add_column("cited", justify="right", no_wrap=True)
+        table.add_column("design", justify="right", no_wrap=True)
+        table.add_column("lift", justify="right", no_wrap=True)
+        table.add_column("source", overflow="fold")
+        for row in phenotype_rates(pheno, hidden_count):
+            lift = f"{row.lift:.2f}" if row.lift is not None else "-"
+            table.add_row(row.domain, f"{row.cited:.2f}", f"{row.design:.3f}", lift, row.source)
+        out.print(table)
+
+
+def _known(catalog, phenotype_id: str) -> None:
+    import difflib
+
+    from intake_eval.core.errors import IntakeEvalError
+
+    if phenotype_id not in catalog.phenotypes:
+        close = difflib.get_close_matches(phenotype_id, list(catalog.phenotypes), n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        raise IntakeEvalError(f"unknown phenotype '{phenotype_id}'; {hint}`intake-eval phenotypes list` shows them all")
+
+
 @app.command("validate")
 def validate(directory: Annotated[Path | None, typer.Argument(
         metavar="[DIR]", help="Folder of phenotype YAML files (its own domains.yaml if present, else the shipped "
         "one). Default: the shipped phenotypes/.", show_default=False)] = None) -> None:
     """Check a catalog: unknown domain ids, probabilities outside [0, 1], conflict rules that empty a
-    pool or make 4 hidden domains impossible, missing citations, typo'd keys, bad YAML. Prints one
-    line per problem (file and field) and exits 2, or confirms the catalog is valid."""
+    pool or make 4 hidden domains impossible, missing citations, typo'd keys, bad YAML, symptoms'
+    `describes` declarations, cited rates no sampling design can realise, and domains that the
+    meaning-level dedup could leave with too few symptoms. Prints one line per problem (file and
+    field) and exits 2, or confirms the catalog is valid."""
     from intake_eval.catalog.load import display_path, load_and_validate
     from intake_eval.catalog.schema import DEFAULT_CATALOG_DIR
 
+    from intake_eval.core.errors import IntakeEvalError
+    from intake_eval.generate.dedup import check_symptom_supply
+    from intake_eval.generate.design import check_designs
+
     folder = Path(directory) if directory is not None else DEFAULT_CATALOG_DIR
     catalog = load_and_validate(folder)
+    problems = check_designs(catalog) + check_symptom_supply(catalog)
+    if problems:
+        count = len(problems)
+        raise IntakeEvalError(f"the catalog in {display_path(folder)} has {count} problem{'s' if count > 1 else ''}:\n  "
+                              + "\n  ".join(problems))
     typer.echo(f"ok: {display_path(folder)} — {len(catalog.phenotypes)} phenotypes, {len(catalog.domains)} domains "
                f"(catalog hash {catalog.content_hash})")

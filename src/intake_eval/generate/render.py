@@ -5,6 +5,11 @@ QC: every sampled symptom must appear in the domain's text verbatim or as a clos
 with the missing symptoms named in the prompt, up to ``max_attempts`` rounds. A profile whose
 domains never all pass comes back with ``render.qc_passed = False`` and ``render.failure`` set; the
 caller reports it (render_failures.jsonl) instead of keeping it.
+
+The presenting domain's text is what the patient's opening is built from, so QC also reads it with
+the offline classifier (catalog.classifier.mentions): a hidden domain detectable in it sends the
+domain back for another round, naming the areas to leave out; still there after ``max_attempts``
+rounds, the profile fails QC like a missing symptom (reported, never kept).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from intake_eval.catalog.classifier import mentions
 from intake_eval.core.prompts import render_prompt
 from intake_eval.core.records import DomainDraw, Profile, RenderFailure, RenderInfo
 from intake_eval.llm.base import ChatRequest, ModelCallError, UsageMeter
@@ -75,6 +81,12 @@ def qc_domain(draw: DomainDraw, text: str, threshold: float = QC_THRESHOLD) -> t
     return scores, missing
 
 
+def disclosed_hidden(profile: Profile, text: str) -> dict[str, list[str]]:
+    """Hidden domains of the profile the classifier detects in a text, with the phrases it matched."""
+    hidden = set(profile.hidden_domains)
+    return {domain: phrases for domain, phrases in mentions(text).items() if domain in hidden}
+
+
 def clean_render(text: str) -> str:
     """Strip wrapping quotes and whitespace a model may add around the paragraph."""
     text = text.strip()
@@ -85,7 +97,8 @@ def clean_render(text: str) -> str:
 
 # ---------------------------------------------------------------- one domain, one attempt
 
-def render_messages(profile: Profile, draw: DomainDraw, is_presenting: bool, missing: list[str], catalog: "Catalog"):
+def render_messages(profile: Profile, draw: DomainDraw, is_presenting: bool, missing: list[str], catalog: "Catalog",
+                    avoid: list[str] = ()):
     domain = catalog.domains.get(draw.domain)
     content = render_prompt(
         RENDER_TEMPLATE,
@@ -94,19 +107,20 @@ def render_messages(profile: Profile, draw: DomainDraw, is_presenting: bool, mis
         description=domain.description if domain is not None else "",
         is_presenting=is_presenting,
         missing=missing,
+        avoid=list(avoid),
     )
     return [{"role": "user", "content": content}]
 
 
 async def _render_once(model: "ChatModel", profile: Profile, draw: DomainDraw, is_presenting: bool,
                        attempt: int, missing: list[str], catalog: "Catalog",
-                       meter: "UsageMeter | None") -> tuple[str, str | None]:
+                       meter: "UsageMeter | None", avoid: list[str] = ()) -> tuple[str, str | None]:
     """(rendered text, None) or ("", why the call failed)."""
     spec = getattr(model, "spec", None)
     # Offline participants read request.context, never the prompt: skip rendering it for them.
     offline = spec is not None and spec.is_offline
     request = ChatRequest(
-        messages=[] if offline else render_messages(profile, draw, is_presenting, missing, catalog),
+        messages=[] if offline else render_messages(profile, draw, is_presenting, missing, catalog, avoid),
         sample_index=attempt - 1,
         purpose="generator",
         context={"role": "generator", "profile": profile, "domain": draw, "is_presenting": is_presenting,
@@ -134,6 +148,7 @@ async def render_profile(profile: Profile, model: "ChatModel", catalog: "Catalog
     draws = [profile.presenting.model_copy()] + [draw.model_copy() for draw in profile.hidden]
     pending = list(range(len(draws)))
     missing_texts: dict[int, list[str]] = {i: [] for i in pending}
+    disclosed: dict[str, list[str]] = {}  # hidden domain → phrases the classifier found in the presenting text
     scores: dict[str, float] = {}
     rounds = 0
     spec = getattr(model, "spec", None)
@@ -142,11 +157,25 @@ async def render_profile(profile: Profile, model: "ChatModel", catalog: "Catalog
     errors: dict[int, str] = {}
     own = UsageMeter()  # this profile's calls, kept in its record
 
+    def why(i: int) -> str:
+        if not draws[i].phenomenology:
+            return errors.get(i) or "empty render"
+        reasons = ["missing " + "; ".join(missing_texts[i])] if missing_texts[i] else []
+        if i == 0 and disclosed:
+            reasons.append("discloses hidden " + "; ".join(
+                f"{domain} ({', '.join(repr(p) for p in phrases)})" for domain, phrases in sorted(disclosed.items())))
+        return ", ".join(reasons)
+
+    def avoid(i: int) -> list[str]:
+        return [catalog.domains[d].label if d in catalog.domains else d for d in disclosed] if i == 0 else []
+
     async def attempt_one(i: int, attempt: int) -> tuple[int, tuple[str, str | None]]:
         if semaphore is None:
-            return i, await _render_once(model, profile, draws[i], i == 0, attempt, missing_texts[i], catalog, own)
+            return i, await _render_once(model, profile, draws[i], i == 0, attempt, missing_texts[i], catalog, own,
+                                         avoid(i))
         async with semaphore:
-            return i, await _render_once(model, profile, draws[i], i == 0, attempt, missing_texts[i], catalog, own)
+            return i, await _render_once(model, profile, draws[i], i == 0, attempt, missing_texts[i], catalog, own,
+                                         avoid(i))
 
     while pending and rounds < max_attempts:
         rounds += 1
@@ -169,14 +198,14 @@ async def render_profile(profile: Profile, model: "ChatModel", catalog: "Catalog
                 missing_texts[i] = list(draw.symptoms)
             elif missing:
                 still.append(i)
+            if i == 0:
+                disclosed = disclosed_hidden(profile, text) if text else {}
+                if disclosed and i not in still:
+                    still.append(i)
             if trace is not None:
-                verdict = "passed" if i not in still else "failed: missing " + "; ".join(missing_texts[i])
+                verdict = "passed" if i not in still else f"failed: {why(i)}"
                 trace.note(6, f"{draw.domain} (attempt {rounds}): QC {verdict}")
         pending = still
-    def why(i: int) -> str:
-        if draws[i].phenomenology:
-            return "missing " + "; ".join(missing_texts[i])
-        return errors.get(i) or "empty render"
 
     failure = "; ".join(f"{draws[i].domain}: {why(i)}" for i in pending) if pending else None
     info = RenderInfo(generator=generator, attempts=rounds, qc_passed=not pending, qc_scores=scores, failure=failure,
