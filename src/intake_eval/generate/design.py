@@ -155,10 +155,13 @@ def capped_proportional(rates: list[float], total: float, groups: list[tuple[int
     room = sum(capacity[g] for g in groups if weight[g] > 0)
     if total > room + 1e-12:
         raise ValueError(f"{total:g} open slots on average but the eligible domains fill at most {room}")
-    capped: set[tuple[int, ...]] = set()
+    capped: set[tuple[int, ...]] = {g for g in groups if weight[g] <= 0}  # a zero rate stays at 0
+    lift = 0.0
     while True:
         free = math.fsum(weight[g] for g in groups if g not in capped)
-        lift = (total - sum(capacity[g] for g in capped)) / free
+        if free <= 0:
+            break  # every group is full
+        lift = (total - sum(capacity[g] for g in capped if weight[g] > 0)) / free
         newly = {g for g in groups if g not in capped and lift * weight[g] >= capacity[g] - 1e-12}
         if not newly:
             break
@@ -166,7 +169,10 @@ def capped_proportional(rates: list[float], total: float, groups: list[tuple[int
     targets = [0.0] * len(rates)
     for g in groups:
         for i in g:
-            targets[i] = capacity[g] * rates[i] / weight[g] if g in capped else lift * rates[i]
+            if weight[g] <= 0:
+                targets[i] = 0.0
+            else:
+                targets[i] = capacity[g] * rates[i] / weight[g] if g in capped else lift * rates[i]
     return targets, lift
 
 

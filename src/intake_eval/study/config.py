@@ -30,6 +30,8 @@ class Strict(BaseModel):
 class ProfilesConfig(Strict):
     n: int = Field(108, ge=1, le=1_000_000, description="number of simulated patient profiles")
     mode: Literal["stratified", "weighted"] = "stratified"
+    # seed: 4-5 hidden domains, inclusion ∝ cited rate; literature: each optional domain at its cited rate
+    hidden_count: Literal["seed", "literature"] = "seed"
 
 
 class PatientConfig(Strict):

@@ -263,7 +263,7 @@ async def _simulate(config: "StudyConfig", specs: dict[str, ModelSpec], catalog:
     plan = plan_phenotypes(catalog, config.profiles.n, config.profiles.mode, config.seed)
     profiles = []
     for index in indices:
-        drawn = sample_profile(catalog, plan[index], index, config.seed)
+        drawn = sample_profile(catalog, plan[index], index, config.seed, hidden_count=config.profiles.hidden_count)
         profiles.append(await render_profile(drawn, models["generate"][config.generator], catalog))
     qc_profiles = await _simulate_qc(config, models["qc"], catalog, profiles) if config.qc.enabled else 0
     run, judges = models["run"], models["judge"]

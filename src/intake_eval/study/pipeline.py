@@ -139,7 +139,8 @@ def run_study(config_path: Path, *, run_dir: Path | None = None, models_file: Mo
             say(f"[bold]study {config.name}[/] → {paths.root}")
             lap("setup")
             summary = generate_profiles(runner, n=config.profiles.n, mode=config.profiles.mode, seed=config.seed,
-                                        generator=config.generator, force=force, concurrency=config.concurrency)
+                                        generator=config.generator, force=force, concurrency=config.concurrency,
+                                        hidden_count=config.profiles.hidden_count)
             if summary.interrupted:
                 raise KeyboardInterrupt
             outcome.counts["generate"] = summary.counts()
