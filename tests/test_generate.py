@@ -181,3 +181,46 @@ def test_a_fatal_provider_error_stops_with_one_line_and_marks_the_stage_failed(t
     assert result.exit_code == 2 and last.startswith("error: authentication failed") and "Traceback" not in result.output
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["stages"]["generate"]["status"] == "failed"
+
+
+_DISCLOSING = (" I also hear voices nobody else hears, I have been drinking every night, I keep having panic attacks,"
+               " I worry all the time about everything and I have had thoughts of killing myself.")
+
+
+def _disclosing_generator(always: bool):
+    """Quotes the symptoms; the presenting domain's first draft (or every draft) also names other areas."""
+    def respond(body, _index):
+        prompt = body["messages"][0]["content"]
+        text = " ".join(f"Lately I've been {s}." for s in _symptoms_in(prompt))
+        presenting = "This is the reason they came in" in prompt
+        if presenting and (always or "Leave these out entirely" not in prompt):
+            text += _DISCLOSING
+        return Reply(content=text)
+    return respond
+
+
+def test_render_qc_rerenders_an_opening_that_discloses_a_hidden_domain(tmp_path):
+    run_dir = tmp_path / "run"
+    with FakeOpenAIServer(_disclosing_generator(always=False)) as server:
+        result = generate(run_dir, "--n", "6", "--seed", "4", "--generator", "fakegen", "--models",
+                          _models_file(tmp_path, server))
+        prompts = [r["messages"][0]["content"] for r in server.requests]
+    assert result.exit_code == 0, result.output
+    profiles = [json.loads(line) for line in (run_dir / "profiles.jsonl").read_text().splitlines()]
+    retried = [p for p in profiles if p["render"]["attempts"] == 2]
+    assert retried and all(p["render"]["qc_passed"] for p in profiles)
+    retry_prompts = [p for p in prompts if "Leave these out entirely" in p]
+    assert len(retry_prompts) == len(retried)  # only the presenting domain went back, once per profile
+    for profile in retried:
+        assert "hear voices" not in profile["presenting"]["phenomenology"]
+
+
+def test_an_opening_that_keeps_disclosing_a_hidden_domain_fails_qc(tmp_path):
+    run_dir = tmp_path / "run"
+    with FakeOpenAIServer(_disclosing_generator(always=True)) as server:
+        result = generate(run_dir, "--n", "6", "--seed", "4", "--generator", "fakegen", "--max-attempts", "2",
+                          "--models", _models_file(tmp_path, server))
+    assert result.exit_code == 1, result.output
+    failures = [json.loads(line) for line in (run_dir / "render_failures.jsonl").read_text().splitlines()]
+    assert failures and all("discloses hidden" in f["failure"] for f in failures)
+    assert all(f["attempts"] == 2 for f in failures)
