@@ -28,14 +28,14 @@ def symptoms_needed(domain: "Domain") -> int:
     return domain.min_symptoms or domain.symptom_counts["mild"][0]
 
 
-def check_symptom_supply(catalog: "Catalog") -> list[str]:
+def check_symptom_supply(catalog: "Catalog", modes: tuple[str, ...] = HIDDEN_COUNTS) -> list[str]:
     """One line per phenotype × presenting domain × hidden set the design can draw in which some
     domain could be left with fewer symptoms than it needs, in the worst case (every earlier domain
     took every shared symptom it was allowed)."""
     problems: set[str] = set()
     for pheno in catalog.phenotypes.values():
         for presenting in pheno.presenting:
-            for mode in HIDDEN_COUNTS:
+            for mode in modes:
                 try:
                     design = design_for(pheno, presenting, mode)
                 except DesignError:
@@ -45,11 +45,12 @@ def check_symptom_supply(catalog: "Catalog") -> list[str]:
                     if probability <= 0:
                         continue
                     hidden = sorted([*design.required, *sample], key=order.index)
+                    hidden_set = set(hidden)
                     taken: set[str] = set()
                     for domain_id in [presenting, *hidden]:
                         domain = catalog.domains[domain_id]
-                        free = [s for s in domain.symptoms
-                                if s.id not in taken and s.id not in describes_hidden(domain, set(hidden))]
+                        blocked = describes_hidden(domain, hidden_set)
+                        free = [s for s in domain.symptoms if s.id not in taken and s.id not in blocked]
                         if len(free) < symptoms_needed(domain):
                             problems.add(
                                 f"phenotype {pheno.id} (presenting {presenting}): {domain_id} can be left with "

@@ -39,7 +39,7 @@ import itertools
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from intake_eval.core.errors import IntakeEvalError
 
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 
     from intake_eval.catalog.schema import Catalog, Phenotype
 
-HiddenCount = Literal["seed", "literature"]
 HIDDEN_COUNTS: tuple[str, ...] = ("seed", "literature")
 TOLERANCE = 1e-10  # calibration stops when every inclusion probability is this close to its target
 
@@ -380,12 +379,12 @@ def count_distribution(pheno: "Phenotype", mode: str) -> dict[int, float]:
     return dict(sorted(merged.items()))
 
 
-def check_designs(catalog: "Catalog") -> list[str]:
+def check_designs(catalog: "Catalog", modes: tuple[str, ...] = HIDDEN_COUNTS) -> list[str]:
     """One line per phenotype × presenting domain × mode whose design cannot be built."""
     problems = []
     for pheno in catalog.phenotypes.values():
         for presenting in pheno.presenting:
-            for mode in HIDDEN_COUNTS:
+            for mode in modes:
                 try:
                     design_for(pheno, presenting, mode)
                 except DesignError as error:

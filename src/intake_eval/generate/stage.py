@@ -37,7 +37,8 @@ from intake_eval.generate.render import (
     failure_record,
     render_profile,
 )
-from intake_eval.generate.design import HIDDEN_COUNTS
+from intake_eval.generate.dedup import check_symptom_supply
+from intake_eval.generate.design import HIDDEN_COUNTS, check_designs
 from intake_eval.generate.rates import rate_table, rates_csv
 from intake_eval.generate.sampling import (
     Mode,
@@ -174,6 +175,7 @@ def generate_profiles(runner: StageRunner, *, n: int, mode: Mode, seed: int, gen
     paths, console = runner.paths, runner.console
     check_settings(n, mode, max_attempts, qc_threshold, concurrency, hidden_count)
     catalog = runner.catalog if runner.catalog is not None else load_catalog()
+    check_design(catalog, hidden_count)
     spec = resolve_spec(generator, runner.specs)
     check_offline_name(spec.model)
     assert_generator_is_held_out(runner.manifest, generator, spec.model)  # a design error: say it before key problems
@@ -223,6 +225,16 @@ def generate_profiles(runner: StageRunner, *, n: int, mode: Mode, seed: int, gen
     write_text_atomic(paths.sampling_rates, rates_csv(summary.rates))
     runner.finish(STAGE, status="done" if not summary.failed else "done_with_failures", counts=summary.counts())
     return summary
+
+
+def check_design(catalog: "Catalog", hidden_count: str) -> None:
+    """Refuse, before anything is written, a catalog whose sampling design cannot be built or could
+    leave a domain short of symptoms (what `phenotypes validate` reports)."""
+    problems = check_designs(catalog, (hidden_count,)) + check_symptom_supply(catalog, (hidden_count,))
+    if problems:
+        count = len(problems)
+        raise IntakeEvalError(f"the catalog cannot be sampled with --hidden-count {hidden_count} "
+                              f"({count} problem{'s' if count > 1 else ''}):\n  " + "\n  ".join(problems))
 
 
 def config_prompt_name(spec: "ModelSpec") -> str:
