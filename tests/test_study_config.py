@@ -48,6 +48,7 @@ def test_shipped_configs_describe_the_seed_study_and_the_demo():
         (MINIMAL.replace("mode: tracked", "mode: tracked, temprature: 1"), "patient.temprature: unknown key"),
         (MINIMAL.replace("n: 4", "n: 0"), "profiles.n"),
         (MINIMAL.replace("mode: stratified", "mode: random"), "profiles.mode"),
+        (MINIMAL.replace("mode: stratified", "mode: stratified, hidden_count: many"), "profiles.hidden_count"),
         (MINIMAL + "turns: twelve\n", "turns"),
         (MINIMAL + "conditions: [minimal, bogus]\n", "unknown condition 'bogus'"),
         (MINIMAL.replace("[offline/screener]", "[offline/screener, offline/screener]"), "listed twice"),
@@ -65,6 +66,12 @@ def test_bad_configs_are_one_clear_error_naming_file_and_key(tmp_path, text, exp
     message = caught.value.format_message()
     assert str(path) in message
     assert expected in message
+
+
+def test_hidden_count_literature_is_a_profiles_setting(tmp_path):
+    config = load_study_config(write(tmp_path, MINIMAL.replace("mode: stratified", "mode: stratified, hidden_count: literature")))
+    assert config.profiles.hidden_count == "literature"
+    assert load_study_config(write(tmp_path, MINIMAL)).profiles.hidden_count == "seed"
 
 
 def test_cli_reports_a_bad_config_as_one_line_exit_2(tmp_path):

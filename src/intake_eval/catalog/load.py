@@ -215,8 +215,9 @@ def _eligible_hidden(pheno: Phenotype, presenting: str) -> tuple[set[str], set[s
     """(required, guaranteed): what can always be hidden for this presenting domain.
 
     guaranteed = the pool minus the presenting domain, minus domains that conflict with it, minus
-    every domain some eligible domain can drop. That set is conflict-free, so sampling can always
-    top a profile up to it (see sampling.choose_domains).
+    every domain some eligible domain can drop. That set is conflict-free, so a profile can always
+    hold the smallest hidden count (whether the cited rates can be realised is the sampling design's
+    check, `phenotypes validate`).
     """
     pool = set(pheno.hidden_required) | {opt.domain for opt in pheno.hidden_optional}
     clash = {r.drop for r in pheno.conflicts if r.keep == presenting} | {r.keep for r in pheno.conflicts if r.drop == presenting}

@@ -74,12 +74,18 @@ def show(phenotype_id: Annotated[str, typer.Argument(metavar="ID", help="Phenoty
     out.print(f"principal diagnosis: {principal.name} ({', '.join(principal.icd10)}) → domain {principal.domain}")
     out.print(f"presenting (one of): {', '.join(pheno.presenting)}")
     out.print(f"hidden: {pheno.hidden_count[0]}-{pheno.hidden_count[1]}; required: {', '.join(pheno.hidden_required) or 'none'}")
-    table = Table(title="optional hidden domains")
+    from intake_eval.generate.design import phenotype_rates
+
+    design = {row.domain: row.design for row in phenotype_rates(pheno, "seed")}
+    table = Table(title="optional hidden domains (cited rate; design: the probability generate draws with, "
+                        "see `phenotypes rates`)")
     table.add_column("domain", no_wrap=True)
-    table.add_column("p", no_wrap=True)
+    table.add_column("cited", no_wrap=True)
+    table.add_column("design", no_wrap=True)
     table.add_column("source", overflow="fold")
     for option in pheno.hidden_optional:
-        table.add_row(option.domain, f"{option.probability:g}", option.source)
+        shown = f"{design[option.domain]:.3f}" if option.domain in design else "-"
+        table.add_row(option.domain, f"{option.probability:g}", shown, option.source)
     out.print(table)
     for rule in pheno.conflicts:
         out.print(f"conflict: keep {rule.keep}, drop {rule.drop} — {rule.reason}")
