@@ -106,6 +106,23 @@ def test_every_design_matches_an_independent_enumeration(catalog):
                            abs_tol=1e-8)
 
 
+def test_each_design_is_conditional_poisson_within_a_count(catalog):
+    """Maximum entropy: within one hidden count, log P(S) is a constant plus a sum of per-domain
+    log working odds (P(S) ∝ Π w_i), which least squares fits exactly."""
+    import numpy as np
+
+    for pheno_id, presenting in (("adult_adhd", "insomnia"), ("somatic_presentation", "chronic_pain"),
+                                 ("ocd_spectrum", "ocd")):
+        design = design_for(catalog.phenotypes[pheno_id], presenting, "seed")
+        sizes = sorted({size for _, size, _ in design.samples})
+        columns = list(design.units) + [f"size{size}" for size in sizes]
+        rows = [[float(u in sample) for u in design.units] + [float(size == k) for k in sizes]
+                for sample, size, _ in design.samples]
+        logs = np.log([p for _, _, p in design.samples])
+        fitted, *_ = np.linalg.lstsq(np.array(rows), logs, rcond=None)
+        assert np.abs(np.array(rows) @ fitted - logs).max() < 1e-7, (pheno_id, columns)
+
+
 def test_conflicting_domains_share_their_slot_in_proportion():
     pheno = _toy(hidden_count=(4, 4), hidden_optional=_options(
         generalized_anxiety=1.0, panic=1.0, insomnia=1.0, alcohol_use=1.0, mania=0.6, hypomania=0.4),

@@ -189,8 +189,12 @@ def fit_max_entropy(target: list[float], groups: dict[int, float], forbidden: li
     group of every size), no sample holding a ``forbidden`` pair, no empty sample (``nonempty``),
     and every sample holding exactly ``count`` of each ``exact`` set of units (a unit at
     probability 1 or 0, or a conflict group at its capacity). Returns (sample, group, probability)
-    for every allowed sample. Newton's method on the convex dual Σ_g q_g log Z_g(θ) − θ·π with a backtracking line
-    search; θ_i are the log working odds. Raises ValueError when the targets cannot be reached."""
+    for every allowed sample.
+
+    P(S) = q_g · exp(θ·S) / Z_g(θ) for S in size group g; θ_i are the log working odds, found by
+    Newton's method with a backtracking line search on the convex dual Σ_g q_g log Z_g(θ) − θ·π,
+    whose gradient is the design's inclusion probabilities minus the targets. Raises ValueError when
+    the targets cannot be reached (they lie outside what the allowed samples can give)."""
     import numpy as np
 
     n = len(target)
@@ -207,10 +211,10 @@ def fit_max_entropy(target: list[float], groups: dict[int, float], forbidden: li
                 continue
             rows.append(sample)
             group_of.append(-1 if -1 in groups else size)
+    for key, share in groups.items():
+        if share > 0 and key not in group_of:
+            raise ValueError(f"no allowed sample of {key} optional domains")
     keys = sorted(set(group_of))
-    for key in keys:
-        if groups.get(key, 0) > 0 and key not in group_of:
-            raise ValueError(f"no allowed sample of size {key}")
     matrix = np.zeros((len(rows), n))
     for r, sample in enumerate(rows):
         matrix[r, list(sample)] = 1.0
