@@ -49,12 +49,14 @@ def generate(
 ) -> None:
     """Generate simulated patient profiles: 1 presenting + 4-5 hidden comorbid domains each.
 
-    Six seeded stages per profile: (1) phenotype, (2) domain set from the phenotype's pools with
-    conflict rules, (3) severity per domain from its prior, (4) symptoms (severity-biased count,
-    diagnostic minimum, no symptom in two domains), (5) demographics and 2-3 life-context seeds
-    with prerequisites enforced, (6) the generator renders each domain in the first person and QC
-    checks every symptom appears (verbatim or a close paraphrase); failed renders are retried, and
-    a profile that never passes goes to render_failures.jsonl, not profiles.jsonl.
+    Six seeded stages per profile: (1) phenotype, (2) domain set by the phenotype's sampling design
+    (known inclusion probabilities: `intake-eval phenotypes rates`), (3) severity per domain from
+    its prior, (4) symptoms (severity-biased count, diagnostic minimum, no symptom in two domains,
+    none that describes a hidden domain), (5) demographics and 2-3 life-context seeds with
+    prerequisites enforced, (6) the generator renders each domain in the first person and QC checks
+    every symptom appears (verbatim or a close paraphrase) and that no hidden domain is detectable
+    in the presenting domain's text; failed renders are retried, and a profile that never passes
+    goes to render_failures.jsonl, not profiles.jsonl.
 
     Writes RUN_DIR/profiles.jsonl and RUN_DIR/sampling_rates.csv (cited, design and realised rate
     of every phenotype × optional domain). Rerun the same command to resume after an interruption;
