@@ -27,23 +27,19 @@ RATE_COLUMNS = ("phenotype", "domain", "source", "cited", "design", "lift", "rea
 def rate_table(catalog: "Catalog", hidden_count: str,
                drawn: Iterable[tuple[str, str, Sequence[str]]]) -> list[dict[str, object]]:
     """Rows of the table from (phenotype, presenting domain, hidden domains) of every profile."""
-    eligible: dict[tuple[str, str], int] = {}
-    included: dict[tuple[str, str], int] = {}
     per_phenotype: dict[str, list[tuple[str, set[str]]]] = {}
     for phenotype, presenting, hidden in drawn:
         per_phenotype.setdefault(phenotype, []).append((presenting, set(hidden)))
     rows = []
     for rate in catalog_rates(catalog, hidden_count):
-        key = (rate.phenotype, rate.domain)
-        profiles = [(p, h) for p, h in per_phenotype.get(rate.phenotype, []) if p != rate.domain]
-        eligible[key] = len(profiles)
-        included[key] = sum(rate.domain in h for _, h in profiles)
+        profiles = [hidden for presenting, hidden in per_phenotype.get(rate.phenotype, []) if presenting != rate.domain]
+        included = sum(rate.domain in hidden for hidden in profiles)
         rows.append({
             "phenotype": rate.phenotype, "domain": rate.domain, "source": rate.source,
             "cited": round(rate.cited, 6), "design": round(rate.design, 6),
             "lift": round(rate.lift, 6) if rate.lift is not None else "",
-            "realised": round(included[key] / eligible[key], 6) if eligible[key] else "",
-            "n_eligible": eligible[key], "n_included": included[key], "hidden_count": hidden_count,
+            "realised": round(included / len(profiles), 6) if profiles else "",
+            "n_eligible": len(profiles), "n_included": included, "hidden_count": hidden_count,
         })
     return rows
 
