@@ -118,7 +118,13 @@ def rates(phenotype_id: Annotated[str | None, typer.Argument(
     import json
 
     from intake_eval.core.errors import IntakeEvalError
-    from intake_eval.generate.design import HIDDEN_COUNTS, count_distribution, design_for, phenotype_rates
+    from intake_eval.generate.design import (
+        HIDDEN_COUNTS,
+        count_distribution,
+        design_for,
+        design_statement,
+        phenotype_rates,
+    )
 
     if hidden_count not in HIDDEN_COUNTS:
         raise IntakeEvalError(f"--hidden-count must be {' or '.join(HIDDEN_COUNTS)} (got '{hidden_count}')")
@@ -139,6 +145,8 @@ def rates(phenotype_id: Annotated[str | None, typer.Argument(
     from rich.table import Table
 
     out = Console()
+    out.print(design_statement(hidden_count), highlight=False)
+    out.print()
     for pheno in chosen:
         lifts = ", ".join(f"{design_for(pheno, p, hidden_count).lift:.2f} with {p}" for p in pheno.presenting)
         title = f"{pheno.id} ({hidden_count})"

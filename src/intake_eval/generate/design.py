@@ -333,6 +333,30 @@ def design_for(pheno: "Phenotype", presenting: str, mode: str) -> HiddenSetDesig
     return _cached(pheno.model_dump_json(), presenting, mode)
 
 
+def design_statement(mode: str) -> str:
+    """The design in a methods section's words (``phenotypes rates`` prints it; a report may quote it)."""
+    if mode == "seed":
+        return (
+            "Each profile has one presenting domain, drawn uniformly from its phenotype's presenting pool, and 4 or 5 "
+            "hidden domains (the phenotype's hidden-count range, each count equally likely, never fewer than its "
+            "required domains). Required "
+            "domains are always hidden; the remaining slots are filled from the optional domains by conditional "
+            "Poisson (maximum-entropy, fixed-size) sampling (Chen, Dempster & Liu, 1994), its working probabilities "
+            "calibrated by exact enumeration so that each optional domain's inclusion probability, averaged over the "
+            "two counts, is min(1, c·p): proportional to its cited co-occurrence rate p, with one factor c per "
+            "phenotype and presenting domain chosen so that the inclusion probabilities sum to the expected number of "
+            "open slots. Domains separated by a conflict rule never co-occur; where their scaled rates would sum above "
+            "1, they share one slot in proportion to their cited rates.")
+    return (
+        "Each profile has one presenting domain, drawn uniformly from its phenotype's presenting pool. Required "
+        "domains are always hidden and each optional domain is hidden with probability equal to its cited "
+        "co-occurrence rate (Poisson sampling), so the number of hidden domains varies. Draws that would leave no "
+        "hidden domain or hold two domains separated by a conflict rule are excluded, with the working probabilities "
+        "recalibrated by exact enumeration so that inclusion probabilities still equal the cited rates (where a "
+        "conflict rule excludes a domain for one presenting domain, its rate with the others is raised to keep its "
+        "overall rate; conflicting rates that sum above 1 are scaled down together).")
+
+
 # ---------------------------------------------------------------- per phenotype × optional domain
 
 @dataclass(frozen=True)
