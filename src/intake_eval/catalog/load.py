@@ -28,9 +28,9 @@ from intake_eval.catalog.schema import (
     DomainCatalog,
     Phenotype,
     Prerequisites,
-    Symptom,
     allowed,
 )
+from intake_eval.catalog.describes import check_describes
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.store import stable_hash
 from intake_eval.core.yamlfile import YamlError, parse_yaml
@@ -116,8 +116,6 @@ def _parse(model: type[BaseModel], data: Any, path: Path, problems: list[str]) -
 def _check_domains(catalog: DomainCatalog, where: str, problems: list[str]) -> None:
     seen: set[str] = set()
     shared_text: dict[str, tuple[str, str]] = {}  # symptom id -> (text, first domain)
-    shared_describes: dict[str, tuple[list[str], str]] = {}  # symptom id -> (describes, first domain)
-    domain_ids = sorted(domain.id for domain in catalog.domains)
     symptom_owners: dict[str, set[str]] = {}
     for domain in catalog.domains:
         symptom_owners_ids = [s.id for s in domain.symptoms]
@@ -141,13 +139,6 @@ def _check_domains(catalog: DomainCatalog, where: str, problems: list[str]) -> N
                 problems.append(
                     f"{at}.symptoms[{symptom.id}].text: differs from the same symptom id in domain '{first[1]}' "
                     "(a shared id means the same symptom; give it the same text or a new id)"
-                )
-            _check_describes(symptom, f"{at}.symptoms[{symptom.id}].describes", domain_ids, problems)
-            first_describes = shared_describes.setdefault(symptom.id, (sorted(symptom.describes), domain.id))
-            if first_describes[0] != sorted(symptom.describes):
-                problems.append(
-                    f"{at}.symptoms[{symptom.id}].describes: differs from the same symptom id in domain "
-                    f"'{first_describes[1]}' (a shared id means the same symptom; declare the same domains)"
                 )
         _check_prior(domain.severity_prior, f"{at}.severity_prior", problems)
         for band in SEVERITIES:
@@ -174,21 +165,10 @@ def _check_domains(catalog: DomainCatalog, where: str, problems: list[str]) -> N
             for code in diagnosis.icd10:
                 if not ICD10_PATTERN.match(code):
                     problems.append(f"{at}.diagnoses[{diagnosis.name}].icd10: '{code}' is not an ICD-10 code")
+    check_describes(catalog, where, problems)
     for band, item in _context_items(catalog.context):
         if item.min_age is not None and item.max_age is not None and item.min_age > item.max_age:
             problems.append(f"{where}: context.{band}[{item.text}]: min_age {item.min_age} > max_age {item.max_age}")
-
-
-def _check_describes(symptom: Symptom, at: str, domain_ids: list[str], problems: list[str]) -> None:
-    """A symptom's ``describes`` names known domains, each once (a shared symptom may name one of
-    its own domains: irritable, in generalized_anxiety and irritability, describes irritability)."""
-    for target in sorted({d for d in symptom.describes if symptom.describes.count(d) > 1}):
-        problems.append(f"{at}: '{target}' is listed more than once")
-    for target in symptom.describes:
-        if target not in domain_ids:
-            close = difflib.get_close_matches(target, domain_ids, n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
-            problems.append(f"{at}: unknown domain id '{target}'{hint}")
 
 
 def _context_items(context: ContextPools):

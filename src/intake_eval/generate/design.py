@@ -41,15 +41,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from intake_eval.catalog.schema import Phenotype
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.generate.maxent import allowed_sample, fit_max_entropy
 
 if TYPE_CHECKING:
     import random
 
-    from intake_eval.catalog.schema import Catalog, Phenotype
+    from intake_eval.catalog.schema import Catalog
 
 HIDDEN_COUNTS: tuple[str, ...] = ("seed", "literature")
-TOLERANCE = 1e-10  # calibration stops when every inclusion probability is this close to its target
 
 
 class DesignError(IntakeEvalError):
@@ -93,7 +94,7 @@ class HiddenSetDesign:
 
 # ---------------------------------------------------------------- eligibility
 
-def eligible_units(pheno: "Phenotype", presenting: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def eligible_units(pheno: Phenotype, presenting: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(required hidden domains, eligible optional domains) for one presenting domain."""
     clash = {r.drop for r in pheno.conflicts if r.keep == presenting} | {
         r.keep for r in pheno.conflicts if r.drop == presenting}
@@ -105,7 +106,7 @@ def eligible_units(pheno: "Phenotype", presenting: str) -> tuple[tuple[str, ...]
     return required, units
 
 
-def presenting_compensation(pheno: "Phenotype", domain: str) -> float:
+def presenting_compensation(pheno: Phenotype, domain: str) -> float:
     """How much a literature-mode rate is raised where the domain is eligible, so that among all
     profiles where it is not presenting it still occurs at its cited rate: (presenting domains other
     than it) ÷ (those with which it is eligible). 1 unless a conflict rule excludes it for some
@@ -115,7 +116,7 @@ def presenting_compensation(pheno: "Phenotype", domain: str) -> float:
     return len(others) / len(eligible) if eligible else 0.0
 
 
-def conflict_groups(units: tuple[str, ...], pheno: "Phenotype") -> list[tuple[int, ...]]:
+def conflict_groups(units: tuple[str, ...], pheno: Phenotype) -> list[tuple[int, ...]]:
     """The eligible units split into groups joined by conflict rules (connected components);
     most groups are single domains."""
     parent = list(range(len(units)))
@@ -137,7 +138,7 @@ def conflict_groups(units: tuple[str, ...], pheno: "Phenotype") -> list[tuple[in
 def group_capacity(members: tuple[int, ...], forbidden: list[tuple[int, int]]) -> int:
     """The most members of one group a sample can hold together."""
     for size in range(len(members), 0, -1):
-        if any(_allowed(sample, forbidden) for sample in itertools.combinations(members, size)):
+        if any(allowed_sample(sample, forbidden) for sample in itertools.combinations(members, size)):
             return size
     return 0
 
@@ -175,97 +176,9 @@ def capped_proportional(rates: list[float], total: float, groups: list[tuple[int
     return targets, lift
 
 
-# ---------------------------------------------------------------- maximum-entropy calibration
-
-def _allowed(sample: tuple[int, ...], forbidden: list[tuple[int, int]]) -> bool:
-    members = set(sample)
-    return not any(a in members and b in members for a, b in forbidden)
-
-
-def fit_max_entropy(target: list[float], groups: dict[int, float], forbidden: list[tuple[int, int]],
-                    nonempty: bool, exact: list[tuple[tuple[int, ...], int]] = ()) -> list[tuple[tuple[int, ...], int, float]]:
-    """The maximum-entropy design over samples of units 0..n-1 with inclusion probabilities
-    ``target``, size-group probabilities ``groups`` (size → probability; the key -1 means one
-    group of every size), no sample holding a ``forbidden`` pair, no empty sample (``nonempty``),
-    and every sample holding exactly ``count`` of each ``exact`` set of units (a unit at
-    probability 1 or 0, or a conflict group at its capacity). Returns (sample, group, probability)
-    for every allowed sample.
-
-    P(S) = q_g · exp(θ·S) / Z_g(θ) for S in size group g; θ_i are the log working odds, found by
-    Newton's method with a backtracking line search on the convex dual Σ_g q_g log Z_g(θ) − θ·π,
-    whose gradient is the design's inclusion probabilities minus the targets. Raises ValueError when
-    the targets cannot be reached (they lie outside what the allowed samples can give)."""
-    import numpy as np
-
-    n = len(target)
-    if -1 in groups:
-        sizes = range(0, n + 1)
-    else:
-        sizes = sorted(groups)
-    rows, group_of = [], []
-    for size in sizes:
-        for sample in itertools.combinations(range(n), size):
-            if (nonempty and not sample) or not _allowed(sample, forbidden):
-                continue
-            if any(sum(i in sample for i in members) != count for members, count in exact):
-                continue
-            rows.append(sample)
-            group_of.append(-1 if -1 in groups else size)
-    for key, share in groups.items():
-        if share > 0 and key not in group_of:
-            raise ValueError(f"no allowed sample of {key} optional domains")
-    keys = sorted(set(group_of))
-    matrix = np.zeros((len(rows), n))
-    for r, sample in enumerate(rows):
-        matrix[r, list(sample)] = 1.0
-    members = {key: np.array([g == key for g in group_of]) for key in keys}
-    weight = {key: groups[key] for key in keys}
-    pi = np.array(target, dtype=float)
-
-    def evaluate(theta):
-        scores = matrix @ theta
-        probs = np.zeros(len(rows))
-        dual = -float(theta @ pi)
-        for key in keys:
-            mask = members[key]
-            top = scores[mask].max()
-            exp = np.exp(scores[mask] - top)
-            z = exp.sum()
-            probs[mask] = weight[key] * exp / z
-            dual += weight[key] * (top + math.log(z))
-        return dual, probs
-
-    theta = np.zeros(n)
-    dual, probs = evaluate(theta)
-    for _ in range(500):
-        gradient = matrix.T @ probs - pi
-        if n == 0 or np.abs(gradient).max() < TOLERANCE:
-            return [(rows[r], group_of[r], float(probs[r])) for r in range(len(rows))]
-        hessian = np.zeros((n, n))
-        for key in keys:
-            mask = members[key]
-            local = probs[mask] / weight[key]
-            sub = matrix[mask]
-            mean = local @ sub
-            hessian += weight[key] * ((sub * local[:, None]).T @ sub - np.outer(mean, mean))
-        step = -np.linalg.lstsq(hessian, gradient, rcond=None)[0]
-        scale = 1.0
-        while scale > 1e-12:
-            candidate = theta + scale * step
-            new_dual, new_probs = evaluate(candidate)
-            slack = 1e-13 * (1.0 + abs(dual))  # rounding: near the optimum the dual barely moves
-            if new_dual <= dual + 1e-4 * scale * float(gradient @ step) + slack:
-                break
-            scale /= 2
-        else:
-            break
-        theta, dual, probs = candidate, new_dual, new_probs
-    raise ValueError("the inclusion probabilities cannot be reached by any design on the allowed samples")
-
-
 # ---------------------------------------------------------------- one phenotype, one presenting domain
 
-def _hidden_counts(pheno: "Phenotype", required: int) -> dict[int, float]:
+def _hidden_counts(pheno: Phenotype, required: int) -> dict[int, float]:
     """P(open slots = m) in seed mode: K uniform on the hidden_count range, at least the required."""
     low, high = pheno.hidden_count
     share = 1.0 / (high - low + 1)
@@ -276,7 +189,7 @@ def _hidden_counts(pheno: "Phenotype", required: int) -> dict[int, float]:
     return slots
 
 
-def build_design(pheno: "Phenotype", presenting: str, mode: str) -> HiddenSetDesign:
+def build_design(pheno: Phenotype, presenting: str, mode: str) -> HiddenSetDesign:
     required, units = eligible_units(pheno, presenting)
     cited = {o.domain: o.probability for o in pheno.hidden_optional}
     rates = [cited[u] for u in units]
@@ -323,12 +236,10 @@ def build_design(pheno: "Phenotype", presenting: str, mode: str) -> HiddenSetDes
 
 @lru_cache(maxsize=512)
 def _cached(pheno_json: str, presenting: str, mode: str) -> HiddenSetDesign:
-    from intake_eval.catalog.schema import Phenotype
-
     return build_design(Phenotype.model_validate_json(pheno_json), presenting, mode)
 
 
-def design_for(pheno: "Phenotype", presenting: str, mode: str) -> HiddenSetDesign:
+def design_for(pheno: Phenotype, presenting: str, mode: str) -> HiddenSetDesign:
     """The (memoised) design: a phenotype's content, not its identity, is the key."""
     return _cached(pheno.model_dump_json(), presenting, mode)
 
@@ -378,7 +289,7 @@ class DomainRate:
         return self.design / self.cited if self.cited > 0 else None
 
 
-def phenotype_rates(pheno: "Phenotype", mode: str) -> list[DomainRate]:
+def phenotype_rates(pheno: Phenotype, mode: str) -> list[DomainRate]:
     designs = {presenting: design_for(pheno, presenting, mode) for presenting in pheno.presenting}
     rows = []
     for option in pheno.hidden_optional:
@@ -397,7 +308,7 @@ def catalog_rates(catalog: "Catalog", mode: str) -> list[DomainRate]:
     return [row for pheno in catalog.phenotypes.values() for row in phenotype_rates(pheno, mode)]
 
 
-def count_distribution(pheno: "Phenotype", mode: str) -> dict[int, float]:
+def count_distribution(pheno: Phenotype, mode: str) -> dict[int, float]:
     """P(number of hidden domains = k) for a profile of this phenotype (presenting domain uniform)."""
     share = 1.0 / len(pheno.presenting)
     merged: dict[int, float] = {}
