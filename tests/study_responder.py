@@ -76,12 +76,15 @@ def judge_answer(prompt: str) -> str:
 
 
 def generator_answer(prompt: str) -> str:
-    """First-person text quoting every bulleted symptom line of the render prompt (QC passes)."""
-    symptoms = [line[2:].strip() for line in prompt.split("Rules:")[0].splitlines() if line.startswith("- ")]
+    """First-person text quoting every bulleted symptom line of the render prompt (QC passes), and
+    nothing the offline classifier reads as another domain (render QC checks the presenting text)."""
+    asked = prompt.split("Rules:")[0].split("Every one of these experiences")[-1]
+    symptoms = [line[2:].strip() for line in asked.split("Leave these out entirely")[0].splitlines()
+                if line.startswith("- ")]
     sentences = " ".join(f"For a while now, {s[:1].lower() + s[1:]}." for s in symptoms if s)
     text = sentences or "I have been struggling with this for months and it colours everything I do."
     filler = (" It is hard to put into words, but it has been there most days for a good while now."
-              " I notice it more when I am tired or on my own in the evening, and it wears me down.")
+              " I notice it more when I am busy or on my own in the evening, and it wears me down.")
     while len(text) < 560:  # a real render is 3 to 6 sentences, ~140 tokens
         text += filler
     return text
