@@ -211,6 +211,7 @@ def test_render_qc_rerenders_an_opening_that_discloses_a_hidden_domain(tmp_path)
     assert retried and all(p["render"]["qc_passed"] for p in profiles)
     retry_prompts = [p for p in prompts if "Leave these out entirely" in p]
     assert len(retry_prompts) == len(retried)  # only the presenting domain went back, once per profile
+    assert all("(your words: '" in p for p in retry_prompts)  # the phrases that gave a hidden area away
     for profile in retried:
         assert "hear voices" not in profile["presenting"]["phenomenology"]
 

@@ -167,7 +167,11 @@ async def render_profile(profile: Profile, model: "ChatModel", catalog: "Catalog
         return ", ".join(reasons)
 
     def avoid(i: int) -> list[str]:
-        return [catalog.domains[d].label if d in catalog.domains else d for d in disclosed] if i == 0 else []
+        """The hidden areas the last presenting draft touched on, with the words that gave them away."""
+        if i != 0:
+            return []
+        return [f"{catalog.domains[d].label if d in catalog.domains else d} (your words: "
+                f"{', '.join(repr(p) for p in phrases)})" for d, phrases in sorted(disclosed.items())]
 
     async def attempt_one(i: int, attempt: int) -> tuple[int, tuple[str, str | None]]:
         if semaphore is None:
