@@ -268,3 +268,20 @@ def test_generate_writes_sampling_rates_csv_in_both_modes(tmp_path):
         assert int(row["n_included"]) == sum("depression" in [h["domain"] for h in p["hidden"]] for p in eligible)
         manifest = json.loads((run_dir / "manifest.json").read_text())
         assert manifest["stages"]["generate"]["config"]["hidden_count"] == mode
+
+
+def test_no_presenting_symptom_reads_as_a_hidden_domain_unless_declared(catalog):
+    """The offline classifier finds in a presenting domain's symptom text only domains that cannot be
+    hidden with it, or that the symptom declares it describes (and dedup then keeps it out): so a
+    verbatim render passes the opening check."""
+    from intake_eval.catalog.classifier import mentions
+
+    undeclared = set()
+    for pheno in catalog.phenotypes.values():
+        for presenting in pheno.presenting:
+            design = design_for(pheno, presenting, "literature")  # the widest support
+            possible = set(design.required) | {d for sample, _, p in design.samples if p > 0 for d in sample}
+            for symptom in catalog.domains[presenting].symptoms:
+                read = set(mentions(f"Lately I have been {symptom.text}.")) & possible
+                undeclared |= {(pheno.id, presenting, symptom.id, d) for d in read - set(symptom.describes)}
+    assert undeclared == set()
