@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from intake_eval.core.store import stable_hash
 
@@ -202,6 +203,18 @@ def holm(p_values: Sequence[float | None]) -> list[float | None]:
     for i, value in zip(defined, corrected):
         adjusted[i] = float(value)
     return adjusted
+
+
+def add_holm(rows: list[dict[str, Any]], columns: Iterable[str], family: Iterable[str]) -> None:
+    """``<column>_holm`` on every row: Holm-adjusted over the rows that share the ``family`` columns."""
+    family, columns = tuple(family), tuple(columns)
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row[name] for name in family), []).append(row)
+    for members in groups.values():
+        for column in columns:
+            for row, adjusted in zip(members, holm([row[column] for row in members])):
+                row[f"{column}_holm"] = adjusted
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ per-domain outcomes, the coverage trajectory and the paired-label units (no tran
 latest record per conversation wins, so an uncompacted file (a crash mid-stage) gives the same
 tables as a compacted one. Judgments that are not ok are excluded from every rate and counted.
 
-Files: conversations, cells, domains, trajectories, agreement, clinicians, comparisons, masking,
+Files: conversations, cells, domains, trajectories, agreement, clinicians, comparisons, masking, masking_model,
+intervals (which interval each figure states),
 domain_events, probe_curves, cost, cost_conversations, cost_per_domain.
 Every aggregate is per judge (the primary and each cross-check) and per clinician, condition and
 patient mode; an undefined value is an empty cell.
@@ -48,9 +49,13 @@ from intake_eval.metrics.figures import (
     last_clinician_turn,
 )
 from intake_eval.metrics.forks import write_capacity_gap
+from intake_eval.metrics.intervals import COLUMNS as INTERVAL_COLUMNS
+from intake_eval.metrics.intervals import interval_rows
+from intake_eval.metrics.masking_model import COLUMNS as MASKING_MODEL_COLUMNS
+from intake_eval.metrics.masking_model import masking_model_rows
 from intake_eval.metrics.reading import iter_judgment_labels, write_csv
 from intake_eval.metrics.stats import (
-    holm,
+    add_holm,
     mean_ci,
     mean_or_none,
     median_with_undefined,
@@ -185,6 +190,18 @@ def _ok_rows(collected: _Collected) -> list[dict[str, Any]]:
     return [row for row in collected.rows.values() if row["status"] == "ok"]
 
 
+def repeated_trials(collected: _Collected) -> bool:
+    """Does some profile have more than one scored conversation of one arm (by one judge)? Then every
+    interval is the nested bootstrap (stats.mean_ci decides the same way, group by group)."""
+    seen: set[tuple] = set()
+    for row in _ok_rows(collected):
+        key = (*_group_key(row), row["profile_id"])
+        if key in seen:
+            return True
+        seen.add(key)
+    return False
+
+
 def cells_rows(collected: _Collected) -> list[dict[str, Any]]:
     groups: dict[tuple, list] = defaultdict(list)
     for row in _ok_rows(collected):
@@ -199,21 +216,29 @@ def cells_rows(collected: _Collected) -> list[dict[str, Any]]:
 
 
 def domains_rows(collected: _Collected) -> list[dict[str, Any]]:
+    """Per domain: rates over the conversations where it was hidden; the active-coverage rate with the
+    interval every figure uses (stats.mean_ci over profiles, nested with trials)."""
     tallies: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
+    surfaced: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for key, outcomes in collected.outcomes.items():
         row = collected.rows[key]
         for outcome in outcomes:
-            tally = tallies[(*_group_key(row), outcome.domain)]
+            group = (*_group_key(row), outcome.domain)
+            tally = tallies[group]
             tally[0] += 1
             tally[1] += outcome.actively_covered
             tally[2] += outcome.bled
             tally[3] += outcome.first_asked_turn is not None
             tally[4] += outcome.leaked
-    return [
-        {**_group_dict(key[:-1]), "domain": key[-1], "n": n, "active_coverage_rate": covered / n,
-         "bleed_rate": bled / n, "asked_rate": asked / n, "leak_rate": leaked / n}
-        for key, (n, covered, bled, asked, leaked) in sorted(tallies.items())
-    ]
+            surfaced[group][row["profile_id"]].append(float(outcome.actively_covered))
+    out = []
+    for key, (n, covered, bled, asked, leaked) in sorted(tallies.items()):
+        estimate = mean_ci(surfaced[key], seed="domains|" + "|".join(map(str, key)))
+        out.append({**_group_dict(key[:-1]), "domain": key[-1], "n": n, "active_coverage_rate": covered / n,
+                    "bleed_rate": bled / n, "asked_rate": asked / n, "leak_rate": leaked / n,
+                    "active_coverage_ci_low": estimate.ci_low, "active_coverage_ci_high": estimate.ci_high,
+                    "ci_method": estimate.method})
+    return out
 
 
 def trajectories_rows(collected: _Collected) -> list[dict[str, Any]]:
@@ -323,18 +348,6 @@ def comparisons_rows(collected: _Collected, metrics: Iterable[str] = ("active_co
     return out
 
 
-def add_holm(rows: list[dict[str, Any]], columns: Iterable[str], family: Iterable[str]) -> None:
-    """``<column>_holm`` on every row: Holm-adjusted over the rows that share the ``family`` columns."""
-    family = tuple(family)
-    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        groups[tuple(row[name] for name in family)].append(row)
-    for members in groups.values():
-        for column in columns:
-            for row, adjusted in zip(members, holm([row[column] for row in members])):
-                row[f"{column}_holm"] = adjusted
-
-
 def masking_rows(collected: _Collected) -> list[dict[str, Any]]:
     groups: dict[tuple, list] = defaultdict(list)
     for row in _ok_rows(collected):
@@ -358,7 +371,8 @@ _ESTIMATE = ["mean_active_coverage", "mean_active_coverage_ci_low", "mean_active
              "ci_method"]
 TABLE_COLUMNS: dict[str, list[str]] = {
     "cells": [*_GROUP_COLUMNS, "phenotype", "alignment", *_ESTIMATE, "mean_bleed_rate"],
-    "domains": [*_GROUP_COLUMNS, "domain", "n", "active_coverage_rate", "bleed_rate", "asked_rate", "leak_rate"],
+    "domains": [*_GROUP_COLUMNS, "domain", "n", "active_coverage_rate", "bleed_rate", "asked_rate", "leak_rate",
+                "active_coverage_ci_low", "active_coverage_ci_high", "ci_method"],
     "trajectories": [*_GROUP_COLUMNS, "turn", "n", "mean_cumulative_coverage", *(f"share_{q}" for q in QUESTION_TYPES),
                      "mean_cumulative_coverage_ci_low", "mean_cumulative_coverage_ci_high", "ci_method"],
     "agreement": ["judge_a", "judge_b", "conversations", "label", "n", "raw_agreement", "kappa", "prevalence_a", "prevalence_b"],
@@ -397,6 +411,8 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
         "clinicians": (TABLE_COLUMNS["clinicians"], clinicians_rows(collected)),
         "comparisons": (TABLE_COLUMNS["comparisons"], comparisons_rows(collected)),
         "masking": (TABLE_COLUMNS["masking"], masking_rows(collected)),
+        "masking_model": (MASKING_MODEL_COLUMNS, masking_model_rows(_ok_rows(collected))),
+        "intervals": (INTERVAL_COLUMNS, interval_rows(repeated_trials(collected))),
         "domain_events": (DOMAIN_EVENT_COLUMNS, domain_event_rows(collected.rows, collected.outcomes, collected.last_turns)),
         "probe_curves": (PROBE_CURVE_COLUMNS, probe_curve_rows(collected.rows, collected.outcomes, collected.last_turns)),
     }

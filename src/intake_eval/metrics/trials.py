@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.numbers import csv_cell
 from intake_eval.core.records import Judgment, Profile
 from intake_eval.core.store import (
     RunPaths,
@@ -246,14 +247,6 @@ def has_trials(groups: dict[GroupKey, list[TrialObservation]]) -> bool:
     return any(obs.trial > 0 for items in groups.values() for obs in items)
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
-
-
 def write_trial_metrics(paths: RunPaths) -> Path | None:
     """Write metrics/trials.csv when the run has repeated trials; returns its path (None otherwise,
     and a stale trials.csv is removed).
@@ -270,7 +263,7 @@ def write_trial_metrics(paths: RunPaths) -> Path | None:
         judge, clinician, condition, mode = key
         figures = trial_figures(observations, seed=headline_seed(key))
         record = {"judge": judge, "clinician": clinician, "condition": condition, "patient_mode": mode, **figures}
-        lines.append([_cell(record[column]) for column in COLUMNS])
+        lines.append([csv_cell(record[column]) for column in COLUMNS])
     import io
 
     buffer = io.StringIO()

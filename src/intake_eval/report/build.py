@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from intake_eval.core.numbers import csv_cell
 from intake_eval.core.records import QUESTION_TYPES
 from intake_eval.core.store import RunPaths, write_text_atomic
 from intake_eval.report import (
@@ -83,7 +84,7 @@ def build_views(data: RunData, judges: list[str]) -> dict[str, Any]:
         "matrix": tables.matrix(data, arms, labels, primary),
         "domains": tables.domain_breakdown(data, arms, labels, primary),
         "trajectories": lines, "qmix": mixes, "max_turn": max_turn,
-        "comparisons": tables.comparisons(data, primary),
+        "comparisons": tables.comparisons(data, primary), "intervals": tables.intervals(data),
         "agreement": agreement_view.kappa_rows(data, judges), "hotspots": agreement_view.hotspots(data, judges),
     }
 
@@ -138,7 +139,7 @@ def headline_csv(rows: list[dict[str, Any]]) -> str:
     writer = csv.DictWriter(buffer, fieldnames=list(HEADLINE_COLUMNS), lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: ("" if fmt.missing(row[k]) else row[k]) for k in HEADLINE_COLUMNS})
+        writer.writerow({k: csv_cell(row[k]) for k in HEADLINE_COLUMNS})
     return buffer.getvalue()
 
 
@@ -224,12 +225,15 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
         m["masked_fmt"], m["aligned_fmt"] = fmt.pct(m["masked_mean"]), fmt.pct(m["aligned_mean"])
         m["masked_ci"], m["aligned_ci"] = fmt.ci(m["masked_lo"], m["masked_hi"]), fmt.ci(m["aligned_lo"], m["aligned_hi"])
         m["diff_fmt"] = fmt.points(m["difference"])
+        m["model_fmt"] = f"{fmt.points(m['model_difference'])} {fmt.ci(m['model_lo'], m['model_hi'])}".strip()
+        m["model_p_fmt"] = fmt.p_value(m["model_p"])
     for a in views["agreement"]:
         a["raw_fmt"], a["kappa_fmt"] = fmt.pct(a["raw_agreement"]), fmt.kappa(a["kappa"])
     for d in (views["hotspots"] or {}).get("domains", []):
         d["rate_fmt"] = fmt.pct(d["rate"])
     page = html.render_html({
         "run": run, "notes": data.notes, "headline": views["headline"], "charts": chart_svgs,
+        "intervals": views["intervals"],
         "comparisons": html.comparisons_table(views["comparisons"]), "matrix": views["matrix"],
         "multi_scope": len({(r["condition"], r["patient_mode"]) for r in views["comparisons"]}) > 1,
         "agreement": {"rows": views["agreement"], "hot": views["hotspots"]}, "labels": labels,

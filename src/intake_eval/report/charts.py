@@ -232,7 +232,7 @@ def domain_rates(domains: dict[str, Any], labels: dict[str, str]) -> str:
             labelled.add(arm)
     ax.set_yticks(range(len(names)), labels=[labels.get(d, d) for d in reversed(names)])
     ax.set_xlim(-1, 101)
-    ax.set_xlabel("conversations actively surfacing the domain (%), Wilson 95% CI")
+    ax.set_xlabel("conversations actively surfacing the domain (%), 95% CI over profiles")
     ax.grid(axis="x", color="#e5e5e5", linewidth=0.8)
     ax.spines[["top", "right", "left"]].set_visible(False)
     ax.tick_params(axis="y", length=0)
