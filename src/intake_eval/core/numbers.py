@@ -37,10 +37,11 @@ def pct(value: Any, digits: int = 1) -> str:
 
 
 def ci(low: Any, high: Any) -> str:
-    """A rate's interval, in percent: [12.5–30.0]."""
+    """A rate's interval, in percent: [12.5–30.0]; [-38.3, -22.8] when a bound is negative (a difference)."""
     if missing(low) or missing(high):
         return ""
-    return f"[{float(low) * 100:.1f}–{float(high) * 100:.1f}]"
+    low, high = float(low) * 100, float(high) * 100
+    return f"[{low:.1f}, {high:.1f}]" if min(low, high) < 0 else f"[{low:.1f}–{high:.1f}]"
 
 
 def points(value: Any) -> str:
