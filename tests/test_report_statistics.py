@@ -85,3 +85,23 @@ def test_no_raw_float_beside_formatted_cells(run: RunPaths):
     headline = Path(run.report_headline).read_text(encoding="utf-8")
     decimals = re.findall(r"(?<![\w.])(\d+\.\d+)(?:e-?\d+)?(?![\w.])", headline)
     assert decimals and all(len(d.replace(".", "").lstrip("0")) <= 6 for d in decimals)  # .6g, as every CSV
+
+
+def test_drilldown_marks_every_bled_domain(run: RunPaths):
+    import json
+
+    page = run.report_index.read_text(encoding="utf-8")
+    data = json.loads(re.search(r"window\.IE_DATA = (\{.*?\});</script>", page, re.S).group(1).replace("<\\/", "</"))
+    rows = pd.read_csv(run.metrics("conversations"))
+    rows = rows[(rows["judge"] == data["primary"]) & (rows["status"] == "ok")].set_index("conversation_id")
+    checked = 0
+    for cid, _shard, _arm, pid, status, codes, _trial, _coverage in data["convs"]:
+        if not codes or cid not in rows.index:
+            continue
+        hidden = data["profiles"][pid][2]
+        flags = data["bled"].get(cid, "0" * len(hidden))
+        marked = {d for d, flag in zip(hidden, flags) if flag == "1"}
+        expected = set(filter(None, str(rows.loc[cid, "bled_domains"] if pd.notna(rows.loc[cid, "bled_domains"]) else "").split(";")))
+        assert marked == expected, cid
+        checked += 1
+    assert checked >= 30 and data["bled"], "the synthetic run has bleed to show"

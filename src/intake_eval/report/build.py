@@ -33,7 +33,7 @@ from intake_eval.report import (
 )
 from intake_eval.report.load import RunData, domain_labels, load_run, order_judges
 from intake_eval.report.tables import arm_of
-from intake_eval.report.viewer import outcome_codes
+from intake_eval.report.viewer import bleed_flags, outcome_codes
 
 HEADLINE_COLUMNS = ("arm", "clinician", "condition", "patient_mode", "n_conversations", "n_scored", "n_profiles",
                     "coverage_mean", "coverage_ci_low", "coverage_ci_high", "bleed_mean", "first_tp_median",
@@ -147,7 +147,7 @@ def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str],
                  names: dict[str, str]) -> dict[str, Any]:
     arm_index = {arm: i for i, arm in enumerate(views["arms"])}
     primary_done = data.judgments.get(views["primary"], {}) if views["primary"] else {}
-    convs = []
+    convs, bled = [], {}
     for cid in sorted(data.conversations):
         conv = data.conversations[cid]
         profile = data.profiles.get(conv.get("profile_id", ""), {})
@@ -156,6 +156,8 @@ def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str],
         judged = primary_done.get(cid)
         if status == "ok" and judged is not None and judged.get("status", "ok") != "ok":
             status = f"judge: {judged.get('status')}"
+        if judged is not None and status == "ok" and "1" in (flags := bleed_flags(judged.get("sig", ""), len(hidden))):
+            bled[cid] = flags  # bleed per hidden domain, shown on the drill-down squares (caught ones too)
         convs.append([cid, shard_of.get(cid, ""), arm_index[arm_of(conv)], conv.get("profile_id", ""), status,
                       outcome_codes(views["outcomes"][cid], hidden), conv.get("trial", 0), views["coverage"].get(cid)])
     profiles = {}
@@ -171,7 +173,8 @@ def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str],
     judged = [c for c in convs if c[4] == "ok" and c[5]]
     start = max(judged, key=lambda c: (len(set(c[5])), "3" in c[5], c[0]))[0] if judged else (convs[0][0] if convs else None)
     shown = {p[0] for p in profiles.values()}
-    return {"judges": views["judges"], "primary": views["primary"], "labels": labels, "convs": convs, "profiles": profiles,
+    return {"judges": views["judges"], "primary": views["primary"], "labels": labels, "convs": convs, "bled": bled,
+            "profiles": profiles,
             "phenotype_names": {p: names[p] for p in sorted(shown) if p in names},
             "arms": [{"label": views["arm_labels"][a], "clinician": a[0], "condition": a[1], "mode": a[2]} for a in views["arms"]],
             "start": start}
