@@ -94,11 +94,14 @@ def render_charts(views: dict[str, Any], labels: dict[str, str], names: dict[str
     The matrix and domain heatmaps link their cells to the viewer when the views carry ``links``."""
     names = names or {}
     out = {"forest": "", "matrix": "", "domains": "", "domain_rates": "", "trajectory": "", "qmix": ""}
+    nested = "nested" in (views.get("intervals") or {}).get("headline", "")
+    ci_words = "95% CI over profiles, then trials (nested)" if nested else charts.CI_OVER_PROFILES
     head = [r for r in views["headline"] if r["coverage_mean"] is not None]
     if head:
         out["forest"] = charts.forest([{"label": r["arm"], "mean": r["coverage_mean"], "lo": r["coverage_ci_low"],
                                         "hi": r["coverage_ci_high"], "n": r["n_scored"]} for r in head],
-                                      title=f"Mean active coverage by clinician (judge: {views['primary']})")
+                                      title=f"Mean active coverage by clinician (judge: {views['primary']})",
+                                      ci_words=ci_words)
     m = views["matrix"]
     if m["phenotypes"]:
         marks = ["▲ masked" if m["alignment"].get(p) == "masked" else "" for p in m["phenotypes"]]
@@ -110,9 +113,9 @@ def render_charts(views: dict[str, Any], labels: dict[str, str], names: dict[str
         out["domains"] = charts.heatmap(d["values"], d["counts"], title="Hidden domain actively surfaced (% of conversations)",
                                         row_labels=[labels.get(x, x) for x in d["domains"]], col_labels=d["arms"],
                                         cbar_label="conversations surfacing the domain (%)", links=d.get("links"))
-        out["domain_rates"] = charts.domain_rates(d, labels)
+        out["domain_rates"] = charts.domain_rates(d, labels, ci_words)
     if views["trajectories"]:
-        out["trajectory"] = charts.trajectories(views["trajectories"], max_turn=views["max_turn"])
+        out["trajectory"] = charts.trajectories(views["trajectories"], max_turn=views["max_turn"], ci_words=ci_words)
         out["qmix"] = charts.question_mix(views["qmix"], qtypes=list(QUESTION_TYPES), max_turn=views["max_turn"])
     return out
 
