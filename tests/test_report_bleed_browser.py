@@ -12,8 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from intake_eval.cli import app
-from tests.test_report_browser import browser  # noqa: F401  (the shared headless chromium fixture)
-from tests.test_report_browser import CHROMIUM
+from tests.test_report_browser import CHROMIUM, browser  # noqa: F401  (browser: the shared headless chromium fixture)
 from tests.test_report_support import synth_run
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (/usr/bin/chromium)")

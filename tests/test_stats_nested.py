@@ -108,3 +108,12 @@ def test_holm_against_a_hand_worked_family():
     assert holm([0.01, 0.04, None, 0.03, 0.005]) == pytest.approx([0.03, 0.06, None, 0.06, 0.02])
     assert holm([0.6, 0.5]) == pytest.approx([1.0, 1.0])  # capped at 1
     assert holm([None]) == [None] and holm([]) == []
+
+
+def test_nested_bootstrap_with_unequal_trial_counts():
+    rng = np.random.default_rng(9)
+    groups = {f"P{i:02d}": [float(v) for v in rng.choice([0.0, 0.25, 0.5, 1.0], size=1 + i % 4)] for i in range(30)}
+    estimate = nested_bootstrap_ci(groups, seed="u")
+    low, high = _brute_nested(groups)
+    assert estimate.mean == pytest.approx(np.mean([v for vs in groups.values() for v in vs]))  # conversation-weighted
+    assert estimate.ci_low == pytest.approx(low, abs=0.015) and estimate.ci_high == pytest.approx(high, abs=0.015)

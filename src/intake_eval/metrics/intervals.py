@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from intake_eval.metrics.masking_model import LIMITATION, METHOD as MASKING_METHOD
-from intake_eval.metrics.stats import NESTED_BOOTSTRAP, PROFILE_BOOTSTRAP
+from intake_eval.metrics.stats import N_BOOTSTRAP, NESTED_BOOTSTRAP, PROFILE_BOOTSTRAP
 
 COLUMNS = ["figure", "interval"]
 
@@ -25,14 +25,15 @@ def mean_interval(repeated: bool) -> str:
 def declared_intervals(repeated: bool) -> dict[str, str]:
     """figure → the sentence that states its interval (figure keys are the report's section names)."""
     mean = mean_interval(repeated)
+    paired = ("the nested paired bootstrap (profiles resampled, then each clinician's trials within every drawn "
+              "profile)" if repeated else "the paired profile bootstrap")
     return {
         "headline": f"Active coverage (headline table and forest plot): 95% CI by {mean}.",
         "comparisons": ("Paired comparisons (A − B on the profiles both clinicians were run on, per profile the "
-                        "difference of the trial means): 95% CI by " + ("the nested paired bootstrap (profiles "
-                        "resampled, then each clinician's trials within every drawn profile)" if repeated else
-                        "the paired profile bootstrap") + f"; B=2000, 95% percentile. p-values: Wilcoxon signed-rank "
-                        "and an exact or Monte-Carlo sign-flip permutation test on the profile means; every test of "
-                        "the table is one family, Holm-adjusted (statsmodels multipletests) shown under each p."),
+                        f"difference of the trial means): 95% CI by {paired}; B={N_BOOTSTRAP}, 95% percentile. "
+                        "p-values: Wilcoxon signed-rank and an exact or Monte-Carlo sign-flip permutation test on the "
+                        "profile means; every test of the table is one family, Holm-adjusted (statsmodels "
+                        "multipletests) shown under each p."),
         "masking": f"Masked vs aligned, per arm: 95% CI of each mean by {mean}.",
         "masking_model": f"Masked − aligned model: {MASKING_METHOD}. {LIMITATION}",
         "matrix": f"Coverage matrix cells: no interval drawn; metrics/cells.csv has each cell's 95% CI by {mean}.",
