@@ -125,9 +125,9 @@ def permutation_p(masked: Nested, aligned: Nested, *, seed: str) -> tuple[float,
     observed = differences(np.array([[1.0] * k + [0.0] * (len(names) - k)]))[0]
     tolerance = 1e-12
     if math.comb(len(names), k) <= EXACT_PERMUTATION_MAX:
-        rows = np.zeros((math.comb(len(names), k), len(names)))
-        for i, chosen in enumerate(combinations(range(len(names)), k)):
-            rows[i, list(chosen)] = 1.0
+        chosen = np.array(list(combinations(range(len(names)), k)), dtype=int).reshape(-1, k)
+        rows = np.zeros((len(chosen), len(names)))
+        rows[np.arange(len(chosen))[:, None], chosen] = 1.0
         return float(np.mean(np.abs(differences(rows)) >= abs(observed) - tolerance)), True
     rng = _rng(f"permutation|{seed}")
     order = np.argsort(rng.random((N_PERMUTATIONS, len(names))), axis=1)
