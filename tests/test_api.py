@@ -27,9 +27,20 @@ def test_dataframes_equal_the_metrics_csvs(run_dir):
     csvs = sorted(p.stem for p in (run_dir / "metrics").glob("*.csv"))
     assert {"conversations", "clinicians", "turn_labels", "cells", "domains"} <= set(csvs)
     assert sorted(run.metrics) == csvs
-    for name in csvs:
-        pd.testing.assert_frame_equal(run.metrics[name], pd.read_csv(run_dir / "metrics" / f"{name}.csv"))
-    pd.testing.assert_frame_equal(run.conversations, pd.read_csv(run_dir / "metrics" / "conversations.csv"))
+    for name in csvs:  # each CSV, plus the arm column where a table has clinician, condition and patient mode
+        pd.testing.assert_frame_equal(run.metrics[name].drop(columns="arm", errors="ignore"),
+                                      pd.read_csv(run_dir / "metrics" / f"{name}.csv"))
+    pd.testing.assert_frame_equal(run.conversations.drop(columns="arm"), pd.read_csv(run_dir / "metrics" / "conversations.csv"))
+
+
+def test_every_arm_table_offers_the_arm_column(run_dir):
+    run = intake_eval.load_run(run_dir)
+    for frame in (run.conversations, run.turn_labels, run.metrics["clinicians"]):
+        expected = frame["clinician"] + " · " + frame["condition"] + " · " + frame["patient_mode"]
+        assert list(frame["arm"]) == list(expected)
+    # grouping by arm never pools two arms of one clinician (the README's example)
+    by_arm = run.turn_labels.groupby("arm")["asked_about"].mean()
+    assert len(by_arm) == len(run.conversations[["clinician", "condition", "patient_mode"]].drop_duplicates())
 
 
 def test_records_are_typed_and_match_the_tables(run_dir):

@@ -127,3 +127,20 @@ def test_the_report_of_a_run_with_two_judges_shows_the_judge_sensitivity(runs):
     assert "depends on judge: ordering flips for offline/anchored vs offline/screener" in page
     assert invoke("report", "--run-dir", str(screening), "--quiet").exit_code == 0
     assert "Sensitivity to judge choice" not in (screening / "report" / "index.html").read_text()  # one judge
+
+
+def test_paired_tables_carry_holm_adjusted_p_and_state_the_interval(runs, tmp_path):
+    from statsmodels.stats.multitest import multipletests
+
+    minimal, screening = runs
+    result = invoke("compare", str(minimal), str(screening), "--out", str(tmp_path / "holm"))
+    assert result.exit_code == 0, result.output
+    paired = pd.read_csv(tmp_path / "holm" / "compare_paired.csv")
+    for _, family in paired.groupby(["run_a", "run_b"]):  # one paired table = one family
+        defined = family[family["permutation_p"].notna()]
+        _, expected, _, _ = multipletests(defined["permutation_p"], method="holm")
+        assert list(defined["permutation_p_holm"]) == pytest.approx(list(expected), rel=1e-5)
+    assert set(paired["ci_method"]) == {"profile bootstrap (profiles resampled with replacement; B=2000; 95% percentile)"}
+    markdown = (tmp_path / "holm" / "compare.md").read_text()
+    assert "| Holm-adjusted p |" in markdown and "Holm's step-down adjustment" in markdown
+    assert "Conclusion (Holm-adjusted p < 0.05" in markdown

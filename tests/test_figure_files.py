@@ -66,7 +66,7 @@ def test_trajectory_bands_surround_the_mean_of_every_turn_and_show_on_the_page(r
     assert len(table) > 10 and (high - low > 0).any()  # some turns vary across profiles
     page = (run_dir / "report" / "index.html").read_text()
     assert "shaded: 95% CI over profiles" in page  # the page's own trajectory chart has the bands
-    assert "Wilson 95% CI" in page  # and its per-domain rates their intervals
+    assert "surfacing the domain (%), 95% CI over profiles" in page  # and its per-domain rates their intervals
 
 
 def test_a_second_call_leaves_only_the_formats_asked_for(run_dir):

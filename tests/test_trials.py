@@ -191,3 +191,14 @@ def test_trials_3_on_an_offline_run_produces_the_figures(run_dir):
     assert float(screener["consistency"]) == 1.0
     # the ceiling clinician screens systematically: it catches more than the floor one
     assert float(rows["offline/screener"]["mean_active_coverage"]) > float(rows["offline/anchored"]["mean_active_coverage"])
+
+
+def test_trials_section_and_headline_state_one_interval(run_dir):
+    """With trials the headline (clinicians.csv) and trials.csv give the same nested interval for the same mean."""
+    paths = RunPaths(run_dir)
+    _write_judged_run(paths, CAUGHT)
+    [trials] = list(csv.DictReader(open(write_trial_metrics(paths))))
+    [headline] = list(csv.DictReader(open(paths.metrics("clinicians"))))
+    assert float(headline["mean_active_coverage"]) == float(trials["mean_active_coverage"]) == pytest.approx(0.375)
+    assert (headline["mean_active_coverage_ci_low"], headline["mean_active_coverage_ci_high"]) == (trials["ci_low"], trials["ci_high"])
+    assert headline["ci_method"] == trials["ci_method"] and headline["ci_method"].startswith("nested")

@@ -2,14 +2,18 @@
 
     import intake_eval
     run = intake_eval.load_run("runs/demo")
-    run.metrics["clinicians"].plot.bar(x="clinician", y="mean_active_coverage")
+    run.metrics["clinicians"].plot.bar(x="arm", y="mean_active_coverage")
+    run.turn_labels.groupby("arm")["asked_about"].mean()
 
 Records (``run.records.profiles``, ``.conversations``, ``.judgments``) are the pydantic models of
 core/records.py, latest record per key, read when first asked for. DataFrames are the metrics CSVs
 (refreshed first when a record file is newer than them): ``run.conversations`` (one row per
 conversation × judge), ``run.turn_labels`` (one row per conversation × judge × turn × domain) and
-``run.metrics[name]`` for every metrics/<name>.csv. pandas is imported on first use only, so
-``import intake_eval`` stays light.
+``run.metrics[name]`` for every metrics/<name>.csv. Every table with clinician, condition and
+patient_mode columns also has ``arm`` ("clinician · condition · patient mode"): the unit every figure
+is computed per. Group by it, not by clinician alone, which would pool a clinician's arms (its
+spontaneous intakes with their nudged forks, "minimal+review@closure", or two conditions). pandas is
+imported on first use only, so ``import intake_eval`` stays light.
 """
 
 from __future__ import annotations
@@ -55,6 +59,17 @@ class RunRecords:
         return [found[key] for key in sorted(found)]
 
 
+ARM_COLUMNS = ("clinician", "condition", "patient_mode")
+
+
+def with_arm(frame: Any) -> Any:
+    """The frame with an ``arm`` column (clinician · condition · patient mode) when it has the three columns."""
+    if "arm" in frame.columns or not all(column in frame.columns for column in ARM_COLUMNS):
+        return frame
+    arm = frame[list(ARM_COLUMNS)].astype(str).agg(" · ".join, axis=1) if len(frame) else frame["clinician"].astype(str)
+    return frame.assign(arm=arm)
+
+
 class MetricsTables(Mapping):
     """The metrics CSVs of a folder as a read-only mapping; a table is read on first access (turn_labels
     of a large study is big, and most uses need one or two tables)."""
@@ -67,7 +82,7 @@ class MetricsTables(Mapping):
         if name not in self._read:
             import pandas as pd
 
-            self._read[name] = pd.read_csv(self._paths[name])  # KeyError for an unknown table, as a dict does
+            self._read[name] = with_arm(pd.read_csv(self._paths[name]))  # KeyError for an unknown table, as a dict does
         return self._read[name]
 
     def __contains__(self, name: object) -> bool:

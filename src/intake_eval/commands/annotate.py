@@ -63,6 +63,7 @@ def _export_calibration(paths, n: int, judge: str | None, seed: int, ci_width: f
     from rich.table import Table
 
     from intake_eval.commands.common import console
+    from intake_eval.core import numbers
     from intake_eval.core.store import RunLock
     from intake_eval.trust.calibration import (
         PLANNING_DISAGREEMENTS,
@@ -84,8 +85,8 @@ def _export_calibration(paths, n: int, judge: str | None, seed: int, ci_width: f
         needs = ["not reachable" if k is None else f"all {plan.conversations} are too few" if k > plan.conversations
                  else f"{k} ({round(k * plan.items_per_conversation)} items)"
                  for k in (plan.needed[e] for e in PLANNING_DISAGREEMENTS)]
-        table.add_row(arm_name(plan.arm), str(plan.conversations), str(plan.sampled), f"{plan.judge_mean:.3f}",
-                      f"{plan.judge_sd:.3f}", f"{plan.items_per_conversation:.0f}", *needs)
+        table.add_row(arm_name(plan.arm), str(plan.conversations), str(plan.sampled), numbers.pct(plan.judge_mean),
+                      numbers.points(plan.judge_sd).lstrip("+"), numbers.decimal(plan.items_per_conversation, 0), *needs)
     from rich.console import Console
 
     Console(width=160).print(table)
@@ -111,6 +112,7 @@ def import_(
     from rich.console import Console
     from rich.table import Table
 
+    from intake_eval.core import numbers
     from intake_eval.core.store import RunPaths
     from intake_eval.trust.annotate import import_annotations
 
@@ -118,11 +120,10 @@ def import_(
     table = Table(title="Agreement with human annotators", title_justify="left")
     for column in ("comparison", "rater a", "rater b", "label", "n", "agreement", "κ", "κ 95% CI"):
         table.add_column(column, justify="right" if column in ("n", "agreement", "κ") else "left")
-    fmt = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
     for row in rows:
-        ci = "—" if row["kappa_ci_low"] is None else f"[{row['kappa_ci_low']:.2f}, {row['kappa_ci_high']:.2f}]"
+        ci = numbers.interval(row["kappa_ci_low"], row["kappa_ci_high"]) or numbers.DASH
         table.add_row(row["comparison"], row["rater_a"], row["rater_b"], row["label"], str(row["n"]),
-                      fmt(row["agreement"]), fmt(row["kappa"]), ci)
+                      numbers.pct(row["agreement"]), numbers.kappa(row["kappa"]), ci)
     Console(width=140).print(table)
     Console(stderr=True).print(f"wrote {target}")
     from intake_eval.trust.calibration import import_calibration, is_calibration_pack
@@ -135,18 +136,19 @@ def _print_calibration(rows, target) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from intake_eval.core import numbers
+
     table = Table(title="Active coverage corrected for judge error (prediction-powered, 95% CI)", title_justify="left")
     for column in ("clinician · condition · mode", "phenotype", "labelled / judged", "judge only", "humans only",
                    "calibrated", "judge bias"):
         table.add_column(column, justify="left" if column.startswith(("clinician", "phenotype")) else "right")
 
     def cell(row, prefix: str) -> str:
-        if row[f"{prefix}_mean"] is None:
-            return "—"
-        return f"{row[f'{prefix}_mean']:.3f} [{row[f'{prefix}_ci_low']:.3f}, {row[f'{prefix}_ci_high']:.3f}]"
+        mean = numbers.pct(row[f"{prefix}_mean"])
+        return f"{mean} {numbers.ci(row[f'{prefix}_ci_low'], row[f'{prefix}_ci_high'])}".strip()
 
     for row in rows:
-        bias = "—" if row["judge_bias"] is None else f"{row['judge_bias']:+.3f}"
+        bias = numbers.points(row["judge_bias"])
         table.add_row(f"{row['clinician']} · {row['condition']} · {row['patient_mode']}", row["phenotype"] or "all",
                       f"{row['n_labelled']} / {row['n_conversations']}", cell(row, "judge"), cell(row, "human"),
                       cell(row, "calibrated"), bias)

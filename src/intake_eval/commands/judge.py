@@ -144,6 +144,8 @@ def _summarize(out: Any, paths: Any, outcome: Any, tables: dict[str, Path]) -> N
     from rich import box
     from rich.table import Table
 
+    from intake_eval.core import numbers
+
     result = outcome.result
     if result is not None:
         for label in outcome.labels:
@@ -159,16 +161,16 @@ def _summarize(out: Any, paths: Any, outcome: Any, tables: dict[str, Path]) -> N
         table = Table(title=f"judge {outcome.labels[0]}: medians with (undefined count); err = judge errors",
                       title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
         table.add_column("clinician", overflow="fold", min_width=16)
-        for column in ("n", "coverage (95% CI)", "bleed", "1st TP", "closure", "leaks", "err"):
+        for column in ("n", "coverage [95% CI]", "bleed", "1st TP", "closure", "leaks", "err"):
             table.add_column(column, justify="right")
         for row in rows:
             name = row["clinician"] + (f" · {row['condition']} · {row['patient_mode']}" if several else "")
-            coverage = (f"{float(row['mean_active_coverage']):.2f} ({float(row['mean_active_coverage_ci_low']):.2f}–"
-                        f"{float(row['mean_active_coverage_ci_high']):.2f})" if row["mean_active_coverage"] else "—")
-            table.add_row(name, row["n"], coverage,
-                          f"{float(row['mean_bleed_rate']):.2f}" if row["mean_bleed_rate"] else "—",
-                          f"{row['median_first_treatment_planning_turn'] or '—'} ({row['first_treatment_planning_undefined']})",
-                          f"{row['median_premature_closure_turn'] or '—'} ({row['premature_closure_undefined']})",
+            value = lambda column: float(row[column]) if row.get(column) else None  # noqa: E731
+            coverage = f"{numbers.pct(value('mean_active_coverage'))} " \
+                       f"{numbers.ci(value('mean_active_coverage_ci_low'), value('mean_active_coverage_ci_high'))}"
+            table.add_row(name, row["n"], coverage.strip(), numbers.pct(value("mean_bleed_rate")),
+                          f"{numbers.turn(value('median_first_treatment_planning_turn'))} ({row['first_treatment_planning_undefined']})",
+                          f"{numbers.turn(value('median_premature_closure_turn'))} ({row['premature_closure_undefined']})",
                           row["patient_leak_count"], row["judge_errors"])
         out.print(table)
     out.print(f"metrics: {paths.metrics_dir}/ ({', '.join(sorted(tables))})")

@@ -43,6 +43,7 @@ def qc_patient(
     from rich.table import Table
 
     from intake_eval.commands.common import console
+    from intake_eval.core import numbers
     from intake_eval.core.store import RunPaths
     from intake_eval.trust.patient_qc import QCSettings, execute_qc, qc_gate
     from intake_eval.trust.probes import DEFAULT_PROBES
@@ -55,10 +56,9 @@ def qc_patient(
                   title_justify="left")
     for column in ("metric", "rate", "95% CI (Wilson)", "count", "errors", "wanted"):
         table.add_column(column, justify="left" if column in ("metric", "wanted") else "right")
-    wanted = {"disclosure_recall": "high (1.0)", "leak_rate": "low (0)", "invention_rate": "low (0)"}
+    wanted = {"disclosure_recall": "high (100%)", "leak_rate": "low (0%)", "invention_rate": "low (0%)"}
     for row in result.rows():
-        rate = "—" if row["rate"] is None else f"{row['rate']:.3f}"
-        ci = "—" if row["ci_low"] is None else f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+        rate, ci = numbers.pct(row["rate"]), numbers.ci(row["ci_low"], row["ci_high"]) or numbers.DASH
         table.add_row(row["metric"], rate, ci, f"{row['successes']}/{row['n']}", str(row["errors"]), wanted[row["metric"]])
     Console(width=140).print(table)
     err.print(f"wrote {result.records_path} and {result.metrics_path}")

@@ -16,10 +16,17 @@ from intake_eval.metrics.sensitivity import ScorerView, Sensitivity, kendall_tau
 from intake_eval.report import fmt
 from intake_eval.report.cell_links import query
 
-PAIRED_HEADER = ["Clinician", "Metric", "Pairs", "First run", "Later run", "Difference [95% CI]", "Permutation p"]
+PAIRED_HEADER = ["Clinician", "Metric", "Pairs", "First run", "Later run", "Difference [95% CI]", "Permutation p",
+                 "Holm-adjusted p"]
 RUNS_HEADER = ["Run", "Conditions", "Patient mode", "Patient", "Judges (primary first)", "Scored conversations"]
-RANK_HEADER = ["Run · judge", "Ranking by active coverage", "Kendall's τ vs reference", "Verdict"]
-TEST_HEADER = ["Run · judge", "Pair", "Conclusion (p < 0.05, paired permutation test)"]
+RANK_HEADER = ["Run · judge", "Ranking by active coverage (=k: tied)", "Kendall's τ vs reference", "Verdict"]
+TEST_HEADER = ["Run · judge", "Pair", "Conclusion (Holm-adjusted p < 0.05, paired permutation test)"]
+PAIRED_METHOD = (
+    "Later run minus first, on the profiles both interviewed, each run's primary judge. Difference: mean over profiles "
+    "of the difference of the trial means; 95% CI: paired bootstrap over profiles (with repeated trials nested: each "
+    "run's trials resampled within every drawn profile; the method is in compare_paired.csv's ci_method). p: paired "
+    "sign-flip permutation test on the profile means; Holm-adjusted p: Holm's step-down adjustment over every row of "
+    "that table (one family per pair of runs).")
 
 
 @dataclass
@@ -46,17 +53,15 @@ class Comparison:
 
 
 def _value(metric: str, value: Any) -> str:
-    if fmt.missing(value):
-        return fmt.DASH
-    return fmt.pct(value) if metric.endswith("_rate") else f"{value:.2f}"
+    return fmt.pct(value) if metric.endswith("_rate") else fmt.decimal(value)
 
 
 def _difference(row: dict[str, Any]) -> str:
     if fmt.missing(row["difference"]):
         return fmt.DASH
     if row["metric"].endswith("_rate"):
-        return f"{fmt.points(row['difference'])} {fmt.ci(row['ci_low'], row['ci_high'])}"
-    return f"{row['difference']:+.2f} [{row['ci_low']:.2f}, {row['ci_high']:.2f}]"
+        return f"{fmt.points(row['difference'])} {fmt.ci(row['ci_low'], row['ci_high'])}".strip()
+    return f"{fmt.decimal(row['difference'], signed=True)} {fmt.interval(row['ci_low'], row['ci_high'])}".strip()
 
 
 def paired_table(comparison: Comparison) -> dict[str, list[list[str]]]:
@@ -66,7 +71,8 @@ def paired_table(comparison: Comparison) -> dict[str, list[list[str]]]:
         out.setdefault(_pair_title(row), []).append([row["entity"], METRIC_NAMES.get(row["metric"], row["metric"]),
                                                      fmt.count(row["n_pairs"]), _value(row["metric"], row["mean_a"]),
                                                      _value(row["metric"], row["mean_b"]), _difference(row),
-                                                     fmt.p_value(row["permutation_p"])])
+                                                     fmt.p_value(row["permutation_p"]),
+                                                     fmt.p_value(row.get("permutation_p_holm"))])
     return out
 
 
@@ -99,9 +105,9 @@ def rank_rows(comparison: Comparison) -> list[list[str]]:
     against = {s.scorer: s for s in comparison.sensitivities}
     rows = []
     for i, view in enumerate(comparison.views):
-        ranking = " > ".join(f"{e} ({fmt.pct(view.scores[e])})" for e in view.ranking)
+        ranking = fmt.ranking(view.scores, view.ranking)
         found = against.get(view.scorer)
-        tau = "reference" if i == 0 else (fmt.DASH if found is None or found.tau is None else f"{found.tau:+.2f}")
+        tau = "reference" if i == 0 else (fmt.DASH if found is None else fmt.decimal(found.tau, signed=True))
         rows.append([view.scorer.label, ranking or fmt.DASH, tau, "reference" if i == 0 else found.verdict if found else ""])
     return rows
 
@@ -111,8 +117,7 @@ def tau_table(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     labels = [view.scorer.label for view in comparison.views]
     rows = []
     for view in comparison.views:
-        cells = [fmt.DASH if (tau := kendall_tau(view.scores, other.scores)) is None else f"{tau:+.2f}"
-                 for other in comparison.views]
+        cells = [fmt.decimal(kendall_tau(view.scores, other.scores), signed=True) for other in comparison.views]
         rows.append([view.scorer.label, *cells])
     return ["Kendall's τ", *labels], rows
 
@@ -137,7 +142,7 @@ def _no_pairs(comparison: Comparison) -> str:
 def markdown(comparison: Comparison) -> str:
     lines = ["# Comparison: " + " vs ".join(r.name for r in comparison.runs), "", f"**Verdict:** {comparison.verdict}", "",
              "## Runs", ""] + _md_table(RUNS_HEADER, runs_rows(comparison)) + [""]
-    lines += ["## Paired differences (later run minus first, matched profiles, 95% bootstrap CI over profiles)", ""]
+    lines += ["## Paired differences (later run minus first, matched profiles)", "", PAIRED_METHOD, ""]
     for title, rows in paired_table(comparison).items():
         lines += [f"### {title}", ""] + _md_table(PAIRED_HEADER, rows) + [""]
     if not comparison.paired:
@@ -184,9 +189,8 @@ def page(comparison: Comparison, folder: Path | None = None) -> str:
               f"<p><b>{escape(comparison.verdict)}</b></p>"),
         _card("runs", "Runs", "Profiles come from the same generate configuration in every run.",
               _html_table(RUNS_HEADER, runs_rows(comparison))),
-        _card("paired", "Paired differences", "Later run minus first, on the profiles both interviewed (trials averaged), "
-              "each run's primary judge; 95% CI from resampling profiles; paired permutation test. A run's value "
-              "opens that run's report on the clinician's transcripts.", paired),
+        _card("paired", "Paired differences", f"{PAIRED_METHOD} A run's value opens that run's report on the "
+              "clinician's transcripts.", paired),
         _card("sensitivity", "Sensitivity of conclusions", "Clinicians ranked by mean active coverage for every run × judge; "
               "Kendall's τ and flipped orderings against the reference (the first run's primary judge).",
               _html_table(RANK_HEADER, rank_rows(comparison)) + "<h3>Kendall's τ between every two rankings</h3>"

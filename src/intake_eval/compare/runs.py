@@ -17,7 +17,7 @@ from typing import Any
 
 from intake_eval.api import Run, load_run
 from intake_eval.core.errors import IntakeEvalError
-from intake_eval.metrics.sensitivity import entity_profile_values
+from intake_eval.metrics.sensitivity import entity_profile_trials, entity_profile_values
 from intake_eval.report.load import order_judges
 
 HEADLINE_METRICS = ("active_coverage_rate", "bleed_rate", "first_treatment_planning_turn", "premature_closure_turn",
@@ -152,6 +152,11 @@ def assign_entities(runs: list[LoadedRun]) -> list[str]:
 def profile_values(loaded: LoadedRun, judge: str, metric: str, columns: list[str]) -> dict[str, dict[str, float]]:
     """entity → profile id → the metric averaged over trials (undefined values left out)."""
     return entity_profile_values(loaded.frame, judge, metric, columns)
+
+
+def profile_trials(loaded: LoadedRun, judge: str, metric: str, columns: list[str]) -> dict[str, dict[str, list[float]]]:
+    """entity → profile id → the metric of each trial (for the nested interval of a difference)."""
+    return entity_profile_trials(loaded.frame, judge, metric, columns)
 
 
 def scorers(runs: list[LoadedRun]) -> list[Scorer]:

@@ -34,7 +34,7 @@ from intake_eval.metrics.figures import Figures, TurnLabels, figures
 from intake_eval.metrics.reading import iter_judgment_labels, write_csv
 from intake_eval.metrics.safety import classifier_screen_turns, score_safety
 from intake_eval.metrics.stats import (
-    bootstrap_mean_ci,
+    mean_ci,
     mean_or_none,
     median_with_undefined,
 )
@@ -214,7 +214,7 @@ def _estimate(prefix: str, rows: list[dict], column: str, seed: str) -> dict[str
     for row in rows:
         if row.get(column) is not None:
             by_profile[row["profile_id"]].append(float(row[column]))
-    estimate = bootstrap_mean_ci(by_profile, seed=seed)
+    estimate = mean_ci(by_profile, seed=seed)
     return {prefix: estimate.mean, f"{prefix}_ci_low": estimate.ci_low, f"{prefix}_ci_high": estimate.ci_high}
 
 

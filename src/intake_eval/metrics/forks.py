@@ -20,7 +20,7 @@ from typing import Any
 
 from intake_eval.core.store import RunPaths, iter_json_lines
 from intake_eval.metrics.reading import write_csv
-from intake_eval.metrics.stats import bootstrap_mean_ci
+from intake_eval.metrics.stats import mean_ci
 
 COLUMNS = ["judge", "clinician", "condition", "patient_mode", "fork_arm", "scope", "key", "n_intakes", "n_forked",
            "n_fork_missing", "n_profiles", "spontaneous", "nudged", "capacity_gap", "gap_ci_low", "gap_ci_high"]
@@ -86,7 +86,7 @@ def capacity_rows(rows: list[dict[str, str]], links: dict[str, tuple[str, str]])
             gaps: dict[str, list[float]] = defaultdict(list)
             for profile, before, after in values:
                 gaps[profile].append(after - before)
-            estimate = bootstrap_mean_ci(gaps, seed=f"capacity:{'|'.join(group)}:{scope}:{key}")
+            estimate = mean_ci(gaps, seed=f"capacity:{'|'.join(group)}:{scope}:{key}")
             out.append({
                 "judge": group[0], "clinician": group[1], "condition": group[2], "patient_mode": group[3],
                 "fork_arm": group[2] + group[4], "scope": scope, "key": key, "n_intakes": len(values),

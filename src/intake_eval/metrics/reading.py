@@ -1,4 +1,4 @@
-"""Reading judged records for the metric tables, and writing a CSV: shared by every table writer."""
+"""Reading judged records for the metric tables, and writing a CSV (cells by core/numbers.csv_cell): shared by every table writer."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from intake_eval.core.numbers import csv_cell
 from intake_eval.core.records import Judgment
 from intake_eval.core.store import iter_records, write_text_atomic
 from intake_eval.metrics.figures import TurnLabels, turn_labels
@@ -21,21 +22,11 @@ def iter_judgment_labels(path: Path) -> Iterator[tuple[Judgment, list[TurnLabels
         yield judgment, labels
 
 
-def format_cell(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float):
-        return f"{value:.6g}" if abs(value) >= 1e-4 or value == 0 else f"{value:.3e}"
-    return value
-
-
 def write_csv(path: Path, columns: Iterable[str], rows: Iterable[dict[str, Any]]) -> Path:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: format_cell(v) for k, v in row.items()})
+        writer.writerow({k: csv_cell(v) for k, v in row.items()})
     write_text_atomic(path, buffer.getvalue())
     return path

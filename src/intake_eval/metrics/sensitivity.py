@@ -3,7 +3,8 @@
 
 A scorer's view of the clinicians (entities): the mean active coverage of each over profiles (trials
 averaged), its ranking, and the paired test of every two entities on the profiles both were scored
-on, concluding "a > b" or "a < b" at p < 0.05 (paired permutation test), else "no difference".
+on, concluding "a > b" or "a < b" at p < 0.05 (paired permutation test, Holm-adjusted over the view's
+pairs), else "no difference". Rankings show ties as ties (``tied_ranks``: "=2").
 Against a reference view: Kendall's τ of the scores, the pairwise orderings that flip, the test
 conclusions that change, and a one-line verdict.
 """
@@ -15,10 +16,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from intake_eval.metrics.stats import paired_comparison
+from intake_eval.metrics.stats import PairedComparison, holm, paired_comparison
 
 RANK_METRIC = "active_coverage_rate"
 SIGNIFICANCE = 0.05
+TIE_TOLERANCE = 1e-9  # scores closer than this are one score (means of the same rates in another order)
 
 
 @dataclass
@@ -40,31 +42,52 @@ class Sensitivity:
     verdict: str
 
 
-def entity_profile_values(frame: Any, judge: str, metric: str, columns: list[str]) -> dict[str, dict[str, float]]:
-    """entity → profile id → ``metric`` averaged over trials, from rows of metrics/conversations.csv
-    (a DataFrame of ok rows); the entity is the values of ``columns`` joined with ' · '."""
+def entity_profile_trials(frame: Any, judge: str, metric: str, columns: list[str]) -> dict[str, dict[str, list[float]]]:
+    """entity → profile id → ``metric`` of each trial (in conversation order), from rows of
+    metrics/conversations.csv (a DataFrame of ok rows); the entity is the values of ``columns`` joined with ' · '."""
     rows = frame[(frame["judge"] == judge) & frame[metric].notna()]
     if not len(rows):
         return {}
     rows = rows.assign(entity=rows[columns].astype(str).agg(" · ".join, axis=1), profile_id=rows["profile_id"].astype(str))
-    out: dict[str, dict[str, float]] = {}
-    for (entity, profile), value in rows.groupby(["entity", "profile_id"])[metric].mean().items():
-        out.setdefault(str(entity), {})[str(profile)] = float(value)
+    out: dict[str, dict[str, list[float]]] = {}
+    for (entity, profile), values in rows.groupby(["entity", "profile_id"])[metric]:
+        out.setdefault(str(entity), {})[str(profile)] = [float(v) for v in values]
     return out
 
 
-def conclusion(a: str, b: str, values_a: dict[str, float], values_b: dict[str, float], seed: str) -> str:
-    test = paired_comparison(values_a, values_b, seed=seed)
-    if not test.n_pairs or test.permutation_p is None or test.permutation_p >= SIGNIFICANCE or not test.mean_difference:
+def entity_profile_values(frame: Any, judge: str, metric: str, columns: list[str]) -> dict[str, dict[str, float]]:
+    """entity → profile id → ``metric`` averaged over trials (see ``entity_profile_trials``)."""
+    return {entity: {profile: sum(values) / len(values) for profile, values in profiles.items()}
+            for entity, profiles in entity_profile_trials(frame, judge, metric, columns).items()}
+
+
+def conclusion(a: str, b: str, test: PairedComparison, adjusted_p: float | None) -> str:
+    """'a > b' / 'a < b' when the (Holm-adjusted) permutation p is below SIGNIFICANCE, else 'no difference'."""
+    if not test.n_pairs or adjusted_p is None or adjusted_p >= SIGNIFICANCE or not test.mean_difference:
         return "no difference"
     return f"{a} > {b}" if test.mean_difference > 0 else f"{a} < {b}"
 
 
 def scorer_view(scorer: Any, values: dict[str, dict[str, float]], entities: list[str], seed: str) -> ScorerView:
+    """Scores, ranking and the paired tests of every two entities; the tests of one view are one family
+    (Holm-adjusted together), so a verdict never rests on an unadjusted p among many pairs."""
     scores = {e: sum(values[e].values()) / len(values[e]) for e in entities}
-    tests = {(a, b): conclusion(a, b, values[a], values[b], seed=f"sensitivity|{seed}|{a}|{b}")
-             for a, b in itertools.combinations(entities, 2)}
-    return ScorerView(scorer, scores, tests, sorted(entities, key=lambda e: (-scores[e], e)))
+    pairs = list(itertools.combinations(entities, 2))
+    tests = [paired_comparison(values[a], values[b], seed=f"sensitivity|{seed}|{a}|{b}") for a, b in pairs]
+    adjusted = holm([test.permutation_p if test.n_pairs else None for test in tests])
+    conclusions = {(a, b): conclusion(a, b, test, p) for (a, b), test, p in zip(pairs, tests, adjusted)}
+    return ScorerView(scorer, scores, conclusions, sorted(entities, key=lambda e: (-scores[e], e)))
+
+
+def tied_ranks(scores: dict[str, float], order: list[str]) -> list[tuple[str, str]]:
+    """(rank, entity) in ``order`` (best first): standard competition ranks, a tie written "=k" on
+    every entity sharing rank k, so equal scores never read as a strict order."""
+    out: list[tuple[int, str]] = []
+    for position, entity in enumerate(order, start=1):
+        tied = out and abs(scores[entity] - scores[out[-1][1]]) <= TIE_TOLERANCE
+        out.append((out[-1][0] if tied else position, entity))
+    shared = {rank for rank, _ in out if sum(1 for r, _ in out if r == rank) > 1}
+    return [(f"={rank}" if rank in shared else str(rank), entity) for rank, entity in out]
 
 
 def kendall_tau(reference: dict[str, float], other: dict[str, float]) -> float | None:

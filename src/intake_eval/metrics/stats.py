@@ -1,7 +1,14 @@
 """Uncertainty and paired comparisons for the study's numbers.
 
 - Bootstrap CIs resample *profiles* (a profile's conversations move together, since trials of one
-  patient are not independent), seeded from a string so reruns give identical intervals.
+  patient are not independent), seeded from a string so reruns give identical intervals. One rule
+  picks the interval of every figure (``mean_ci``): when some profile has more than one value (a run
+  with ``--trials`` > 1) the nested bootstrap (profiles, then trials within each drawn profile),
+  otherwise the profile bootstrap; ``Estimate.method`` names which, in words a methods section can use.
+- A − B on the same profiles gets the same two intervals (``paired_difference_ci``): per profile the
+  difference of the trial means, profiles resampled, and with trials the trials of A and of B
+  resampled within each drawn profile.
+- A table of paired tests is one family: ``holm`` adjusts its p-values (statsmodels' multipletests).
 - Turn-metric medians come with the count of conversations where the metric is undefined.
 - Two clinicians are compared on the same profiles: Wilcoxon signed-rank (scipy) and an exact or
   Monte-Carlo paired sign-flip permutation test on the mean difference.
@@ -14,8 +21,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from intake_eval.core.store import stable_hash
 
@@ -23,6 +31,10 @@ N_BOOTSTRAP = 2000
 N_PERMUTATIONS = 10000
 PERMUTATION_BATCH = 1000
 EXACT_PERMUTATION_MAX_N = 16  # 2**16 sign patterns: exact enumeration is still instant
+CI_LEVEL = 0.95
+PROFILE_BOOTSTRAP = f"profile bootstrap (profiles resampled with replacement; B={N_BOOTSTRAP}; 95% percentile)"
+NESTED_BOOTSTRAP = (f"nested cluster bootstrap (profiles resampled with replacement, then trials with replacement within "
+                    f"each drawn profile; B={N_BOOTSTRAP}; 95% percentile)")
 
 
 def seed_from(text: str) -> int:
@@ -36,6 +48,7 @@ class Estimate:
     ci_high: float | None
     n: int  # values (conversations)
     n_groups: int  # profiles resampled
+    method: str = PROFILE_BOOTSTRAP  # how the interval was drawn, for the page and the CSVs
 
 
 def bootstrap_mean_ci(groups: Mapping[str, Sequence[float]], *, seed: str, n_boot: int = N_BOOTSTRAP,
@@ -67,6 +80,141 @@ def bootstrap_mean_ci(groups: Mapping[str, Sequence[float]], *, seed: str, n_boo
     alpha = (1.0 - level) / 2.0
     low, high = np.quantile(means, [alpha, 1.0 - alpha])
     return Estimate(mean, float(low), float(high), n, len(keys))
+
+
+def _defined(values: Sequence[float | None]) -> list[float]:
+    return [float(v) for v in values if v is not None and not math.isnan(v)]
+
+
+def has_repeats(groups: Mapping[str, Sequence[float | None]]) -> bool:
+    """Does some profile carry more than one value (repeated trials)?"""
+    return any(len(_defined(values)) > 1 for values in groups.values())
+
+
+def mean_ci(groups: Mapping[str, Sequence[float | None]], *, seed: str, n_boot: int = N_BOOTSTRAP,
+            level: float = CI_LEVEL) -> Estimate:
+    """The interval every figure uses: nested when some profile has several trials, else the profile bootstrap."""
+    if has_repeats(groups):
+        return nested_bootstrap_ci(groups, seed=seed, n_boot=n_boot, level=level)
+    return bootstrap_mean_ci(groups, seed=seed, n_boot=n_boot, level=level)
+
+
+# A profile as the nested bootstrap sees it: parts ((trial values, sorted), weight) and its weight in
+# the denominator. Its contribution to a resample is Σ weight × (sum of len(values) trials drawn from
+# values with replacement), over denominator.
+_Cluster = tuple[tuple[tuple[tuple[float, ...], float], ...], float]
+
+
+def _nested_means(clusters: Sequence[_Cluster], rng, n_boot: int):
+    """Resampled Σ numerators / Σ denominators: profiles with replacement, then trials within each.
+
+    Identical profiles are one class: how often each class is drawn is multinomial (or counted from
+    per-profile draws when nearly every profile is its own class), and the trials of a class drawn m
+    times are m·k draws from its values, a multinomial over its distinct values (same distribution as
+    drawing profile by profile, far fewer random draws)."""
+    import numpy as np
+
+    classes: dict[_Cluster, int] = {}
+    index = np.array([classes.setdefault(cluster, len(classes)) for cluster in clusters])
+    keys = list(classes)
+    multiplicity = np.bincount(index, minlength=len(keys))
+    n = len(clusters)
+    if len(keys) <= n // 2:
+        drawn = rng.multinomial(n, multiplicity / n, size=n_boot)
+    else:
+        picks = index[rng.integers(0, n, size=(n_boot, n))]
+        offsets = picks + (np.arange(n_boot) * len(keys))[:, None]
+        drawn = np.bincount(offsets.ravel(), minlength=n_boot * len(keys)).reshape(n_boot, len(keys))
+    numerators = np.zeros(n_boot)
+    denominators = drawn @ np.array([denominator for _, denominator in keys], dtype=float)
+    for column, (parts, _) in enumerate(keys):
+        times = drawn[:, column]
+        for values, weight in parts:
+            distinct, counts = np.unique(np.asarray(values, dtype=float), return_counts=True)
+            if len(distinct) == 1:  # nothing to resample within the profile
+                numerators += weight * times * len(values) * distinct[0]
+            else:
+                draws = rng.multinomial(times * len(values), counts / len(values))
+                numerators += weight * (draws @ distinct)
+    return numerators / denominators
+
+
+def _percentile(means, estimate: float, n: int, groups: int, method: str, level: float) -> Estimate:
+    import numpy as np
+
+    alpha = (1.0 - level) / 2.0
+    low, high = np.quantile(means, [alpha, 1.0 - alpha])
+    return Estimate(estimate, float(low), float(high), n, groups, method)
+
+
+def nested_bootstrap_ci(groups: Mapping[str, Sequence[float | None]], *, seed: str, n_boot: int = N_BOOTSTRAP,
+                        level: float = CI_LEVEL) -> Estimate:
+    """Mean of all values and a percentile CI from the two-stage bootstrap: profiles with replacement,
+    then each drawn profile's trials with replacement (trials nested in profiles)."""
+    import numpy as np
+
+    clean = {key: _defined(values) for key, values in groups.items()}
+    clean = {key: values for key, values in clean.items() if values}
+    n = sum(len(v) for v in clean.values())
+    if n == 0:
+        return Estimate(None, None, None, 0, 0, NESTED_BOOTSTRAP)
+    keys = sorted(clean)
+    mean = sum(sum(clean[k]) for k in keys) / n
+    clusters = [(((tuple(sorted(clean[k])), 1.0),), float(len(clean[k]))) for k in keys]
+    means = _nested_means(clusters, np.random.default_rng(seed_from(seed)), n_boot)
+    return _percentile(means, mean, n, len(keys), NESTED_BOOTSTRAP, level)
+
+
+def paired_difference_ci(a: Mapping[str, Sequence[float | None]], b: Mapping[str, Sequence[float | None]], *,
+                         seed: str, n_boot: int = N_BOOTSTRAP, level: float = CI_LEVEL) -> Estimate:
+    """Mean over shared profiles of (mean of A's trials − mean of B's trials), with a percentile CI:
+    the paired profile bootstrap, nested (A's and B's trials resampled within each drawn profile)
+    when some profile has several trials of either."""
+    import numpy as np
+
+    clean_a = {k: _defined(v) for k, v in a.items()}
+    clean_b = {k: _defined(v) for k, v in b.items()}
+    keys = sorted(k for k in clean_a.keys() & clean_b.keys() if clean_a[k] and clean_b[k])
+    if not keys:
+        return Estimate(None, None, None, 0, 0, PROFILE_BOOTSTRAP)
+    nested = any(len(clean_a[k]) > 1 or len(clean_b[k]) > 1 for k in keys)
+    method = NESTED_BOOTSTRAP if nested else PROFILE_BOOTSTRAP
+    differences = [statistics.fmean(clean_a[k]) - statistics.fmean(clean_b[k]) for k in keys]
+    mean = statistics.fmean(differences)
+    n = sum(len(clean_a[k]) + len(clean_b[k]) for k in keys)
+    if not nested:
+        one = bootstrap_mean_ci({k: [d] for k, d in zip(keys, differences)}, seed=seed, n_boot=n_boot, level=level)
+        return Estimate(mean, one.ci_low, one.ci_high, n, len(keys), method)
+    clusters = [(((tuple(sorted(clean_a[k])), 1.0 / len(clean_a[k])), (tuple(sorted(clean_b[k])), -1.0 / len(clean_b[k]))), 1.0)
+                for k in keys]
+    means = _nested_means(clusters, np.random.default_rng(seed_from(seed)), n_boot)
+    return _percentile(means, mean, n, len(keys), method, level)
+
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm–Bonferroni adjusted p-values over one family (the defined ones; None stays None)."""
+    defined = [i for i, p in enumerate(p_values) if p is not None and not math.isnan(p)]
+    adjusted: list[float | None] = [None] * len(p_values)
+    if not defined:
+        return adjusted
+    from statsmodels.stats.multitest import multipletests
+
+    _, corrected, _, _ = multipletests([float(p_values[i]) for i in defined], method="holm")
+    for i, value in zip(defined, corrected):
+        adjusted[i] = float(value)
+    return adjusted
+
+
+def add_holm(rows: list[dict[str, Any]], columns: Iterable[str], family: Iterable[str]) -> None:
+    """``<column>_holm`` on every row: Holm-adjusted over the rows that share the ``family`` columns."""
+    family, columns = tuple(family), tuple(columns)
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row[name] for name in family), []).append(row)
+    for members in groups.values():
+        for column in columns:
+            for row, adjusted in zip(members, holm([row[column] for row in members])):
+                row[f"{column}_holm"] = adjusted
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ per-domain outcomes, the coverage trajectory and the paired-label units (no tran
 latest record per conversation wins, so an uncompacted file (a crash mid-stage) gives the same
 tables as a compacted one. Judgments that are not ok are excluded from every rate and counted.
 
-Files: conversations, cells, domains, trajectories, agreement, clinicians, comparisons, masking,
+Files: conversations, cells, domains, trajectories, agreement, clinicians, comparisons, masking, masking_model,
+intervals (which interval each figure states),
 domain_events, probe_curves, cost, cost_conversations, cost_per_domain.
 Every aggregate is per judge (the primary and each cross-check) and per clinician, condition and
 patient mode; an undefined value is an empty cell.
@@ -48,12 +49,18 @@ from intake_eval.metrics.figures import (
     last_clinician_turn,
 )
 from intake_eval.metrics.forks import write_capacity_gap
+from intake_eval.metrics.intervals import COLUMNS as INTERVAL_COLUMNS
+from intake_eval.metrics.intervals import interval_rows
+from intake_eval.metrics.masking_model import COLUMNS as MASKING_MODEL_COLUMNS
+from intake_eval.metrics.masking_model import masking_model_rows
 from intake_eval.metrics.reading import iter_judgment_labels, write_csv
 from intake_eval.metrics.stats import (
-    bootstrap_mean_ci,
+    add_holm,
+    mean_ci,
     mean_or_none,
     median_with_undefined,
     paired_comparison,
+    paired_difference_ci,
 )
 from intake_eval.metrics.turn_labels import TURN_LABELS_TABLE, TurnLabelRows
 
@@ -174,13 +181,25 @@ def _by_profile(rows: Iterable[dict[str, Any]], metric: str) -> dict[str, list[f
 
 
 def _estimate_columns(prefix: str, rows: list[dict[str, Any]], metric: str, seed: str) -> dict[str, Any]:
-    estimate = bootstrap_mean_ci(_by_profile(rows, metric), seed=seed)
+    estimate = mean_ci(_by_profile(rows, metric), seed=seed)
     return {f"{prefix}": estimate.mean, f"{prefix}_ci_low": estimate.ci_low, f"{prefix}_ci_high": estimate.ci_high,
-            "n": estimate.n, "n_profiles": estimate.n_groups}
+            "n": estimate.n, "n_profiles": estimate.n_groups, "ci_method": estimate.method}
 
 
 def _ok_rows(collected: _Collected) -> list[dict[str, Any]]:
     return [row for row in collected.rows.values() if row["status"] == "ok"]
+
+
+def repeated_trials(collected: _Collected) -> bool:
+    """Does some profile have more than one scored conversation of one arm (by one judge)? Then every
+    interval is the nested bootstrap (stats.mean_ci decides the same way, group by group)."""
+    seen: set[tuple] = set()
+    for row in _ok_rows(collected):
+        key = (*_group_key(row), row["profile_id"])
+        if key in seen:
+            return True
+        seen.add(key)
+    return False
 
 
 def cells_rows(collected: _Collected) -> list[dict[str, Any]]:
@@ -197,25 +216,33 @@ def cells_rows(collected: _Collected) -> list[dict[str, Any]]:
 
 
 def domains_rows(collected: _Collected) -> list[dict[str, Any]]:
+    """Per domain: rates over the conversations where it was hidden; the active-coverage rate with the
+    interval every figure uses (stats.mean_ci over profiles, nested with trials)."""
     tallies: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
+    surfaced: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for key, outcomes in collected.outcomes.items():
         row = collected.rows[key]
         for outcome in outcomes:
-            tally = tallies[(*_group_key(row), outcome.domain)]
+            group = (*_group_key(row), outcome.domain)
+            tally = tallies[group]
             tally[0] += 1
             tally[1] += outcome.actively_covered
             tally[2] += outcome.bled
             tally[3] += outcome.first_asked_turn is not None
             tally[4] += outcome.leaked
-    return [
-        {**_group_dict(key[:-1]), "domain": key[-1], "n": n, "active_coverage_rate": covered / n,
-         "bleed_rate": bled / n, "asked_rate": asked / n, "leak_rate": leaked / n}
-        for key, (n, covered, bled, asked, leaked) in sorted(tallies.items())
-    ]
+            surfaced[group][row["profile_id"]].append(float(outcome.actively_covered))
+    out = []
+    for key, (n, covered, bled, asked, leaked) in sorted(tallies.items()):
+        estimate = mean_ci(surfaced[key], seed="domains|" + "|".join(map(str, key)))
+        out.append({**_group_dict(key[:-1]), "domain": key[-1], "n": n, "active_coverage_rate": covered / n,
+                    "bleed_rate": bled / n, "asked_rate": asked / n, "leak_rate": leaked / n,
+                    "active_coverage_ci_low": estimate.ci_low, "active_coverage_ci_high": estimate.ci_high,
+                    "ci_method": estimate.method})
+    return out
 
 
 def trajectories_rows(collected: _Collected) -> list[dict[str, Any]]:
-    """Mean cumulative coverage per turn with a 95 % bootstrap CI resampling profiles, and the question mix."""
+    """Mean cumulative coverage per turn with its 95 % CI (stats.mean_ci: profiles, nested with trials), and the question mix."""
     by_profile: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     mix: dict[tuple, dict[str, int]] = defaultdict(lambda: dict.fromkeys(QUESTION_TYPES, 0))
     for key, points in collected.trajectories.items():
@@ -228,12 +255,12 @@ def trajectories_rows(collected: _Collected) -> list[dict[str, Any]]:
             mix[(*group, turn)][qtype] += 1
     out = []
     for key in sorted(set(by_profile) | set(mix)):
-        estimate = bootstrap_mean_ci(by_profile.get(key, {}), seed="trajectory-band|" + "|".join(map(str, key[1:])))
+        estimate = mean_ci(by_profile.get(key, {}), seed="trajectory-band|" + "|".join(map(str, key[1:])))
         counts = mix.get(key, dict.fromkeys(QUESTION_TYPES, 0))
         asked = sum(counts.values())
         out.append({**_group_dict(key[:-1]), "turn": key[-1], "n": estimate.n,
                     "mean_cumulative_coverage": estimate.mean, "mean_cumulative_coverage_ci_low": estimate.ci_low,
-                    "mean_cumulative_coverage_ci_high": estimate.ci_high,
+                    "mean_cumulative_coverage_ci_high": estimate.ci_high, "ci_method": estimate.method,
                     **{f"share_{q}": (counts[q] / asked if asked else None) for q in QUESTION_TYPES}})
     return out
 
@@ -294,7 +321,9 @@ def clinicians_rows(collected: _Collected) -> list[dict[str, Any]]:
 
 
 def comparisons_rows(collected: _Collected, metrics: Iterable[str] = ("active_coverage_rate", "bleed_rate")) -> list[dict[str, Any]]:
-    """Paired tests between every two clinicians on the profiles both were run on (trials averaged)."""
+    """Paired tests between every two clinicians on the profiles both were run on (trials averaged for
+    the tests; A − B with its CI from stats.paired_difference_ci, nested with trials). Every test of one
+    judge is one family: its p-values are Holm-adjusted together (``*_holm``)."""
     per_clinician: dict[tuple, dict[str, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(dict))
     for metric in metrics:
         for row in _ok_rows(collected):
@@ -308,9 +337,14 @@ def comparisons_rows(collected: _Collected, metrics: Iterable[str] = ("active_co
         for a, b in itertools.combinations(sorted(clinicians), 2):
             values_a = {p: sum(v) / len(v) for p, v in clinicians[a].items()}
             values_b = {p: sum(v) / len(v) for p, v in clinicians[b].items()}
-            result = paired_comparison(values_a, values_b, seed="|".join((*scope, a, b)))
+            seed = "|".join((*scope, a, b))
+            result = paired_comparison(values_a, values_b, seed=seed)
+            interval = paired_difference_ci(clinicians[a], clinicians[b], seed=f"difference|{seed}")
             out.append({"judge": scope[0], "condition": scope[1], "patient_mode": scope[2], "metric": scope[3],
-                        "clinician_a": a, "clinician_b": b, **result.__dict__})
+                        "clinician_a": a, "clinician_b": b, **result.__dict__,
+                        "difference_ci_low": interval.ci_low, "difference_ci_high": interval.ci_high,
+                        "ci_method": interval.method})
+    add_holm(out, ("wilcoxon_p", "permutation_p"), family=("judge",))
     return out
 
 
@@ -333,12 +367,14 @@ def masking_rows(collected: _Collected) -> list[dict[str, Any]]:
 
 
 _GROUP_COLUMNS = list(GROUP)
-_ESTIMATE = ["mean_active_coverage", "mean_active_coverage_ci_low", "mean_active_coverage_ci_high", "n", "n_profiles"]
+_ESTIMATE = ["mean_active_coverage", "mean_active_coverage_ci_low", "mean_active_coverage_ci_high", "n", "n_profiles",
+             "ci_method"]
 TABLE_COLUMNS: dict[str, list[str]] = {
     "cells": [*_GROUP_COLUMNS, "phenotype", "alignment", *_ESTIMATE, "mean_bleed_rate"],
-    "domains": [*_GROUP_COLUMNS, "domain", "n", "active_coverage_rate", "bleed_rate", "asked_rate", "leak_rate"],
+    "domains": [*_GROUP_COLUMNS, "domain", "n", "active_coverage_rate", "bleed_rate", "asked_rate", "leak_rate",
+                "active_coverage_ci_low", "active_coverage_ci_high", "ci_method"],
     "trajectories": [*_GROUP_COLUMNS, "turn", "n", "mean_cumulative_coverage", *(f"share_{q}" for q in QUESTION_TYPES),
-                     "mean_cumulative_coverage_ci_low", "mean_cumulative_coverage_ci_high"],
+                     "mean_cumulative_coverage_ci_low", "mean_cumulative_coverage_ci_high", "ci_method"],
     "agreement": ["judge_a", "judge_b", "conversations", "label", "n", "raw_agreement", "kappa", "prevalence_a", "prevalence_b"],
     "clinicians": [*_GROUP_COLUMNS, "judge_mode", "judged", *_ESTIMATE, "mean_bleed_rate",
                    "median_first_treatment_planning_turn", "first_treatment_planning_undefined",
@@ -348,7 +384,8 @@ TABLE_COLUMNS: dict[str, list[str]] = {
                    "mean_leak_adjusted_active_coverage", "conversations_overshared"],
     "comparisons": ["judge", "condition", "patient_mode", "metric", "clinician_a", "clinician_b", "n_pairs", "n_nonzero",
                     "mean_a", "mean_b", "mean_difference", "wilcoxon_statistic", "wilcoxon_p", "permutation_p",
-                    "permutation_exact"],
+                    "permutation_exact", "difference_ci_low", "difference_ci_high", "ci_method", "wilcoxon_p_holm",
+                    "permutation_p_holm"],
     "masking": [*_GROUP_COLUMNS, "alignment", *_ESTIMATE, "mean_bleed_rate", "difference_vs_aligned"],
 }
 
@@ -374,6 +411,8 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
         "clinicians": (TABLE_COLUMNS["clinicians"], clinicians_rows(collected)),
         "comparisons": (TABLE_COLUMNS["comparisons"], comparisons_rows(collected)),
         "masking": (TABLE_COLUMNS["masking"], masking_rows(collected)),
+        "masking_model": (MASKING_MODEL_COLUMNS, masking_model_rows(_ok_rows(collected))),
+        "intervals": (INTERVAL_COLUMNS, interval_rows(repeated_trials(collected))),
         "domain_events": (DOMAIN_EVENT_COLUMNS, domain_event_rows(collected.rows, collected.outcomes, collected.last_turns)),
         "probe_curves": (PROBE_CURVE_COLUMNS, probe_curve_rows(collected.rows, collected.outcomes, collected.last_turns)),
     }

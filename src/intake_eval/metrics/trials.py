@@ -6,10 +6,11 @@ the judgments behind it, per (judge, clinician, condition, patient mode):
 - ``between_trial_sd``: the pooled within-profile SD of active coverage across trials,
   sqrt(mean over profiles with ≥ 2 trials of the sample variance, ddof=1).
 - ``between_profile_sd``: the SD of the per-profile mean coverage (for contrast).
-- ``ci_low``/``ci_high``: 95 % percentile CI of the mean active coverage from a two-stage cluster
-  bootstrap (resample profiles with replacement, then trials with replacement within each drawn
-  profile), so the CI accounts for trials nested in profiles. ``naive_ci_*`` treats every
-  conversation as independent, shown for contrast (it is too narrow when trials correlate).
+- ``ci_low``/``ci_high``: 95 % percentile CI of the mean active coverage from the nested bootstrap
+  (stats.mean_ci: profiles with replacement, then trials with replacement within each drawn profile),
+  drawn with the seed of the headline's interval (metrics/clinicians.csv), so the trials section and
+  the headline state one interval for one mean. ``naive_ci_*`` treats every conversation as
+  independent, shown for contrast (it is too narrow when trials correlate).
 - consistency: over every (profile, hidden domain) slot, ``caught_any`` = caught (asked about and
   disclosed at some turn) in at least one trial, ``caught_all`` = caught in every trial of that
   profile; ``consistency`` = caught_all / caught_any.
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.numbers import csv_cell
 from intake_eval.core.records import Judgment, Profile
 from intake_eval.core.store import (
     RunPaths,
@@ -36,10 +38,10 @@ from intake_eval.core.store import (
     write_text_atomic,
 )
 from intake_eval.metrics.figures import domain_outcomes
+from intake_eval.metrics.stats import N_BOOTSTRAP, mean_ci
 
 TRIALS_METRICS = "trials"
-BOOTSTRAP_RESAMPLES = 2000
-CI_METHOD = f"cluster bootstrap (profiles then trials within); B={BOOTSTRAP_RESAMPLES}; 95% percentile"
+BOOTSTRAP_RESAMPLES = N_BOOTSTRAP
 COLUMNS = [
     "judge", "clinician", "condition", "patient_mode", "profiles", "trials", "min_trials", "conversations",
     "mean_active_coverage", "between_trial_sd", "between_profile_sd", "ci_low", "ci_high",
@@ -87,29 +89,17 @@ def _sd(values: list[float]) -> float | None:
     return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
+def headline_seed(key: GroupKey) -> str:
+    """The seed metrics/clinicians.csv draws this group's coverage interval with (tables.clinicians_rows)."""
+    return "clinicians|" + "|".join(key)
+
+
 def cluster_bootstrap_ci(values_by_profile: list[list[float]], *, seed: str, resamples: int = BOOTSTRAP_RESAMPLES,
                          level: float = 0.95) -> tuple[float, float] | None:
-    """Two-stage bootstrap of the pooled mean: profiles with replacement, then trials within each."""
-    import numpy as np
-
-    groups = [v for v in values_by_profile if v]
-    if not groups:
-        return None
-    counts = np.array([len(v) for v in groups])
-    width = int(counts.max())
-    matrix = np.full((len(groups), width), np.nan)
-    for i, values in enumerate(groups):
-        matrix[i, : len(values)] = values
-    rng = np.random.default_rng(int(stable_hash(["trials-bootstrap", seed])[:12], 16))
-    picked = rng.integers(len(groups), size=(resamples, len(groups)))  # B × P profile draws
-    k = counts[picked]  # trials available in each drawn profile
-    trial_idx = np.floor(rng.random((resamples, len(groups), width)) * k[..., None]).astype(int)
-    mask = np.arange(width)[None, None, :] < k[..., None]  # draw k trials per drawn profile
-    drawn = matrix[picked[..., None], trial_idx]
-    means = np.where(mask, drawn, 0.0).sum(axis=(1, 2)) / mask.sum(axis=(1, 2))
-    tail = (1 - level) / 2
-    low, high = np.quantile(means, [tail, 1 - tail])
-    return float(low), float(high)
+    """The CI of the pooled mean every figure uses (stats.mean_ci): nested when profiles have several trials."""
+    groups = {f"{i:09d}": values for i, values in enumerate(values_by_profile) if values}
+    estimate = mean_ci(groups, seed=seed, n_boot=resamples, level=level)
+    return None if estimate.ci_low is None else (estimate.ci_low, estimate.ci_high)
 
 
 def naive_bootstrap_ci(values: list[float], *, seed: str, resamples: int = BOOTSTRAP_RESAMPLES,
@@ -149,7 +139,7 @@ def trial_figures(observations: list[TrialObservation], *, seed: str = "") -> di
     by_profile = _by_profile(observations)
     values = [[obs.active_coverage for obs in items] for items in by_profile.values()]
     pooled = [v for group in values for v in group]
-    ci = cluster_bootstrap_ci(values, seed=seed)
+    estimate = mean_ci({pid: [obs.active_coverage for obs in items] for pid, items in by_profile.items()}, seed=seed)
     naive = naive_bootstrap_ci(pooled, seed=seed)
     slots, any_count, all_count = consistency_counts(by_profile)
     return {
@@ -160,11 +150,11 @@ def trial_figures(observations: list[TrialObservation], *, seed: str = "") -> di
         "mean_active_coverage": sum(pooled) / len(pooled) if pooled else None,
         "between_trial_sd": between_trial_sd(values),
         "between_profile_sd": _sd([sum(v) / len(v) for v in values if v]),
-        "ci_low": ci[0] if ci else None,
-        "ci_high": ci[1] if ci else None,
+        "ci_low": estimate.ci_low,
+        "ci_high": estimate.ci_high,
         "naive_ci_low": naive[0] if naive else None,
         "naive_ci_high": naive[1] if naive else None,
-        "ci_method": CI_METHOD,
+        "ci_method": estimate.method,
         "domain_slots": slots,
         "caught_any": any_count,
         "caught_all": all_count,
@@ -257,14 +247,6 @@ def has_trials(groups: dict[GroupKey, list[TrialObservation]]) -> bool:
     return any(obs.trial > 0 for items in groups.values() for obs in items)
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
-
-
 def write_trial_metrics(paths: RunPaths) -> Path | None:
     """Write metrics/trials.csv when the run has repeated trials; returns its path (None otherwise,
     and a stale trials.csv is removed).
@@ -279,9 +261,9 @@ def write_trial_metrics(paths: RunPaths) -> Path | None:
     lines = [COLUMNS]
     for key, observations in groups.items():
         judge, clinician, condition, mode = key
-        figures = trial_figures(observations, seed="|".join(key))
+        figures = trial_figures(observations, seed=headline_seed(key))
         record = {"judge": judge, "clinician": clinician, "condition": condition, "patient_mode": mode, **figures}
-        lines.append([_cell(record[column]) for column in COLUMNS])
+        lines.append([csv_cell(record[column]) for column in COLUMNS])
     import io
 
     buffer = io.StringIO()

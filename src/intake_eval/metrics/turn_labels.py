@@ -14,10 +14,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from intake_eval.core.numbers import csv_cell
 from intake_eval.core.records import Judgment
 from intake_eval.core.store import RunPaths, write_text_atomic
 from intake_eval.metrics.figures import TurnLabels
-from intake_eval.metrics.reading import format_cell
 
 TURN_LABELS_TABLE = "turn_labels"
 HEADER_COLUMNS = ("conversation_id", "judge", "clinician", "phenotype", "profile_id", "condition", "patient_mode",
@@ -61,7 +61,7 @@ class TurnLabelRows:
         self._by_key: dict[tuple[str, str], str] = {}
 
     def add(self, judgment: Judgment, labels: Sequence[TurnLabels], hidden: Sequence[str], _figures: Any = None) -> None:
-        prefix = _csv_line([format_cell(v) for v in header_tuple(judgment)])[:-1] + ","
+        prefix = _csv_line([csv_cell(v) for v in header_tuple(judgment)])[:-1] + ","
         hidden_set = set(hidden)
         lines = []
         for turn in labels:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from intake_eval.core.numbers import csv_cell
 from intake_eval.core.records import QUESTION_TYPES
 from intake_eval.core.store import RunPaths, write_text_atomic
 from intake_eval.report import (
@@ -32,7 +33,7 @@ from intake_eval.report import (
 )
 from intake_eval.report.load import RunData, domain_labels, load_run, order_judges
 from intake_eval.report.tables import arm_of
-from intake_eval.report.viewer import outcome_codes
+from intake_eval.report.viewer import bleed_flags, outcome_codes
 
 HEADLINE_COLUMNS = ("arm", "clinician", "condition", "patient_mode", "n_conversations", "n_scored", "n_profiles",
                     "coverage_mean", "coverage_ci_low", "coverage_ci_high", "bleed_mean", "first_tp_median",
@@ -83,7 +84,7 @@ def build_views(data: RunData, judges: list[str]) -> dict[str, Any]:
         "matrix": tables.matrix(data, arms, labels, primary),
         "domains": tables.domain_breakdown(data, arms, labels, primary),
         "trajectories": lines, "qmix": mixes, "max_turn": max_turn,
-        "comparisons": tables.comparisons(data, primary),
+        "comparisons": tables.comparisons(data, primary), "intervals": tables.intervals(data),
         "agreement": agreement_view.kappa_rows(data, judges), "hotspots": agreement_view.hotspots(data, judges),
     }
 
@@ -93,11 +94,14 @@ def render_charts(views: dict[str, Any], labels: dict[str, str], names: dict[str
     The matrix and domain heatmaps link their cells to the viewer when the views carry ``links``."""
     names = names or {}
     out = {"forest": "", "matrix": "", "domains": "", "domain_rates": "", "trajectory": "", "qmix": ""}
+    nested = "nested" in (views.get("intervals") or {}).get("headline", "")
+    ci_words = "95% CI over profiles, then trials (nested)" if nested else charts.CI_OVER_PROFILES
     head = [r for r in views["headline"] if r["coverage_mean"] is not None]
     if head:
         out["forest"] = charts.forest([{"label": r["arm"], "mean": r["coverage_mean"], "lo": r["coverage_ci_low"],
                                         "hi": r["coverage_ci_high"], "n": r["n_scored"]} for r in head],
-                                      title=f"Mean active coverage by clinician (judge: {views['primary']})")
+                                      title=f"Mean active coverage by clinician (judge: {views['primary']})",
+                                      ci_words=ci_words)
     m = views["matrix"]
     if m["phenotypes"]:
         marks = ["▲ masked" if m["alignment"].get(p) == "masked" else "" for p in m["phenotypes"]]
@@ -109,9 +113,9 @@ def render_charts(views: dict[str, Any], labels: dict[str, str], names: dict[str
         out["domains"] = charts.heatmap(d["values"], d["counts"], title="Hidden domain actively surfaced (% of conversations)",
                                         row_labels=[labels.get(x, x) for x in d["domains"]], col_labels=d["arms"],
                                         cbar_label="conversations surfacing the domain (%)", links=d.get("links"))
-        out["domain_rates"] = charts.domain_rates(d, labels)
+        out["domain_rates"] = charts.domain_rates(d, labels, ci_words)
     if views["trajectories"]:
-        out["trajectory"] = charts.trajectories(views["trajectories"], max_turn=views["max_turn"])
+        out["trajectory"] = charts.trajectories(views["trajectories"], max_turn=views["max_turn"], ci_words=ci_words)
         out["qmix"] = charts.question_mix(views["qmix"], qtypes=list(QUESTION_TYPES), max_turn=views["max_turn"])
     return out
 
@@ -138,7 +142,7 @@ def headline_csv(rows: list[dict[str, Any]]) -> str:
     writer = csv.DictWriter(buffer, fieldnames=list(HEADLINE_COLUMNS), lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: ("" if fmt.missing(row[k]) else row[k]) for k in HEADLINE_COLUMNS})
+        writer.writerow({k: csv_cell(row[k]) for k in HEADLINE_COLUMNS})
     return buffer.getvalue()
 
 
@@ -146,7 +150,7 @@ def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str],
                  names: dict[str, str]) -> dict[str, Any]:
     arm_index = {arm: i for i, arm in enumerate(views["arms"])}
     primary_done = data.judgments.get(views["primary"], {}) if views["primary"] else {}
-    convs = []
+    convs, bled = [], {}
     for cid in sorted(data.conversations):
         conv = data.conversations[cid]
         profile = data.profiles.get(conv.get("profile_id", ""), {})
@@ -155,6 +159,8 @@ def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str],
         judged = primary_done.get(cid)
         if status == "ok" and judged is not None and judged.get("status", "ok") != "ok":
             status = f"judge: {judged.get('status')}"
+        if judged is not None and status == "ok" and "1" in (flags := bleed_flags(judged.get("sig", ""), len(hidden))):
+            bled[cid] = flags  # bleed per hidden domain, shown on the drill-down squares (caught ones too)
         convs.append([cid, shard_of.get(cid, ""), arm_index[arm_of(conv)], conv.get("profile_id", ""), status,
                       outcome_codes(views["outcomes"][cid], hidden), conv.get("trial", 0), views["coverage"].get(cid)])
     profiles = {}
@@ -170,7 +176,8 @@ def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str],
     judged = [c for c in convs if c[4] == "ok" and c[5]]
     start = max(judged, key=lambda c: (len(set(c[5])), "3" in c[5], c[0]))[0] if judged else (convs[0][0] if convs else None)
     shown = {p[0] for p in profiles.values()}
-    return {"judges": views["judges"], "primary": views["primary"], "labels": labels, "convs": convs, "profiles": profiles,
+    return {"judges": views["judges"], "primary": views["primary"], "labels": labels, "convs": convs, "bled": bled,
+            "profiles": profiles,
             "phenotype_names": {p: names[p] for p in sorted(shown) if p in names},
             "arms": [{"label": views["arm_labels"][a], "clinician": a[0], "condition": a[1], "mode": a[2]} for a in views["arms"]],
             "start": start}
@@ -224,12 +231,15 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
         m["masked_fmt"], m["aligned_fmt"] = fmt.pct(m["masked_mean"]), fmt.pct(m["aligned_mean"])
         m["masked_ci"], m["aligned_ci"] = fmt.ci(m["masked_lo"], m["masked_hi"]), fmt.ci(m["aligned_lo"], m["aligned_hi"])
         m["diff_fmt"] = fmt.points(m["difference"])
+        m["model_fmt"] = f"{fmt.points(m['model_difference'])} {fmt.ci(m['model_lo'], m['model_hi'])}".strip()
+        m["model_p_fmt"] = fmt.p_value(m["model_p"])
     for a in views["agreement"]:
         a["raw_fmt"], a["kappa_fmt"] = fmt.pct(a["raw_agreement"]), fmt.kappa(a["kappa"])
     for d in (views["hotspots"] or {}).get("domains", []):
         d["rate_fmt"] = fmt.pct(d["rate"])
     page = html.render_html({
         "run": run, "notes": data.notes, "headline": views["headline"], "charts": chart_svgs,
+        "intervals": views["intervals"],
         "comparisons": html.comparisons_table(views["comparisons"]), "matrix": views["matrix"],
         "multi_scope": len({(r["condition"], r["patient_mode"]) for r in views["comparisons"]}) > 1,
         "agreement": {"rows": views["agreement"], "hot": views["hotspots"]}, "labels": labels,

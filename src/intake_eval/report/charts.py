@@ -94,7 +94,10 @@ def heatmap(values, counts, *, title: str, row_labels: list[str], col_labels: li
     return to_svg(fig)
 
 
-def trajectories(series: dict[str, dict[str, Any]], *, max_turn: int) -> str:
+CI_OVER_PROFILES = "95% CI over profiles"
+
+
+def trajectories(series: dict[str, dict[str, Any]], *, max_turn: int, ci_words: str = CI_OVER_PROFILES) -> str:
     """series: arm -> {'turns': [...], 'mean': [...], 'n': int} (optional 'lo'/'hi' draw a band)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7.2, 3.6))
@@ -117,7 +120,7 @@ def trajectories(series: dict[str, dict[str, Any]], *, max_turn: int) -> str:
     ax.legend(frameon=False, loc="upper left", fontsize=8)
     banded = any(line.get("lo") for line in series.values())
     ax.set_title("Hidden domains surfaced by turn (mean over conversations"
-                 + ("; shaded: 95% CI over profiles)" if banded else ")"), loc="left")
+                 + (f"; shaded: {ci_words})" if banded else ")"), loc="left")
     return to_svg(fig)
 
 
@@ -153,7 +156,7 @@ def question_mix(mixes: dict[str, dict[str, Any]], *, qtypes: list[str], max_tur
     return to_svg(fig)
 
 
-def forest(rows: list[dict[str, Any]], *, title: str) -> str:
+def forest(rows: list[dict[str, Any]], *, title: str, ci_words: str = CI_OVER_PROFILES) -> str:
     """Mean active coverage with 95% CI per arm: rows [{'label', 'mean', 'lo', 'hi', 'n'}]."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7.2, 0.9 + 0.38 * len(rows)))
@@ -167,7 +170,7 @@ def forest(rows: list[dict[str, Any]], *, title: str) -> str:
             ax.text(101.5, y, f"{row['mean'] * 100:.1f}%", va="center", fontsize=8)
     ax.set_yticks(range(len(rows)), labels=[f"{r['label']} (n={r['n']})" for r in reversed(rows)])
     ax.set_xlim(0, 100)
-    ax.set_xlabel("mean active coverage of hidden domains (%), 95% bootstrap CI over profiles")
+    ax.set_xlabel(f"mean active coverage of hidden domains (%), {ci_words}")
     ax.grid(axis="x", color="#e5e5e5", linewidth=0.8)
     ax.spines[["top", "right", "left"]].set_visible(False)
     ax.tick_params(axis="y", length=0)
@@ -212,7 +215,7 @@ def survival_panels(panels: dict[str, dict[str, dict[str, Any]]], *, max_turn: i
     return to_svg(fig)
 
 
-def domain_rates(domains: dict[str, Any], labels: dict[str, str]) -> str:
+def domain_rates(domains: dict[str, Any], labels: dict[str, str], ci_words: str = CI_OVER_PROFILES) -> str:
     """Each hidden domain's active-coverage rate per arm with its 95 % interval (a dot plot):
     domains = {'domains', 'arms', 'values', 'counts', 'ci_low', 'ci_high'} (rows domains × cols arms)."""
     plt = _plt()
@@ -232,7 +235,7 @@ def domain_rates(domains: dict[str, Any], labels: dict[str, str]) -> str:
             labelled.add(arm)
     ax.set_yticks(range(len(names)), labels=[labels.get(d, d) for d in reversed(names)])
     ax.set_xlim(-1, 101)
-    ax.set_xlabel("conversations actively surfacing the domain (%), Wilson 95% CI")
+    ax.set_xlabel(f"conversations actively surfacing the domain (%), {ci_words}")
     ax.grid(axis="x", color="#e5e5e5", linewidth=0.8)
     ax.spines[["top", "right", "left"]].set_visible(False)
     ax.tick_params(axis="y", length=0)

@@ -1,55 +1,26 @@
-"""Number formatting shared by the HTML, the Markdown and the terminal summary (so they agree)."""
+"""The report's cells: the number formats of core/numbers.py (one formatter for every table, so the
+HTML, the Markdown, the terminal and compare agree), rankings with ties, and the headline row's cells."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-DASH = "–"
-
-
-def missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def pct(value: Any, digits: int = 1) -> str:
-    return DASH if missing(value) else f"{float(value) * 100:.{digits}f}%"
-
-
-def ci(low: Any, high: Any) -> str:
-    if missing(low) or missing(high):
-        return ""
-    return f"[{float(low) * 100:.1f}–{float(high) * 100:.1f}]"
-
-
-def turn(value: Any) -> str:
-    return DASH if missing(value) else f"{float(value):g}"
-
-
-def count(value: Any) -> str:
-    return DASH if missing(value) else f"{int(value):,}"
-
-
-def dollars(value: Any, known: bool = True) -> str:
-    if missing(value):
-        return DASH
-    text = f"${float(value):,.2f}"
-    return text if known else f"≥ {text}"
-
-
-def points(value: Any) -> str:
-    """A difference of two rates, in percentage points."""
-    return DASH if missing(value) else f"{float(value) * 100:+.1f} pts"
-
-
-def p_value(value: Any) -> str:
-    if missing(value):
-        return DASH
-    return "< 0.001" if float(value) < 0.001 else f"{float(value):.3f}"
-
-
-def kappa(value: Any) -> str:
-    return DASH if missing(value) else f"{float(value):.2f}"
+from intake_eval.core.numbers import (  # noqa: F401  (the report's formats, used as fmt.<name>)
+    DASH,
+    ci,
+    count,
+    decimal,
+    dollars,
+    general,
+    interval,
+    kappa,
+    missing,
+    p_value,
+    pct,
+    points,
+    turn,
+)
+from intake_eval.metrics.sensitivity import tied_ranks
 
 
 def headline_cells(row: dict[str, Any]) -> dict[str, str]:
@@ -68,3 +39,8 @@ def headline_cells(row: dict[str, Any]) -> dict[str, str]:
         "tokens": count(row["tokens"]),
         "cost": dollars(row["cost_usd"], row["cost_known"]),
     }
+
+
+def ranking(scores: dict[str, float], order: list[str]) -> str:
+    """'1. a (80.0%) · =2. b (50.0%) · =2. c (50.0%)': rates best first, ties shown as ties."""
+    return " · ".join(f"{rank}. {entity} ({pct(scores[entity])})" for rank, entity in tied_ranks(scores, order))

@@ -19,7 +19,7 @@ DEFINITIONS = (
     "with a short supervisor's note to review areas not yet covered; the turns before it are kept verbatim. "
     "Spontaneous = active coverage as the intake ran; nudged = coverage of its fork (an intake that never closed "
     "keeps its own). The capacity gap (nudged − spontaneous) is what the clinician could ask but did not; "
-    "95% CI from resampling profiles. Forks that failed or are not judged are left out, never read as 0.")
+    "95% CI from resampling profiles (nested: then trials within each drawn profile, when a run repeats trials). Forks that failed or are not judged are left out, never read as 0.")
 _NEEDS = ("clinician", "fork_arm", "scope", "key", "n_intakes", "n_forked", "spontaneous", "nudged", "capacity_gap",
           "gap_ci_low", "gap_ci_high")
 

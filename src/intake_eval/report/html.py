@@ -51,7 +51,7 @@ def csv_table_html(table, limit: int = 200) -> str:
             if fmt.missing(value):
                 text = fmt.DASH
             elif isinstance(value, float):
-                text = fmt.pct(value) if any(k in column for k in ("rate", "share", "recall", "precision")) and 0 <= value <= 1 else f"{value:.3g}"
+                text = fmt.pct(value) if any(k in column for k in ("rate", "share", "recall", "precision")) and 0 <= value <= 1 else fmt.general(value)
             else:
                 text = str(value)
             cells.append(f"<td class='l'>{escape(text)}</td>")
@@ -79,7 +79,7 @@ def optional_sections(data: RunData) -> list[Section]:
 
 
 def comparisons_table(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """metrics/comparisons.csv rows of the primary judge, formatted for the page."""
+    """metrics/comparisons.csv rows of the primary judge, formatted for the page (and summary.md)."""
     out = []
     for row in rows:
         metric = str(row["metric"]).replace("_", " ")
@@ -87,7 +87,10 @@ def comparisons_table(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
             "scope": f"{row['condition']} · {row['patient_mode']}", "metric": metric,
             "a": str(row["clinician_a"]), "b": str(row["clinician_b"]), "n_pairs": fmt.count(row["n_pairs"]),
             "mean_a": fmt.pct(row["mean_a"]), "mean_b": fmt.pct(row["mean_b"]), "difference": fmt.points(row["mean_difference"]),
+            "difference_ci": fmt.ci(row.get("difference_ci_low"), row.get("difference_ci_high")),
             "wilcoxon_p": fmt.p_value(row["wilcoxon_p"]), "permutation_p": fmt.p_value(row["permutation_p"]),
+            "wilcoxon_p_holm": fmt.p_value(row.get("wilcoxon_p_holm")),
+            "permutation_p_holm": fmt.p_value(row.get("permutation_p_holm")),
             "exact": "exact" if str(row.get("permutation_exact")).lower() == "true" else "Monte Carlo",
         })
     return out

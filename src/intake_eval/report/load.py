@@ -28,7 +28,8 @@ from intake_eval.metrics.tables import write_metrics
 from intake_eval.metrics.trials import write_trial_metrics
 from intake_eval.report.viewer import domain_outcomes
 
-METRIC_TABLES = ("conversations", "cells", "domains", "trajectories", "agreement", "clinicians", "comparisons", "masking")
+METRIC_TABLES = ("conversations", "cells", "domains", "trajectories", "agreement", "clinicians", "comparisons", "masking",
+                 "masking_model", "intervals")
 OPTIONAL_TABLES = ("safety", "diagnosis", "capacity_gap", "trials", "patient_qc", "patient_qc_domains",
                    "annotation_agreement")
 
@@ -243,7 +244,7 @@ def order_judges(judgments: dict[str, dict], manifest: dict[str, Any], prefer: s
 def metrics_stale(paths: RunPaths) -> bool:
     """CSVs missing, or older than a judgment/conversation/profile file they are computed from."""
     target = paths.metrics("conversations")
-    if not target.exists():
+    if not target.exists() or not all(paths.metrics(name).exists() for name in METRIC_TABLES):
         return True
     built = target.stat().st_mtime
     sources = [paths.profiles, *paths.conversation_files(), *paths.judgment_files()]

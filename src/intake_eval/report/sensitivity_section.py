@@ -18,7 +18,8 @@ TITLE = "Sensitivity to judge choice"
 DEFINITIONS = (
     "Each judge's ranking of the clinicians by mean active coverage (profiles, trials averaged), compared with the "
     "primary judge's: Kendall's τ between the two rankings, the pairs of clinicians whose order flips, and the paired "
-    "tests (permutation test over profiles, p < 0.05) whose conclusion changes.")
+    "tests (permutation test over profiles, p < 0.05 after Holm's adjustment over each judge's pairs) whose conclusion "
+    "changes. Tied clinicians share a rank (=k).")
 HEADER = ["Condition · patient mode", "Judge", "Ranking by active coverage", "Kendall's τ vs primary", "Verdict"]
 
 
@@ -37,9 +38,8 @@ def sensitivity_rows(data: RunData) -> list[list[str]]:
         verdicts: dict[Any, Any] = {item.scorer: item for item in found}
         for index, view in enumerate(views):
             item = verdicts.get(view.scorer)
-            tau = "primary" if index == 0 else (fmt.DASH if item is None or item.tau is None else f"{item.tau:+.2f}")
-            rows.append([f"{condition} · {mode}", str(view.scorer),
-                         " > ".join(f"{e} ({fmt.pct(view.scores[e])})" for e in view.ranking) or fmt.DASH, tau,
+            tau = "primary" if index == 0 else (fmt.DASH if item is None else fmt.decimal(item.tau, signed=True))
+            rows.append([f"{condition} · {mode}", str(view.scorer), fmt.ranking(view.scores, view.ranking) or fmt.DASH, tau,
                          "primary judge" if index == 0 else item.verdict if item else ""])
     return rows
 

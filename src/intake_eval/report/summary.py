@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from intake_eval.report import fmt
+from intake_eval.report.html import comparisons_table as comparison_cells
 
 
 def _table(header: list[str], rows: list[list[str]], align: list[str] | None = None) -> list[str]:
@@ -25,10 +26,11 @@ def render_markdown(run: dict[str, Any], views: dict[str, Any], notes: list[str]
     out.append("")
     if notes:
         out += ["> **Incomplete run.** " + " ".join(f"{n}." if not n.endswith(".") else n for n in notes), ""]
+    intervals = views.get("intervals") or {}
     out += ["## Headline", "",
             "Active coverage: share of hidden domains the clinician asked about specifically and the patient disclosed "
-            "(mean over conversations; 95% bootstrap CI resampling profiles). Turn metrics are medians; "
-            "in parentheses, conversations where the event never happened.", ""]
+            "(mean over conversations). Turn metrics are medians; in parentheses, conversations where the event never "
+            "happened. " + intervals.get("headline", ""), ""]
     rows = []
     for row in views["headline"]:
         f = row.get("fmt") or fmt.headline_cells(row)
@@ -38,6 +40,15 @@ def render_markdown(run: dict[str, Any], views: dict[str, Any], notes: list[str]
     out += _table(["Clinician", "n", "Active coverage [95% CI]", "Bleed", "First treatment-planning turn (never)",
                    "Premature closure turn (never)", "Patient leaks", "Failed", "Judge errors", "Tokens", "Cost"], rows)
     out.append("")
+    if views.get("comparisons"):
+        out += ["### Paired comparisons on the same profiles", "", intervals.get("comparisons", ""), ""]
+        cells = comparison_cells(views["comparisons"])
+        several = len({c["scope"] for c in cells}) > 1
+        rows = [[c["metric"] + (f" ({c['scope']})" if several else ""), c["a"], c["b"], c["n_pairs"], c["mean_a"],
+                 c["mean_b"], f"{c['difference']} {c['difference_ci']}".strip(), c["wilcoxon_p"], c["wilcoxon_p_holm"],
+                 c["permutation_p"], c["permutation_p_holm"]] for c in cells]
+        out += _table(["Metric", "A", "B", "Pairs", "Mean A", "Mean B", "A − B [95% CI]", "Wilcoxon p", "Holm",
+                       "Permutation p", "Holm"], rows, align=["l", "l", "l"] + ["r"] * 8) + [""]
     m = views["matrix"]
     if m["phenotypes"]:
         out += ["## Coverage matrix (active coverage, %; hardest phenotypes first; ▲ = masked presentation)", ""]
@@ -46,10 +57,14 @@ def render_markdown(run: dict[str, Any], views: dict[str, Any], notes: list[str]
             mark = " ▲" if m["alignment"].get(phenotype) == "masked" else ""
             rows.append([phenotype + mark] + [fmt.pct(v, 0) + (f" (n={n})" if n else "") for v, n in zip(m["values"][i], m["counts"][i])])
         out += _table(["Phenotype"] + m["arms"], rows) + [""]
-        rows = [[x["arm"], fmt.pct(x["masked_mean"]), str(x["masked_n"]), fmt.pct(x["aligned_mean"]), str(x["aligned_n"])]
+        rows = [[x["arm"], fmt.pct(x["masked_mean"]), str(x["masked_n"]), fmt.pct(x["aligned_mean"]), str(x["aligned_n"]),
+                 f"{fmt.points(x.get('model_difference'))} {fmt.ci(x.get('model_lo'), x.get('model_hi'))}".strip(),
+                 fmt.p_value(x.get("model_p")), f"{x.get('masked_phenotypes', 0)} / {x.get('aligned_phenotypes', 0)}"]
                 for x in m["masking"]]
-        out += ["### Masked vs aligned phenotypes", ""]
-        out += _table(["Clinician", "Masked", "n", "Aligned", "n"], rows) + [""]
+        out += ["### Masked vs aligned phenotypes", "", intervals.get("masking", ""), "",
+                intervals.get("masking_model", ""), ""]
+        out += _table(["Clinician", "Masked", "n", "Aligned", "n", "Masked − aligned [95% CI]", "Phenotype permutation p",
+                       "Phenotypes masked / aligned"], rows) + [""]
     d = views["domains"]
     if d["domains"]:
         out += ["## Per-domain active coverage (% of conversations where the domain was hidden)", ""]

@@ -14,7 +14,6 @@ from typing import Any
 
 from intake_eval.core.records import QUESTION_TYPES
 from intake_eval.report.load import RunData
-from intake_eval.trust.patient_qc import wilson_interval
 
 Arm = tuple[str, str, str]  # (clinician, condition, patient_mode)
 
@@ -130,6 +129,7 @@ def matrix(data: RunData, arms: list[Arm], labels: dict[Arm, str], primary: str 
     values = [[_num(cells[(p, a)]["mean_active_coverage"]) if (p, a) in cells else None for a in arms] for p in phenotypes]
     counts = [[_int(cells[(p, a)]["n"]) if (p, a) in cells else None for a in arms] for p in phenotypes]
     masking_rows = {(arm_of(r), str(r["alignment"])): r for r in table_rows(data, "masking", primary)}
+    models = {arm_of(r): r for r in table_rows(data, "masking_model", primary)}  # metrics/masking_model.py
     masking = []
     for arm in arms:
         entry: dict[str, Any] = {"arm": labels[arm]}
@@ -140,6 +140,12 @@ def matrix(data: RunData, arms: list[Arm], labels: dict[Arm, str], primary: str 
             entry[f"{kind}_hi"] = _num(row.get("mean_active_coverage_ci_high"))
             entry[f"{kind}_n"] = _int(row.get("n"))
         entry["difference"] = _num(masking_rows.get((arm, "masked"), {}).get("difference_vs_aligned"))
+        model = models.get(arm, {})
+        entry.update(model_difference=_num(model.get("difference")), model_lo=_num(model.get("ci_low")),
+                     model_hi=_num(model.get("ci_high")), model_p=_num(model.get("permutation_p")),
+                     model_exact=str(model.get("permutation_exact")).lower() == "true",
+                     masked_phenotypes=_int(model.get("masked_phenotypes")),
+                     aligned_phenotypes=_int(model.get("aligned_phenotypes")))
         if entry["masked_n"] or entry["aligned_n"]:
             masking.append(entry)
     return {"phenotypes": phenotypes, "overall": overall, "alignment": alignment, "arms": [labels[a] for a in arms],
@@ -157,12 +163,11 @@ def domain_breakdown(data: RunData, arms: list[Arm], labels: dict[Arm, str], pri
     domains.sort(key=lambda d: (overall[d] if overall[d] is not None else 2.0, d))
     values = [[_num(cells[(d, a)]["active_coverage_rate"]) if (d, a) in cells else None for a in arms] for d in domains]
     counts = [[_int(cells[(d, a)]["n"]) if (d, a) in cells else None for a in arms] for d in domains]
-    # Wilson 95 % intervals: conversations of one profile count as independent here (a lower bound on the uncertainty)
-    intervals = [[wilson_interval(round(v * n), n) if v is not None and n else (None, None) for v, n in zip(vs, ns)]
-                 for vs, ns in zip(values, counts)]
+    # the interval every figure uses (metrics/domains.csv: profiles resampled, nested with trials)
+    ci_low = [[_num(cells[(d, a)].get("active_coverage_ci_low")) if (d, a) in cells else None for a in arms] for d in domains]
+    ci_high = [[_num(cells[(d, a)].get("active_coverage_ci_high")) if (d, a) in cells else None for a in arms] for d in domains]
     return {"domains": domains, "arms": [labels[a] for a in arms], "overall": overall, "values": values,
-            "counts": counts, "ci_low": [[lo for lo, _ in row] for row in intervals],
-            "ci_high": [[hi for _, hi in row] for row in intervals]}
+            "counts": counts, "ci_low": ci_low, "ci_high": ci_high}
 
 
 def trajectories(data: RunData, arms: list[Arm], labels: dict[Arm, str], primary: str | None) -> tuple[dict, dict, int]:
@@ -187,6 +192,17 @@ def trajectories(data: RunData, arms: list[Arm], labels: dict[Arm, str], primary
         mixes[labels[arm]] = {"turns": [_int(r["turn"]) for r in turns], "n": lines[labels[arm]]["n"],
                               "shares": {q: [_num(r.get(f"share_{q}")) or 0.0 for r in turns] for q in QUESTION_TYPES}}
     return lines, mixes, max_turn
+
+
+def intervals(data: RunData) -> dict[str, str]:
+    """figure → the interval it states (metrics/intervals.csv; declared from the conversations when absent)."""
+    declared = {str(r["figure"]): str(r["interval"]) for r in table_rows(data, "intervals")}
+    if declared:
+        return declared
+    from intake_eval.metrics.intervals import declared_intervals
+
+    arms_profiles = [(arm_of(c), c.get("profile_id")) for c in data.conversations.values() if c.get("status", "ok") == "ok"]
+    return declared_intervals(len(set(arms_profiles)) < len(arms_profiles))
 
 
 def comparisons(data: RunData, primary: str | None) -> list[dict[str, Any]]:

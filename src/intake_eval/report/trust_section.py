@@ -38,8 +38,8 @@ ANNOTATION_DEFINITIONS = (
     "annotator. 95% CIs from resampling items.")
 TRIALS_DEFINITIONS = (
     "Each profile was interviewed several times (trials). Between-trial SD: the pooled within-profile SD of active "
-    "coverage; between-profile SD for contrast. Nested CI: cluster bootstrap over profiles, then trials within profile; "
-    "the naive CI treats every conversation as independent and is too narrow when trials correlate. Consistency: of the "
+    "coverage; between-profile SD for contrast. Nested CI: cluster bootstrap over profiles, then trials within profile: "
+    "the same interval as the headline's (one interval for one mean); the naive CI treats every conversation as independent and is too narrow when trials correlate. Consistency: of the "
     "(profile, hidden domain) slots caught in at least one trial, the share caught in every trial.")
 QC_METRICS = ("disclosure_recall", "leak_rate", "invention_rate")
 _QC_NEEDS = ("patient", "patient_mode", "judge", "metric", "successes", "n", "rate", "ci_low", "ci_high")

@@ -54,6 +54,19 @@ def domain_outcomes(judgment: dict[str, Any] | None, hidden: list[str]) -> dict[
     return out
 
 
+def bleed_flags(signature: str, n_hidden: int) -> str:
+    """Per hidden domain '1' when some turn disclosed it without asking (bleed, as metrics count it),
+    from ``load.slim_judgment``'s label signature (code 2 = disclosed, not asked). A domain caught
+    later bled all the same: the drill-down marks it on top of its ✓."""
+    flags = ["0"] * n_hidden
+    for turn in signature.split("\x1e") if signature else []:
+        codes = turn.rsplit("\x1f", 1)[-1]
+        for i, code in enumerate(codes[:n_hidden]):
+            if code == "2":
+                flags[i] = "1"
+    return "".join(flags)
+
+
 def outcome_codes(outcomes: dict[str, str] | None, hidden: list[str]) -> str:
     """Drill-down squares as a string: one digit (OUTCOME_CODE) per hidden domain; '' if not judged."""
     return "" if outcomes is None else "".join(str(OUTCOME_CODE[outcomes[d]]) for d in hidden)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.numbers import csv_cell
 from intake_eval.core.records import QUESTION_TYPES, Conversation, Judgment, Profile
 from intake_eval.core.store import (
     RunPaths,
@@ -371,16 +372,10 @@ def agreement_table(key: dict[str, Any], humans: dict[str, dict[str, dict[str, A
     return rows
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    return f"{value:.6g}" if isinstance(value, float) else str(value)
-
-
 def import_annotations(paths: RunPaths, files: list[Path]) -> tuple[list[dict[str, Any]], Path]:
     key = load_key(paths)
     humans = read_annotations(files, key["by_id"])
     rows = agreement_table(key, humans)
     target = paths.metrics(ANNOTATION_METRICS)
-    write_text_atomic(target, _csv_text(AGREEMENT_COLUMNS, [{k: _cell(v) for k, v in row.items()} for row in rows]))
+    write_text_atomic(target, _csv_text(AGREEMENT_COLUMNS, [{k: csv_cell(v) for k, v in row.items()} for row in rows]))
     return rows, target

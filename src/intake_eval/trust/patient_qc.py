@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from intake_eval.catalog.load import load_catalog
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.numbers import csv_cell
 from intake_eval.core.progress import ProgressBar
 from intake_eval.core.records import (
     Conversation,
@@ -241,12 +242,6 @@ def qc_gate(result: QCResult, max_leak_rate: float | None, *, min_recall: float 
                               "asked directly (see metrics/patient_qc.csv and qc/)")
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    return f"{value:.6g}" if isinstance(value, float) else str(value)
-
-
 def domain_rows(records: list[PatientProbe], hidden: dict[str, list[str]], result: QCResult) -> list[dict[str, Any]]:
     """Per domain: direct probes disclosed, open probes that leaked it (of those where it was hidden),
     absent probes that invented it — which domains the patient gets wrong."""
@@ -281,7 +276,7 @@ def write_qc_table(paths: RunPaths, name: str, columns: list[str], result: QCRes
         with open(target, newline="", encoding="utf-8") as handle:
             kept = [row for row in csv.DictReader(handle)
                     if (row.get("patient"), row.get("patient_mode"), row.get("judge")) != (result.patient, result.mode, result.judge)]
-    merged = kept + [{k: _cell(v) for k, v in row.items()} for row in rows]
+    merged = kept + [{k: csv_cell(v) for k, v in row.items()} for row in rows]
     merged.sort(key=lambda r: (r["patient"], r["patient_mode"], r["judge"], r["metric"], r.get("domain", "")))
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")

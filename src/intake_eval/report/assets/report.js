@@ -75,9 +75,14 @@
       "data-conv": conv[0], onclick: function () { openConversation(conv[0]); } });
     if (conv[4] !== "ok") { box.appendChild(el("span", { cls: "badge fail", text: conv[4] })); return box; }
     if (!codes) { box.appendChild(el("span", { cls: "badge", text: "not judged" })); return box; }
+    var bled = (IE.bled || {})[conv[0]] || "";
     hidden.forEach(function (d, i) {
       var o = OUT[codes[i]] || OUT["0"];
-      box.appendChild(el("span", { cls: "chip " + o[0], title: label(d) + ": " + o[2], text: o[1] }));
+      /* a domain that bled and was caught later (or asked later) counts as bleed too: mark it */
+      var extra = bled[i] === "1" && o[0] !== "bleed";
+      box.appendChild(el("span", { cls: "chip " + o[0] + (extra ? " bled" : ""),
+        title: label(d) + ": " + o[2] + (extra ? "; also bled (disclosed without ask at some turn)" : ""),
+        text: o[1] + (extra ? "!" : "") }));
     });
     return box;
   }
@@ -150,9 +155,11 @@
     conv.hidden.forEach(function (d) {
       var a = false, b = false, q = false;
       j.turns.forEach(function (t) { var l = t.d[d]; if (!l) return; if (l[0] && l[1]) a = true; else if (l[1]) b = true; if (l[0]) q = true; });
-      var code = a ? "3" : b ? "2" : q ? "1" : "0";
+      var code = a ? "3" : b ? "2" : q ? "1" : "0", extra = b && code !== "2";
       if (a) caught += 1;
-      wrap.appendChild(el("span", { cls: "chip " + OUT[code][0], title: label(d) + ": " + OUT[code][2], text: OUT[code][1] }));
+      wrap.appendChild(el("span", { cls: "chip " + OUT[code][0] + (extra ? " bled" : ""),
+        title: label(d) + ": " + OUT[code][2] + (extra ? "; also bled (disclosed without ask at some turn)" : ""),
+        text: OUT[code][1] + (extra ? "!" : "") }));
       wrap.appendChild(el("span", { cls: "qt", text: " " + label(d) + "  " }));
     });
     wrap.insertBefore(el("b", { text: caught + " of " + conv.hidden.length + " hidden domains surfaced \u00b7 " }), wrap.firstChild);

@@ -1,0 +1,48 @@
+"""Which interval each figure states: one declaration, read by the report's page and summary.md (and
+written to metrics/intervals.csv for a methods section), so a reader never meets two intervals for
+one number without being told which is which.
+
+Every mean over conversations uses ``stats.mean_ci``: the profile bootstrap, or with repeated trials
+the nested profile → trial bootstrap. The run decides which (``repeated``: some profile has more
+than one scored conversation of one arm), so the words here match the ``ci_method`` column of every
+metrics CSV.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from intake_eval.metrics.masking_model import LIMITATION, METHOD as MASKING_METHOD
+from intake_eval.metrics.stats import N_BOOTSTRAP, NESTED_BOOTSTRAP, PROFILE_BOOTSTRAP
+
+COLUMNS = ["figure", "interval"]
+
+
+def mean_interval(repeated: bool) -> str:
+    return NESTED_BOOTSTRAP if repeated else PROFILE_BOOTSTRAP
+
+
+def declared_intervals(repeated: bool) -> dict[str, str]:
+    """figure → the sentence that states its interval (figure keys are the report's section names)."""
+    mean = mean_interval(repeated)
+    paired = ("the nested paired bootstrap (profiles resampled, then each clinician's trials within every drawn "
+              "profile)" if repeated else "the paired profile bootstrap")
+    return {
+        "headline": f"Active coverage (headline table and forest plot): 95% CI by {mean}.",
+        "comparisons": ("Paired comparisons (A − B on the profiles both clinicians were run on, per profile the "
+                        f"difference of the trial means): 95% CI by {paired}; B={N_BOOTSTRAP}, 95% percentile. "
+                        "p-values: Wilcoxon signed-rank and an exact or Monte-Carlo sign-flip permutation test on the "
+                        "profile means; every test of the table is one family, Holm-adjusted (statsmodels "
+                        "multipletests) shown under each p."),
+        "masking": f"Masked vs aligned, per arm: 95% CI of each mean by {mean}.",
+        "masking_model": f"Masked − aligned model: {MASKING_METHOD}. {LIMITATION}",
+        "matrix": f"Coverage matrix cells: no interval drawn; metrics/cells.csv has each cell's 95% CI by {mean}.",
+        "domains": f"Per-domain rates: 95% CI by {mean} (the share of a profile's conversations surfacing the domain).",
+        "trajectories": f"Trajectories: shaded 95% CI of the cumulative coverage after each turn by {mean}.",
+        "trials": (f"Repeated trials: the same 95% CI as the headline ({mean}); the naive interval treating every "
+                   "conversation as independent is shown for contrast only." if repeated else ""),
+    }
+
+
+def interval_rows(repeated: bool) -> list[dict[str, Any]]:
+    return [{"figure": figure, "interval": text} for figure, text in declared_intervals(repeated).items() if text]
