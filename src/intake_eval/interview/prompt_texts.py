@@ -10,7 +10,9 @@ prompt is written per turn (the clinician's words are in it) and only its templa
 
 from __future__ import annotations
 
-from intake_eval.core.records import Profile
+from collections.abc import Callable
+
+from intake_eval.core.records import Conversation, Profile
 from intake_eval.interview.formulation import formulation_instruction
 from intake_eval.interview.participants import (
     clinician_system_prompt,
@@ -42,4 +44,20 @@ def run_prompt_texts(settings: RunSettings, profiles: list[Profile]) -> list[Ren
     if settings.formulation:
         prompts.append(RenderedPrompt("formulation", "", formulation_instruction(), "formulation",
                                       note="sent to the clinician after its last turn"))
+    return prompts
+
+
+def conversation_patient_prompts(conversation: Conversation, profile: Profile,
+                                 render: Callable[..., str]) -> list[tuple[str, str]]:
+    """The patient's system prompt of one conversation as (when, text): prompted mode has one; tracked
+    mode's grows as domains unlock, so the one at the opening and, if different, the one at the end."""
+    mode = conversation.patient_mode
+    if mode != "tracked":
+        return [("every turn", patient_system_prompt(profile, mode, (), render))]
+    prompts = [("at the opening (nothing unlocked)", patient_system_prompt(profile, mode, (), render))]
+    last = next((turn.tracker for turn in reversed(conversation.turns) if turn.tracker is not None), None)
+    unlocked = tuple(last.unlocked_after) if last is not None else ()
+    if unlocked:
+        prompts.append((f"at the last turn (unlocked: {', '.join(unlocked)})",
+                        patient_system_prompt(profile, mode, unlocked, render)))
     return prompts
