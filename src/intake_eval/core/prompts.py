@@ -3,7 +3,6 @@ variable is an error, never a silently empty string."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -64,7 +63,7 @@ def available_conditions() -> list[str]:
     return sorted(p.stem.removeprefix("clinician_") for p in PROMPTS_DIR.glob("clinician_*.j2"))
 
 
-def render_source(sources: Mapping[str, str], name: str, **variables: Any) -> str:
+def render_source(sources: dict[str, str], name: str, **variables: Any) -> str:
     """Render template ``name`` from given texts (template name → text, its includes among them) with
     ``render_prompt``'s settings: how a run folder's snapshot of the templates is rendered again."""
     import jinja2
