@@ -192,3 +192,13 @@ def test_manifest_names_the_source_revision(tmp_path):
     assert manifest["source"] == source_revision(Path(intake_eval.__file__).resolve().parent)
     entry = manifest["prompt_texts"]["templates"]["offline_generator"]
     assert file_hash(run_dir / entry["file"]).startswith(entry["sha256"])
+
+
+def test_show_with_a_malformed_manifest_still_prints_the_transcript(tmp_path):
+    from tests.test_run_show import CID, write_run
+
+    paths = write_run(tmp_path / "run")
+    paths.manifest.write_text("{not json", encoding="utf-8")
+    shown = CliRunner().invoke(app, ["show", CID, "--run-dir", str(paths.root)], env={"COLUMNS": "250"})
+    assert shown.exit_code == 0, shown.output
+    assert "manifest is unreadable" in shown.output and "How is your sleep?" in shown.output

@@ -39,12 +39,20 @@ def show(
     render_transcript(console, conversation, judgments, profile, show_reasoning=reasoning)
 
 
-def _manifest_data(paths) -> dict:
+def _manifest_data(paths, console) -> dict:
+    """The manifest's data; a malformed one costs only the prompts (said), never the transcript."""
+    from rich.markup import escape
+
+    from intake_eval.core.errors import IntakeEvalError
     from intake_eval.core.manifest import parse_manifest
 
     if not paths.manifest.is_file():
         return {}
-    return parse_manifest(paths.manifest, paths.manifest.read_text(encoding="utf-8"))
+    try:
+        return parse_manifest(paths.manifest, paths.manifest.read_text(encoding="utf-8", errors="replace"))
+    except IntakeEvalError as exc:
+        console.print(f"[yellow]warning: {escape(str(exc))}[/]")
+        return {}
 
 
 def render_prompts(console, paths, conversation, profile, *, patient: bool) -> None:
@@ -57,7 +65,7 @@ def render_prompts(console, paths, conversation, profile, *, patient: bool) -> N
     from intake_eval.core.prompts import render_prompt, render_source
     from intake_eval.runner.prompt_snapshot import has_snapshot, rendered_prompt, template_sources
 
-    manifest = _manifest_data(paths)
+    manifest = _manifest_data(paths, console)
     label = f"clinician.{conversation.condition}"
     clinician = rendered_prompt(paths, manifest, label)
     if clinician is None or clinician.text is None:
