@@ -21,11 +21,14 @@ from tests.test_judge_cli import _models_file, _run_folder
 from tests.test_judging import _valid_answer
 from tests.test_prompt_snapshot import outside_prompts  # noqa: F401  (fixture)
 
+# The columns generate writes (phenotype × optional domain), values as it rounds them.
 RATES = [
-    {"phenotype": "depression_complex", "domain": "insomnia", "source": "Ohayon 2003", "cited": "0.40",
-     "design": "0.52", "realised": "0.50", "n_eligible": "36", "hidden_count": "seed"},
-    {"phenotype": "depression_complex", "domain": "alcohol_use", "source": "Grant <2004> & co", "cited": "0.20",
-     "design": "0.26", "realised": "0.31", "n_eligible": "36", "hidden_count": "seed"},
+    {"phenotype": "depression_complex", "domain": "insomnia", "source": "Ohayon 2003", "cited": "0.4",
+     "design": "0.523810", "lift": "1.309524", "realised": "0.5", "n_eligible": "36", "n_included": "18",
+     "hidden_count": "seed"},
+    {"phenotype": "depression_complex", "domain": "alcohol_use", "source": "Grant <2004> & co", "cited": "0.2",
+     "design": "0.261905", "lift": "1.309524", "realised": "0.305556", "n_eligible": "36", "n_included": "11",
+     "hidden_count": "seed"},
 ]
 
 
@@ -89,8 +92,10 @@ def test_sampling_table_is_rendered_when_the_run_folder_has_one(demo, tmp_path):
         (demo.root / "sampling_rates.csv").unlink()
     assert "has no sampling table" not in section and "has no sampling table" not in markdown
     assert "<td class='l'>Grant &lt;2004&gt; &amp; co</td>" in section and "Grant <2004>" not in section
-    assert "| depression_complex | alcohol_use | 0.20 | Grant <2004> & co | 0.26 | 0.31 | 36 |" in markdown
-    assert "| depression_complex | insomnia | 0.40 | Ohayon 2003 | 0.52 | 0.50 | 36 |" in markdown
+    assert ("| Phenotype | Optional domain | Cited rate | Source | Design probability | Lift (design ÷ cited) | "
+            "Realised rate | n included | n eligible |") in markdown
+    assert "| depression_complex | alcohol_use | 0.20 | Grant <2004> & co | 0.26 | 1.31 | 0.31 | 11 | 36 |" in markdown
+    assert "| depression_complex | insomnia | 0.40 | Ohayon 2003 | 0.52 | 1.31 | 0.50 | 18 | 36 |" in markdown
     assert "Number of hidden domains: seed." in markdown
 
 

@@ -29,7 +29,12 @@ from intake_eval.runner.prompt_snapshot import (
 )
 
 SAMPLING_RATES_FILE = "sampling_rates.csv"
-RATE_COLUMNS = ("phenotype", "domain", "source", "cited", "design", "realised", "n_eligible")
+# Column of sampling_rates.csv → its heading, in the order shown; other columns follow under their own name.
+RATE_HEADINGS = {"phenotype": "Phenotype", "domain": "Optional domain", "cited": "Cited rate", "source": "Source",
+                 "design": "Design probability", "lift": "Lift (design ÷ cited)", "realised": "Realised rate",
+                 "n_included": "n included", "n_eligible": "n eligible"}
+PROPORTION_COLUMNS = ("cited", "design", "lift", "realised")
+HIDDEN_COUNT_COLUMN = "hidden_count"  # one value per run: stated in the text, not a column
 GENERATE_STAGE = "generate"
 JUDGE_RULES_TEMPLATE = "judge_rules"
 LABELS_HEADING = "LABELS"
@@ -54,7 +59,9 @@ class PromptText:
 @dataclass
 class Methods:
     sampling: list[str] = field(default_factory=list)
-    rates: list[dict[str, str]] | None = None  # None: the run folder has no sampling table
+    rates: list[list[str]] | None = None  # rows of the sampling table as shown; None: the run folder has none
+    rate_header: list[str] = field(default_factory=list)
+    hidden_counts: list[str] = field(default_factory=list)
     models: list[list[str]] = field(default_factory=list)
     model_notes: list[str] = field(default_factory=list)
     interview: list[str] = field(default_factory=list)
@@ -72,15 +79,32 @@ def _stage_config(manifest: dict[str, Any], name: str) -> dict[str, Any]:
     return stage.get("config") or {} if isinstance(stage, dict) else {}
 
 
-def read_sampling_rates(data: RunData) -> list[dict[str, str]] | None:
+def _rate_cell(column: str, value: str) -> str:
+    if column in PROPORTION_COLUMNS and value:
+        try:
+            return f"{float(value):.2f}"
+        except ValueError:
+            return value
+    return value
+
+
+def read_sampling_rates(data: RunData, methods: Methods) -> None:
+    """The run folder's sampling table into ``methods`` (header, formatted rows, hidden-count modes)."""
     path = data.paths.root / SAMPLING_RATES_FILE
     if not path.is_file():
-        return None
+        return
     with open(path, newline="", encoding="utf-8") as handle:
-        return [{key: (row.get(key) or "") for key in (*RATE_COLUMNS, "hidden_count")} for row in csv.DictReader(handle)]
+        reader = csv.DictReader(handle)
+        fields = list(reader.fieldnames or [])
+        rows = list(reader)
+    columns = [c for c in RATE_HEADINGS if c in fields] + [c for c in fields
+                                                           if c not in RATE_HEADINGS and c != HIDDEN_COUNT_COLUMN]
+    methods.rate_header = [RATE_HEADINGS.get(column, column) for column in columns]
+    methods.rates = [[_rate_cell(column, row.get(column) or "") for column in columns] for row in rows]
+    methods.hidden_counts = sorted({row.get(HIDDEN_COUNT_COLUMN) or "" for row in rows} - {""})
 
 
-def sampling_sentences(data: RunData, rates: list[dict[str, str]] | None) -> list[str]:
+def sampling_sentences(data: RunData, methods: Methods) -> list[str]:
     config = _stage_config(data.manifest, GENERATE_STAGE)
     phenotypes = sorted({str(p.get("phenotype", "")) for p in data.profiles.values()})
     out = []
@@ -94,11 +118,11 @@ def sampling_sentences(data: RunData, rates: list[dict[str, str]] | None) -> lis
     else:
         out.append(f"{len(data.profiles):,} simulated patient profiles over {len(phenotypes)} phenotypes; the run "
                    "folder does not record how they were generated (no generate stage in its manifest).")
-    if rates is None:
+    if methods.rates is None:
         out.append(f"This run folder has no sampling table ({SAMPLING_RATES_FILE}; older run folders lack it), so the "
                    "inclusion rates of the hidden domains are not stated here.")
     else:
-        counts = sorted({row["hidden_count"] for row in rates if row["hidden_count"]})
+        counts = methods.hidden_counts
         design = f" Number of hidden domains: {', '.join(counts)}." if counts else ""
         out.append("The table gives, per phenotype and optional domain, the co-occurrence rate cited in the phenotype "
                    "file (with its source), the design inclusion probability used to draw it, and the realised rate "
@@ -206,8 +230,8 @@ def software_sentence(manifest: dict[str, Any]) -> str:
 
 def collect_methods(data: RunData) -> Methods:
     methods = Methods()
-    methods.rates = read_sampling_rates(data)
-    methods.sampling = sampling_sentences(data, methods.rates)
+    read_sampling_rates(data, methods)
+    methods.sampling = sampling_sentences(data, methods)
     methods.models = model_rows(data.manifest)
     methods.model_notes = model_notes(methods.models)
     methods.interview = interview_sentences(data)

@@ -17,9 +17,6 @@ from intake_eval.report.summary import _table
 
 TITLE = "Methods"
 SECTION_ID = "methods"
-RATE_HEADER = ["Phenotype", "Optional domain", "Cited rate", "Source", "Design probability", "Realised rate",
-               "n eligible"]
-RATE_KEYS = ("phenotype", "domain", "cited", "source", "design", "realised", "n_eligible")
 LEDE = ("Written to be quoted: everything below is read from this run folder (manifest, prompts/ and the sampling "
         "table), so it states what this run did.")
 
@@ -40,10 +37,6 @@ def _paragraphs(sentences: list[str]) -> str:
     return "".join(f"<p>{_esc(sentence)}</p>" for sentence in sentences)
 
 
-def _rate_rows(methods: Methods) -> list[list[str]]:
-    return [[row[key] for key in RATE_KEYS] for row in methods.rates or []]
-
-
 def _prompt_html(prompt: PromptText) -> str:
     note = f" — {_esc(prompt.note)}" if prompt.note else ""
     problem = f"<p class='lede'><b>{_esc(prompt.problem)}</b></p>" if prompt.problem else ""
@@ -57,7 +50,7 @@ def methods_html(methods: Methods) -> str:
              _paragraphs(methods.sampling)]
     if methods.rates is not None:
         parts.append(f"<details><summary>Cited, design and realised rates ({len(methods.rates)} rows)</summary>"
-                     f"{_html_table(RATE_HEADER, _rate_rows(methods))}</details>")
+                     f"{_html_table(methods.rate_header, methods.rates)}</details>")
     parts += ["<h3>Models</h3>", _html_table(MODEL_HEADER, methods.models) if methods.models else "",
               _paragraphs(methods.model_notes), "<h3>Interview</h3>", _paragraphs(methods.interview),
               "<h3>Judging</h3>", _paragraphs(methods.judging)]
@@ -102,7 +95,7 @@ def methods_markdown(methods: Methods) -> list[str]:
     out = [f"## {TITLE}", "", LEDE, "", "### Simulated patients and sampling design", ""]
     out += [sentence for item in methods.sampling for sentence in (item, "")]
     if methods.rates is not None:
-        out += _table(RATE_HEADER, _rate_rows(methods), ["l", "l", "r", "l", "r", "r", "r"]) + [""]
+        out += _table(methods.rate_header, methods.rates, ["l"] * len(methods.rate_header)) + [""]
     out += ["### Models", ""]
     if methods.models:
         out += _table(MODEL_HEADER, methods.models, ["l"] * len(MODEL_HEADER)) + [""]
