@@ -75,28 +75,40 @@ def test_demo_methods_state_models_turns_labels_and_intervals(demo):
         assert "offline/screener" in text and "offline/judge (offline/judge, per-turn)" in text
         assert "asked_about (per domain): true ONLY when" in text  # label definitions from the judge rules
         assert FIGURE_INTERVALS[0].interval in text
-        assert "has no sampling table" in text  # the demo run folder has none: said, not invented
         assert re.search(r"intake-eval \S+ from source revision [0-9a-f]{40}", text)
 
 
-def test_sampling_table_is_rendered_when_the_run_folder_has_one(demo, tmp_path):
-    with open(demo.root / "sampling_rates.csv", "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(RATES[0]))
-        writer.writeheader()
-        writer.writerows(RATES)
+def _report(paths: RunPaths) -> tuple[str, str]:
+    result = CliRunner().invoke(app, ["report", "--run-dir", str(paths.root)])
+    assert result.exit_code == 0, result.output
+    return _methods_html(paths), _methods_markdown(paths)
+
+
+def test_sampling_table_is_rendered_when_the_run_folder_has_one_and_said_missing_when_not(demo, tmp_path):
+    table = demo.root / "sampling_rates.csv"
+    kept = tmp_path / "sampling_rates.csv"
+    if table.exists():  # generate writes one: set it aside to see an older run folder
+        table.replace(kept)
     try:
-        result = CliRunner().invoke(app, ["report", "--run-dir", str(demo.root)])
-        assert result.exit_code == 0, result.output
-        section, markdown = _methods_html(demo), _methods_markdown(demo)
+        section, markdown = _report(demo)
+        for text in (markdown, html.unescape(section)):
+            assert "This run folder has no sampling table" in text and "Optional domain" not in text
+        with open(table, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(RATES[0]))
+            writer.writeheader()
+            writer.writerows(RATES)
+        section, markdown = _report(demo)
     finally:
-        (demo.root / "sampling_rates.csv").unlink()
+        table.unlink(missing_ok=True)
+        if kept.exists():
+            kept.replace(table)
     assert "has no sampling table" not in section and "has no sampling table" not in markdown
     assert "<td class='l'>Grant &lt;2004&gt; &amp; co</td>" in section and "Grant <2004>" not in section
     assert ("| Phenotype | Optional domain | Cited rate | Source | Design probability | Lift (design ÷ cited) | "
             "Realised rate | n included | n eligible |") in markdown
     assert "| depression_complex | alcohol_use | 0.20 | Grant <2004> & co | 0.26 | 1.31 | 0.31 | 11 | 36 |" in markdown
     assert "| depression_complex | insomnia | 0.40 | Ohayon 2003 | 0.52 | 1.31 | 0.50 | 18 | 36 |" in markdown
-    assert "Number of hidden domains: seed." in markdown
+    assert "Number of hidden domains: the seed study's design, one presenting and 4–5 hidden domains." in markdown
 
 
 def test_a_provider_judge_is_recorded_with_the_rules_it_was_sent(tmp_path):

@@ -35,6 +35,10 @@ RATE_HEADINGS = {"phenotype": "Phenotype", "domain": "Optional domain", "cited":
                  "n_included": "n included", "n_eligible": "n eligible"}
 PROPORTION_COLUMNS = ("cited", "design", "lift", "realised")
 HIDDEN_COUNT_COLUMN = "hidden_count"  # one value per run: stated in the text, not a column
+HIDDEN_COUNT_MODES = {
+    "seed": "the seed study's design, one presenting and 4–5 hidden domains",
+    "literature": "every optional domain at its cited rate, so the number of hidden domains varies (at least one)",
+}
 GENERATE_STAGE = "generate"
 JUDGE_RULES_TEMPLATE = "judge_rules"
 LABELS_HEADING = "LABELS"
@@ -123,7 +127,8 @@ def sampling_sentences(data: RunData, methods: Methods) -> list[str]:
                    "inclusion rates of the hidden domains are not stated here.")
     else:
         counts = methods.hidden_counts
-        design = f" Number of hidden domains: {', '.join(counts)}." if counts else ""
+        design = (f" Number of hidden domains: {'; '.join(HIDDEN_COUNT_MODES.get(c, c) for c in counts)}."
+                  if counts else "")
         out.append("The table gives, per phenotype and optional domain, the co-occurrence rate cited in the phenotype "
                    "file (with its source), the design inclusion probability used to draw it, and the realised rate "
                    f"among the profiles where it is not the presenting domain (n eligible), from {SAMPLING_RATES_FILE}."
