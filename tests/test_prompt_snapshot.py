@@ -202,3 +202,24 @@ def test_show_with_a_malformed_manifest_still_prints_the_transcript(tmp_path):
     shown = CliRunner().invoke(app, ["show", CID, "--run-dir", str(paths.root)], env={"COLUMNS": "250"})
     assert shown.exit_code == 0, shown.output
     assert "manifest is unreadable" in shown.output and "How is your sleep?" in shown.output
+
+
+def test_a_forced_stage_keeps_the_old_texts_on_disk_but_readers_see_only_what_is_in_use(tmp_path):
+    from intake_eval.runner.prompt_snapshot import snapshot_rendered_read
+
+    run_dir = tmp_path / "run"
+    runner = CliRunner()
+    assert runner.invoke(app, ["generate", "--run-dir", str(run_dir), "--n", "1", "--seed", "4",
+                               "--generator", "offline/generator"]).exit_code == 0
+    base = ["run", "--run-dir", str(run_dir), "--clinician", "offline/screener", "--patient", "offline/patient",
+            "--turns", "2"]
+    assert runner.invoke(app, [*base, "--condition", "minimal"]).exit_code == 0
+    minimal = _manifest(run_dir)["prompt_texts"]["rendered"]["clinician.minimal"]["file"]
+    refused = runner.invoke(app, [*base, "--condition", "screening"])
+    assert refused.exit_code != 0 and "screening" in refused.output
+    assert runner.invoke(app, [*base, "--condition", "screening", "--force"]).exit_code == 0
+    manifest = _manifest(run_dir)
+    assert (run_dir / minimal).is_file()  # nothing is ever deleted
+    in_use = {item.key for item in snapshot_rendered_read(RunPaths(run_dir), manifest)}
+    assert "clinician.screening" in in_use and "clinician.minimal" not in in_use
+    assert set(manifest["stages"]["run"]["prompt_texts"]["rendered"]) == in_use

@@ -63,7 +63,7 @@ def render_prompts(console, paths, conversation, profile, *, patient: bool) -> N
     from rich.markup import escape
 
     from intake_eval.core.prompts import render_prompt, render_source
-    from intake_eval.runner.prompt_snapshot import has_snapshot, rendered_prompt, template_sources
+    from intake_eval.runner.prompt_snapshot import rendered_prompt, stage_template_sources
 
     manifest = _manifest_data(paths, console)
     label = f"clinician.{conversation.condition}"
@@ -82,10 +82,16 @@ def render_prompts(console, paths, conversation, profile, *, patient: bool) -> N
         console.print(f"[yellow]patient system prompt: profile {escape(conversation.profile_id)} is not in "
                       f"{escape(str(paths.profiles))}[/]")
         return
+    from intake_eval.forks.stage import fork_stage_name
     from intake_eval.interview.prompt_texts import conversation_patient_prompts
+    from intake_eval.interview.stage import RUN_STAGE
 
-    if has_snapshot(manifest):
-        render, source = partial(render_source, template_sources(paths, manifest)), "the run folder's templates"
+    fork = conversation.fork  # a fork's patient was played by its fork stage, with that stage's templates
+    stage = fork_stage_name(str(fork.get("at")), str(fork.get("nudge"))) if fork else RUN_STAGE
+
+    kept = stage_template_sources(paths, manifest, stage)
+    if kept is not None:
+        render, source = partial(render_source, kept), "the run folder's templates"
     else:
         render, source = render_prompt, "the templates installed now (this run folder keeps none; they may differ)"
     for when, text in conversation_patient_prompts(conversation, profile, render):

@@ -10,8 +10,10 @@ When a stage begins (``StageRunner.begin``), two kinds of text are copied into t
   conversation (the patient's holds the profile) is rendered for one example, named in ``example``.
 
 Files are named by content, written atomically and never rewritten: a resumed stage with the same
-prompts writes nothing, an edited template gets a new file beside the old one. ``manifest.json``
-``prompt_texts`` maps each template name and rendered label to its latest file.
+prompts writes nothing, an edited template gets a new file beside the old one. Each stage's entry in
+``manifest.json`` names the files it used (``stages.<name>.prompt_texts``; a forced stage starts a
+new list), and the top-level ``prompt_texts`` maps each template name and rendered label to its
+latest file. Readers (``show``, the methods section) take the versions the current stages use.
 """
 
 from __future__ import annotations
@@ -109,16 +111,18 @@ def snapshot_rendered(paths: RunPaths, prompts: Iterable[RenderedPrompt]) -> dic
     return entries
 
 
-def record_prompt_texts(manifest_data: dict[str, Any], paths: RunPaths, names: Iterable[str],
-                        rendered: Iterable[RenderedPrompt]) -> None:
-    """Snapshot a stage's templates and rendered prompts and index them in the manifest's data
-    (the caller saves the manifest)."""
+def record_prompt_texts(manifest_data: dict[str, Any], stage: dict[str, Any], paths: RunPaths,
+                        names: Iterable[str], rendered: Iterable[RenderedPrompt]) -> None:
+    """Snapshot a stage's templates and rendered prompts; the stage's entry names the versions it
+    uses, the manifest's ``prompt_texts`` the latest of each (the caller saves the manifest)."""
     names, rendered = list(names), list(rendered)
     if not names and not rendered:
         return
+    used = {"templates": snapshot_templates(paths, names), "rendered": snapshot_rendered(paths, rendered)}
+    stage[MANIFEST_KEY] = used
     known = manifest_data.setdefault(MANIFEST_KEY, {})
-    known.setdefault("templates", {}).update(snapshot_templates(paths, names))
-    known.setdefault("rendered", {}).update(snapshot_rendered(paths, rendered))
+    for kind, entries in used.items():
+        known.setdefault(kind, {}).update(entries)
 
 
 # ---------------------------------------------------------------- reading a run folder's snapshot
@@ -145,31 +149,46 @@ def _read(paths: RunPaths, key: str, entry: Mapping[str, Any]) -> SnapshotText:
     return SnapshotText(key, entry, data.decode("utf-8"))
 
 
-def _entries(manifest_data: Mapping[str, Any], kind: str) -> dict[str, Mapping[str, Any]]:
-    section = (manifest_data.get(MANIFEST_KEY) or {}).get(kind) or {}
-    return {str(key): entry for key, entry in sorted(section.items()) if isinstance(entry, Mapping)}
+def _valid(section: Any) -> list[tuple[str, Mapping[str, Any]]]:
+    items = section.items() if isinstance(section, Mapping) else []
+    return [(str(key), entry) for key, entry in items if isinstance(entry, Mapping) and entry.get("file")]
+
+
+def _entries(manifest_data: Mapping[str, Any], kind: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """(key, entry) of every version the run folder's current stages use, sorted by key (a stage
+    forced since keeps none of its old versions); a manifest whose stages name none: its index."""
+    found: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for stage in (manifest_data.get("stages") or {}).values():
+        used = stage.get(MANIFEST_KEY) if isinstance(stage, Mapping) else None
+        for key, entry in _valid(used.get(kind) if isinstance(used, Mapping) else None):
+            found.setdefault((key, str(entry["file"])), entry)
+    if not found:
+        for key, entry in _valid((manifest_data.get(MANIFEST_KEY) or {}).get(kind)):
+            found[(key, str(entry["file"]))] = entry
+    return [(key, found[(key, file)]) for key, file in sorted(found)]
 
 
 def snapshot_templates_read(paths: RunPaths, manifest_data: Mapping[str, Any]) -> list[SnapshotText]:
-    """Every snapshotted template (latest text per name), sorted by name."""
-    return [_read(paths, key, entry) for key, entry in _entries(manifest_data, "templates").items()]
+    """Every template the run's current stages used (each version in use), sorted by name."""
+    return [_read(paths, key, entry) for key, entry in _entries(manifest_data, "templates")]
 
 
 def snapshot_rendered_read(paths: RunPaths, manifest_data: Mapping[str, Any]) -> list[SnapshotText]:
-    """Every rendered prompt (latest per label), sorted by label."""
-    return [_read(paths, key, entry) for key, entry in _entries(manifest_data, "rendered").items()]
+    """Every rendered prompt the run's current stages recorded, sorted by label."""
+    return [_read(paths, key, entry) for key, entry in _entries(manifest_data, "rendered")]
 
 
 def rendered_prompt(paths: RunPaths, manifest_data: Mapping[str, Any], label: str) -> SnapshotText | None:
-    entry = _entries(manifest_data, "rendered").get(label)
+    entry = next((entry for key, entry in _entries(manifest_data, "rendered") if key == label), None)
     return None if entry is None else _read(paths, label, entry)
 
 
-def has_snapshot(manifest_data: Mapping[str, Any]) -> bool:
-    return bool(_entries(manifest_data, "templates"))
-
-
-def template_sources(paths: RunPaths, manifest_data: Mapping[str, Any]) -> dict[str, str]:
-    """Template name → snapshotted text (readable ones), to render again exactly as the run did."""
-    return {item.key: item.text for item in snapshot_templates_read(paths, manifest_data)
-            if item.text is not None and not item.problem}
+def stage_template_sources(paths: RunPaths, manifest_data: Mapping[str, Any], stage: str) -> dict[str, str] | None:
+    """Template name → the text ``stage`` used (readable ones), to render again exactly as it did;
+    None when the stage kept no templates (a run folder made before they were kept)."""
+    entry = (manifest_data.get("stages") or {}).get(stage)
+    used = entry.get(MANIFEST_KEY) if isinstance(entry, Mapping) else None
+    items = [_read(paths, key, value) for key, value in _valid(used.get("templates") if isinstance(used, Mapping) else None)]
+    if not items:
+        return None
+    return {item.key: item.text for item in items if item.text is not None and not item.problem}
