@@ -223,3 +223,23 @@ def test_a_forced_stage_keeps_the_old_texts_on_disk_but_readers_see_only_what_is
     in_use = {item.key for item in snapshot_rendered_read(RunPaths(run_dir), manifest)}
     assert "clinician.screening" in in_use and "clinician.minimal" not in in_use
     assert set(manifest["stages"]["run"]["prompt_texts"]["rendered"]) == in_use
+
+
+def test_a_rebuilt_manifest_indexes_the_prompts_the_folder_keeps(tmp_path):
+    run_dir = tmp_path / "run"
+    runner = CliRunner()
+    assert runner.invoke(app, ["generate", "--run-dir", str(run_dir), "--n", "1", "--seed", "4",
+                               "--generator", "offline/generator"]).exit_code == 0
+    assert runner.invoke(app, ["run", "--run-dir", str(run_dir), "--clinician", "offline/screener", "--patient",
+                               "offline/patient", "--turns", "2"]).exit_code == 0
+    before = _manifest(run_dir)["prompt_texts"]
+    (run_dir / "manifest.json").write_text("{broken", encoding="utf-8")
+    rebuilt = runner.invoke(app, ["status", "--run-dir", str(run_dir), "--rebuild-manifest"])
+    assert rebuilt.exit_code == 0, rebuilt.output
+    after = _manifest(run_dir)["prompt_texts"]
+    assert {name: entry["file"] for name, entry in after["templates"].items()} == \
+        {name: entry["file"] for name, entry in before["templates"].items()}
+    assert after["rendered"]["clinician.minimal"]["file"] == before["rendered"]["clinician.minimal"]["file"]
+    shown = runner.invoke(app, ["show", "P00000.offline__screener.minimal.prompted.t0", "--run-dir", str(run_dir)],
+                          env={"COLUMNS": "250"})
+    assert shown.exit_code == 0 and "You are a mental health clinician" in shown.output

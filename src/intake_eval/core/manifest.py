@@ -85,6 +85,9 @@ class _ManifestShape(BaseModel):
     study: _StudyShape | None = None
 
 
+# Where the manifest indexes the run folder's copies of the prompts (runner/prompt_snapshot).
+PROMPT_TEXTS = "prompt_texts"
+
 # Marks a manifest, or a model entry in it, rebuilt from the records (``manifest_rebuild``).
 REBUILT = "rebuilt_from_records"
 

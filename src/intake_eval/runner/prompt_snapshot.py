@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from intake_eval.core.manifest import PROMPT_TEXTS as MANIFEST_KEY
 from intake_eval.core.package_data import package_folder
 from intake_eval.core.prompts import template_path
 from intake_eval.core.store import RunPaths, file_safe, write_text_atomic
 
 HASH_CHARS = 16
 TEMPLATE_SUFFIX = ".j2"
-MANIFEST_KEY = "prompt_texts"
 SHIPPED = "package"  # a template's origin when it ships inside intake-eval
 
 
