@@ -228,9 +228,11 @@ def _prompt_title(item: SnapshotText) -> str:
 def software_sentence(manifest: dict[str, Any]) -> str:
     versions = manifest.get("versions") or {}
     source = manifest.get("source")
-    revision = (f" from source revision {source.get('commit')}" + (" with uncommitted changes" if source.get("dirty") else "")
-                if isinstance(source, dict) and source.get("commit") else "")
-    return f"intake-eval {versions.get('intake-eval', 'unknown version')}{revision}, Python {versions.get('python', '–')}."
+    revision = ""
+    if isinstance(source, dict) and source.get("commit"):
+        revision = f" from source revision {source['commit']}" + (" with uncommitted changes" if source.get("dirty") else "")
+    version = versions.get("intake-eval", "unknown version")
+    return f"intake-eval {version}{revision}, Python {versions.get('python', '–')}."
 
 
 def collect_methods(data: RunData) -> Methods:
@@ -244,9 +246,9 @@ def collect_methods(data: RunData) -> Methods:
     templates = snapshot_templates_read(data.paths, data.manifest)
     rendered = snapshot_rendered_read(data.paths, data.manifest)
     methods.label_definitions = label_definitions(templates)
+    by_role = sorted(rendered, key=lambda item: (_role_rank(str(item.entry.get("role"))), item.key))
     methods.prompts = [PromptText(_prompt_title(item), str(item.entry.get("note", "")), item.text,
-                                  str(item.entry.get("file", "")), item.problem)
-                       for item in sorted(rendered, key=lambda item: (_role_rank(str(item.entry.get("role"))), item.key))]
+                                  str(item.entry.get("file", "")), item.problem) for item in by_role]
     methods.templates = [PromptText(item.key, "", item.text, str(item.entry.get("file", "")), item.problem)
                          for item in templates]
     methods.problems = [item.problem for item in [*rendered, *templates] if item.problem]

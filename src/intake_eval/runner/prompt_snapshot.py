@@ -188,7 +188,8 @@ def stage_template_sources(paths: RunPaths, manifest_data: Mapping[str, Any], st
     None when the stage kept no templates (a run folder made before they were kept)."""
     entry = (manifest_data.get("stages") or {}).get(stage)
     used = entry.get(MANIFEST_KEY) if isinstance(entry, Mapping) else None
-    items = [_read(paths, key, value) for key, value in _valid(used.get("templates") if isinstance(used, Mapping) else None)]
+    section = used.get("templates") if isinstance(used, Mapping) else None
+    items = [_read(paths, key, value) for key, value in _valid(section)]
     if not items:
         return None
     return {item.key: item.text for item in items if item.text is not None and not item.problem}
