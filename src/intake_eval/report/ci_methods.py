@@ -14,7 +14,7 @@ from intake_eval.metrics.stats import EXACT_PERMUTATION_MAX_N, N_BOOTSTRAP, N_PE
 from intake_eval.metrics.trials import BOOTSTRAP_RESAMPLES
 
 PROFILE_BOOTSTRAP = (f"95 % percentile bootstrap interval, {N_BOOTSTRAP:,} resamples of profiles with replacement "
-                     "(all conversations of a profile, every trial and clinician turn included, move together); "
+                     "(a profile's conversations, every trial of it included, move together); "
                      "seeded, so a rerun gives the same interval")
 
 
