@@ -1,4 +1,5 @@
-"""`intake-eval show CONVERSATION_ID`: a transcript in the terminal, with its judges' labels."""
+"""`intake-eval show CONVERSATION_ID`: a transcript in the terminal, with its judges' labels and the
+clinician's system prompt (``--patient-prompt``: the patient's too)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,15 @@ def show(
         show_default=False)],
     reasoning: Annotated[bool, typer.Option(
         "--reasoning", help="Also print the clinician's hidden reasoning (reasoning models).")] = False,
+    patient_prompt: Annotated[bool, typer.Option(
+        "--patient-prompt", help="Also print the patient's system prompt for this conversation, rendered from the "
+                                 "run folder's copy of the templates (tracked mode: at the opening and at the end).")]
+    = False,
     run_dir: RunDirOption = DEFAULT_RUN_DIR,
 ) -> None:
-    """Print one conversation: profile summary, the patient's opening, every turn with the tracker's
-    unlock decisions (tracked mode), and each judge's per-turn labels once `judge` has run."""
+    """Print one conversation: the clinician's system prompt (as the run folder keeps it), profile
+    summary, the patient's opening, every turn with the tracker's unlock decisions (tracked mode), and
+    each judge's per-turn labels once `judge` has run."""
     from rich.console import Console
 
     from intake_eval.core.store import RunPaths
@@ -28,7 +34,77 @@ def show(
     conversation = find_conversation(paths, conversation_id)
     judgments = find_judgments(paths, conversation)
     profile = find_profile(paths, conversation.profile_id)
-    render_transcript(Console(), conversation, judgments, profile, show_reasoning=reasoning)
+    console = Console()
+    render_prompts(console, paths, conversation, profile, patient=patient_prompt)
+    render_transcript(console, conversation, judgments, profile, show_reasoning=reasoning)
+
+
+def _manifest_data(paths, console) -> dict:
+    """The manifest's data; a malformed one costs only the prompts (said), never the transcript."""
+    from rich.markup import escape
+
+    from intake_eval.core.errors import IntakeEvalError
+    from intake_eval.core.manifest import parse_manifest
+
+    if not paths.manifest.is_file():
+        return {}
+    try:
+        return parse_manifest(paths.manifest, paths.manifest.read_text(encoding="utf-8", errors="replace"))
+    except IntakeEvalError as exc:
+        console.print(f"[yellow]warning: {escape(str(exc))}[/]")
+        return {}
+
+
+def render_prompts(console, paths, conversation, profile, *, patient: bool) -> None:
+    """The clinician's system prompt from the run folder's snapshot (and, asked for, the patient's,
+    rendered again from the snapshotted templates: rendering is deterministic given text and profile)."""
+    from functools import partial
+
+    from rich.markup import escape
+
+    from intake_eval.core.prompts import render_prompt, render_source
+    from intake_eval.runner.prompt_snapshot import rendered_prompt, stage_template_sources
+
+    manifest = _manifest_data(paths, console)
+    label = f"clinician.{conversation.condition}"
+    clinician = rendered_prompt(paths, manifest, label)
+    if clinician is None or clinician.text is None:
+        why = clinician.problem if clinician is not None else (
+            f"this run folder keeps no text for {label} (made before intake-eval kept prompt texts)")
+        console.print(f"[yellow]clinician system prompt: {escape(why)}[/]")
+    else:
+        _print_prompt(console, f"clinician system prompt ({clinician.entry.get('file')})", clinician.text)
+        if clinician.problem:
+            console.print(f"[yellow]{escape(clinician.problem)}[/]")
+    if not patient:
+        return
+    if profile is None:
+        console.print(f"[yellow]patient system prompt: profile {escape(conversation.profile_id)} is not in "
+                      f"{escape(str(paths.profiles))}[/]")
+        return
+    from intake_eval.forks.stage import fork_stage_name
+    from intake_eval.interview.prompt_texts import conversation_patient_prompts
+    from intake_eval.interview.stage import RUN_STAGE
+
+    fork = conversation.fork  # a fork's patient was played by its fork stage, with that stage's templates
+    stage = fork_stage_name(str(fork.get("at")), str(fork.get("nudge"))) if fork else RUN_STAGE
+
+    kept = stage_template_sources(paths, manifest, stage)
+    if kept is not None:
+        render, source = partial(render_source, kept), "the run folder's templates"
+    else:
+        render, source = render_prompt, "the templates installed now (this run folder keeps none; they may differ)"
+    for when, text in conversation_patient_prompts(conversation, profile, render):
+        _print_prompt(console, f"patient system prompt, {when}; from {source}", text)
+
+
+def _print_prompt(console, title: str, text: str) -> None:
+    """A prompt verbatim (no wrapping, markup or highlighting), so it can be copied exactly."""
+    from rich.markup import escape
+
+    console.rule(f"[bold]{escape(title)}[/]", align="left")
+    console.print(text, markup=False, highlight=False, soft_wrap=True, emoji=False)
+    console.rule()
 
 
 def find_conversation(paths, conversation_id: str):

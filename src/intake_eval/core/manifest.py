@@ -1,4 +1,5 @@
-"""manifest.json: config, config hashes, versions, seeds, models per role, per-stage status.
+"""manifest.json: config, config hashes, versions and source revision, seeds, models per role, per-stage
+status, and where the run folder keeps the text of each prompt (``prompt_texts``).
 
 Each stage registers the configuration that determines its records. Resuming a stage under a
 different configuration is refused with the keys that differ; ``force`` moves the old stage's
@@ -25,6 +26,7 @@ from intake_eval.core.errors import (
     describe_validation_error,
 )
 from intake_eval.core.records import Usage
+from intake_eval.core.source_revision import running_source_revision
 from intake_eval.core.store import RunPaths, stable_hash, write_text_atomic
 
 TRACKED_PACKAGES = ("pydantic", "litellm", "openai", "typer", "jinja2", "pandas", "matplotlib", "rapidfuzz")
@@ -82,6 +84,9 @@ class _ManifestShape(BaseModel):
     seeds: dict[str, Any] = Field(default_factory=dict)
     study: _StudyShape | None = None
 
+
+# Where the manifest indexes the run folder's copies of the prompts (runner/prompt_snapshot).
+PROMPT_TEXTS = "prompt_texts"
 
 # Marks a manifest, or a model entry in it, rebuilt from the records (``manifest_rebuild``).
 REBUILT = "rebuilt_from_records"
@@ -158,6 +163,11 @@ class Manifest:
     def save(self) -> None:
         self.data["updated"] = now_iso()
         self.data["versions"] = package_versions()
+        revision = running_source_revision()
+        if revision is None:  # installed from a wheel: no revision is claimed
+            self.data.pop("source", None)
+        else:
+            self.data["source"] = revision
         write_text_atomic(self.paths.manifest, json.dumps(self.data, indent=2, sort_keys=True, default=str) + "\n")
 
     # ------------------------------------------------------------ stages

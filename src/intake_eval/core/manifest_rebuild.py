@@ -5,19 +5,21 @@ stages, their models and their counts can be recovered; the configuration hashes
 stage has status ``rebuilt`` and no config hash: the next invocation of each stage registers its
 configuration as new and resumes the records on disk (as after a lost manifest), and a rebuilt
 model entry (``rebuilt_from_records``) is replaced by the full spec instead of being compared.
-The malformed file is kept next to it, never deleted.
+The malformed file is kept next to it, never deleted. The index of the prompts the run folder keeps
+(``prompt_texts``) is rebuilt from their file names; what a rendered prompt was rendered for is lost.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 from intake_eval import SCHEMA_VERSION
 from intake_eval.core.errors import IntakeEvalError
-from intake_eval.core.manifest import REBUILT, now_iso, package_versions, parse_manifest
+from intake_eval.core.manifest import PROMPT_TEXTS, REBUILT, now_iso, package_versions, parse_manifest
 from intake_eval.core.store import (
     RunPaths,
     file_safe,
@@ -73,6 +75,28 @@ def _judge_stages(paths: RunPaths) -> dict[str, dict[str, Any]]:
     return stages
 
 
+SNAPSHOT_FILE = re.compile(r"^(?P<key>.+)\.(?P<hash>[0-9a-f]{16})\.(?:j2|txt)$")
+REBUILT_RENDERED_NOTE = "index rebuilt from the file name: what this prompt was rendered for is not recorded"
+
+
+def _prompt_texts(paths: RunPaths) -> dict[str, dict[str, dict[str, Any]]]:
+    """The prompt snapshot's index from its file names; of several versions of one name, the newest."""
+    found: dict[str, dict[str, dict[str, Any]]] = {}
+    for kind, folder, pattern in (("templates", paths.prompts_dir, "*.j2"), ("rendered", paths.rendered_prompts_dir, "*.txt")):
+        files = sorted(folder.glob(pattern), key=lambda p: (p.stat().st_mtime_ns, p.name)) if folder.is_dir() else []
+        for path in files:
+            match = SNAPSHOT_FILE.match(path.name)
+            if match is None or not path.is_file():
+                continue
+            key = match["key"]
+            entry: dict[str, Any] = {"file": path.relative_to(paths.root).as_posix(), "sha256": match["hash"], REBUILT: True}
+            if kind == "rendered":
+                role, _, variant = key.partition(".")
+                entry.update(role=role, variant=variant, note=REBUILT_RENDERED_NOTE)
+            found.setdefault(kind, {})[key] = entry
+    return found
+
+
 def rebuild_manifest_data(paths: RunPaths) -> dict[str, Any]:
     """A manifest describing what the records on disk hold."""
     stages: dict[str, dict[str, Any]] = {}
@@ -85,9 +109,13 @@ def rebuild_manifest_data(paths: RunPaths) -> dict[str, Any]:
     for name, stage in stages.items():
         done = records_done(paths, name, stage)
         stage.update(status="rebuilt", counts={"done": done} if done is not None else {})
-    return {"schema_version": SCHEMA_VERSION, "run_name": paths.root.name, "created": now_iso(),
+    data = {"schema_version": SCHEMA_VERSION, "run_name": paths.root.name, "created": now_iso(),
             "versions": package_versions(), "stages": stages, "models": {}, "prompts": {}, "seeds": {},
             REBUILT: {"at": now_iso()}}
+    prompt_texts = _prompt_texts(paths)
+    if prompt_texts:
+        data[PROMPT_TEXTS] = prompt_texts
+    return data
 
 
 def rebuild_manifest(paths: RunPaths) -> tuple[Path | None, dict[str, Any]]:

@@ -61,3 +61,15 @@ def prompt_hashes(names: list[str] | None = None) -> dict[str, str]:
 def available_conditions() -> list[str]:
     """Clinician conditions are the templates named clinician_<condition>.j2."""
     return sorted(p.stem.removeprefix("clinician_") for p in PROMPTS_DIR.glob("clinician_*.j2"))
+
+
+def render_source(sources: dict[str, str], name: str, **variables: Any) -> str:
+    """Render template ``name`` from given texts (template name → text, its includes among them) with
+    ``render_prompt``'s settings: how a run folder's snapshot of the templates is rendered again."""
+    import jinja2
+
+    environment = _environment().overlay(loader=jinja2.DictLoader({f"{key}.j2": text for key, text in sources.items()}))
+    try:
+        return environment.get_template(f"{name}.j2").render(**variables).strip()
+    except (jinja2.UndefinedError, jinja2.TemplateNotFound) as exc:
+        raise IntakeEvalError(f"prompt snapshot {name}.j2: {exc.__class__.__name__}: {exc}") from None

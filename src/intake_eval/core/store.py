@@ -150,6 +150,16 @@ class RunPaths:
     def superseded_dir(self) -> Path:
         return self.root / "superseded"
 
+    @property
+    def prompts_dir(self) -> Path:
+        """The text of every prompt template a stage used, named by content hash (never rewritten)."""
+        return self.root / "prompts"
+
+    @property
+    def rendered_prompts_dir(self) -> Path:
+        """What each role and condition was told, as rendered, named by content hash."""
+        return self.prompts_dir / "rendered"
+
     def conversation_files(self) -> list[Path]:
         return sorted(self.conversations_dir.glob("*.jsonl")) if self.conversations_dir.exists() else []
 

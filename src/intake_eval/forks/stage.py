@@ -14,7 +14,7 @@ from typing import Any
 
 from intake_eval.core.records import Conversation
 from intake_eval.core.store import RunPaths, drop_records, iter_records
-from intake_eval.forks.plan import ForkPlan, needs_judge, plan_forks
+from intake_eval.forks.plan import ForkPlan, needs_judge, nudge_text, plan_forks
 from intake_eval.interview.budget import folder_budget
 from intake_eval.interview.display import RunDisplay
 from intake_eval.interview.plan import (
@@ -31,6 +31,7 @@ from intake_eval.interview.stage import (
     run_conversations,
 )
 from intake_eval.judge.stage import primary_judge
+from intake_eval.runner.prompt_snapshot import RenderedPrompt
 from intake_eval.runner.stage import StageRunner
 
 
@@ -77,7 +78,9 @@ def run_fork_stage(runner: StageRunner, settings: RunSettings, *, at: str, nudge
     if force and stage.get("config_hash"):
         _remove_forks(paths, at, nudge)
     runner.begin(name, {"at": at, "nudge": nudge, "judge": judge, "run_config_hash": run_hash}, force=force,
-                 models=roles, additive=["clinician"], prompts=[*prompt_names(settings), f"nudge_{nudge}"])
+                 models=roles, additive=["clinician"], prompts=[*prompt_names(settings), f"nudge_{nudge}"],
+                 rendered=[RenderedPrompt("nudge", nudge, nudge_text(nudge), f"nudge_{nudge}",
+                                          note="a supervisor's note given to the clinician at the fork point")])
     parents = plan_conversations(load_profiles(paths), settings)
     plan: ForkPlan = plan_forks(paths, parents, at=at, nudge=nudge, judge=judge)
     result = ForkResult(stage=name, planned=len(plan.items), skipped=plan.skipped, totals=RunTotals())

@@ -89,11 +89,13 @@ def history_dicts(state: PatientState) -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------- patient prompts
 
-def patient_system_prompt(profile: Profile, mode: str, unlocked: tuple[str, ...] = ()) -> str:
+def patient_system_prompt(profile: Profile, mode: str, unlocked: tuple[str, ...] = (),
+                          render: Callable[..., str] = render_prompt) -> str:
+    """``render`` (template name, variables → text): the installed templates, or a run folder's snapshot."""
     if mode == "prompted":
-        return render_prompt("patient_prompted", profile=profile)
+        return render("patient_prompted", profile=profile)
     allowed = [draw for draw in profile.hidden if draw.domain in set(unlocked)]
-    return render_prompt("patient_responder", profile=profile, unlocked=allowed)
+    return render("patient_responder", profile=profile, unlocked=allowed)
 
 
 def patient_messages(system: str, state: PatientState, clinician_utterance: str | None) -> list[Message]:

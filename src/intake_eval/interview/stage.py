@@ -51,6 +51,7 @@ from intake_eval.interview.plan import (
     prompt_names,
     stage_config,
 )
+from intake_eval.interview.prompt_texts import run_prompt_texts
 from intake_eval.llm.base import ChatResult, ModelSpec
 from intake_eval.llm.registry import ModelsFiles
 from intake_eval.runner.stage import StageRunner
@@ -179,11 +180,11 @@ def begin_run_stage(runner: StageRunner, settings: RunSettings, *, force: bool) 
         tracker = settings.tracker or settings.patient
         role_specs["tracker"] = runner.resolve([tracker])[tracker]
         roles["tracker"] = {tracker: role_specs["tracker"]}
-    load_profiles(runner.paths)  # a missing profiles.jsonl is named before the stage is registered
+    profiles = load_profiles(runner.paths)  # a missing profiles.jsonl is named before the stage is registered
     allow_formulation_upgrade(runner.manifest, settings, role_specs, runner.paths.profiles, force=force)
     runner.begin(RUN_STAGE, stage_config(settings, role_specs, runner.paths.profiles), force=force,
                  outputs=run_stage_outputs(runner.paths), models=roles, additive=["clinician"],
-                 prompts=prompt_names(settings))
+                 prompts=prompt_names(settings), rendered=run_prompt_texts(settings, profiles))
     return clinicians
 
 

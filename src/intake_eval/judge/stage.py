@@ -33,6 +33,7 @@ from intake_eval.judge.judging import (
     judge_conversation,
     judge_label,
 )
+from intake_eval.judge.prompt_texts import judge_prompt_texts
 from intake_eval.llm.base import ChatModel
 from intake_eval.llm.registry import ModelsFiles
 from intake_eval.runner.stage import StageRunner
@@ -217,9 +218,10 @@ def begin_judge_stages(runner: StageRunner, aliases: Sequence[str], mode: str, *
     setups = []
     for alias in aliases:
         label = judge_label(alias, mode)
+        rendered = judge_prompt_texts(runner.paths.profiles, runner.catalog, offline=specs[alias].is_offline)
         runner.begin(f"judge:{label}", judge_config(alias, specs[alias].model, mode), force=force,
                      outputs=[runner.paths.judge_dir(label)], models={"judge": {alias: specs[alias]}},
-                     prompts=JUDGE_PROMPTS)
+                     prompts=JUDGE_PROMPTS, rendered=rendered)
         setups.append(JudgeSetup(label=label, alias=alias, model=runner.pool.get(alias), mode=mode))
     judges = runner.manifest.data.setdefault("judges", {})
     judges.setdefault("primary", setups[0].label)

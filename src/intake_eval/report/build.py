@@ -25,6 +25,7 @@ from intake_eval.report import (
     fmt,
     forks_section,  # noqa: F401  (registers the capacity-gap section)
     html,
+    methods_section,
     sensitivity_section,  # noqa: F401  (registers the judge-sensitivity section)
     summary,
     tables,
@@ -256,7 +257,8 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
                                                               extra=diagnosis_section.summary_markdown(data)
                                                               + trust_section.summary_markdown(data)
                                                               + analyses_section.summary_markdown(data)
-                                                              + calibration_section.summary_markdown(data)))
+                                                              + calibration_section.summary_markdown(data)
+                                                              + methods_section.summary_markdown(data)))
     headline_path = paths.report_headline
     write_text_atomic(headline_path, headline_csv(views["headline"]))
     step(None)

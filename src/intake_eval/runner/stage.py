@@ -5,6 +5,8 @@ One ``StageRunner`` is one invocation on a run folder. It owns, once for every s
 - the run lock and the manifest (nothing else writes manifest.json);
 - the config guard: a stage's config plus the *resolved* spec of every model it uses and the
   hashes of its prompts; a change is refused naming the difference, ``force`` supersedes;
+- the prompt snapshot: the text of every template the stage uses and each role's rendered prompt,
+  kept in the run folder by content hash (``prompt_snapshot``);
 - the leakage guard (the generator plays no other role);
 - the model pool (response cache in the run folder, offline participants built on demand);
 - provider problems as they happen: the first of each kind per endpoint on the console (and in the
@@ -54,6 +56,7 @@ from intake_eval.runner.leakage import (
     assert_generator_is_held_out,
     assert_no_generator_leak,
 )
+from intake_eval.runner.prompt_snapshot import RenderedPrompt, record_prompt_texts
 from intake_eval.simulated import OfflineParticipants, check_offline_name
 
 T = TypeVar("T")
@@ -165,11 +168,14 @@ class StageRunner:
 
     def begin(self, name: str, config: Mapping[str, Any], *, force: bool = False, outputs: Iterable[Path] = (),
               models: Mapping[str, Mapping[str, ModelSpec]] | None = None, additive: Iterable[str] = (),
-              prompts: Iterable[str] = (), seed: int | None = None) -> str:
+              prompts: Iterable[str] = (), rendered: Iterable[RenderedPrompt] = (), seed: int | None = None) -> str:
         """Register (or verify) a stage. ``models`` is role → alias → resolved spec; a role in
         ``additive`` may gain aliases on a resume (clinicians), but an alias it already has may not
-        change meaning. Returns the stage's config hash."""
+        change meaning. ``prompts`` (template names) and ``rendered`` (each role's prompt as the stage
+        renders it) are snapshotted into the run folder once the stage is accepted. Returns the
+        stage's config hash."""
         manifest = self._manifest()
+        prompts = list(prompts)
         models = {role: dict(aliases) for role, aliases in (models or {}).items()}
         self._guard_leakage(models)
         additive = set(additive)
@@ -190,11 +196,13 @@ class StageRunner:
             self._record_models(role, aliases)
         if prompts:
             manifest.record_prompts(prompt_hashes(sorted(set(prompts))))
+        record_prompt_texts(manifest.data, stage, self.paths, prompts, rendered)
         if seed is not None:
             manifest.record_seed(name, seed)
         manifest.save()
         self._stages.append(name)
-        self.log({"event": "begin", "stage": name, "config_hash": config_hash})
+        self.log({"event": "begin", "stage": name, "config_hash": config_hash,
+                  "version": manifest.data["versions"].get("intake-eval"), "source": manifest.data.get("source")})
         return config_hash
 
     def _guard_leakage(self, models: Mapping[str, Mapping[str, ModelSpec]]) -> None:
