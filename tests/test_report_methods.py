@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from intake_eval.cli import app
 from intake_eval.core.store import RunPaths
-from intake_eval.report.ci_methods import FIGURE_INTERVALS
+from intake_eval.metrics.intervals import declared_intervals
 from tests.fakeserver import FakeOpenAIServer, Reply
 from tests.test_judge_cli import _models_file, _run_folder
 from tests.test_judging import _valid_answer
@@ -74,7 +74,7 @@ def test_demo_methods_state_models_turns_labels_and_intervals(demo):
         assert "up to 12 clinician turns" in text
         assert "offline/screener" in text and "offline/judge (offline/judge, per-turn)" in text
         assert "asked_about (per domain): true ONLY when" in text  # label definitions from the judge rules
-        assert FIGURE_INTERVALS[0].interval in text
+        assert declared_intervals(repeated=False)["headline"] in text
         assert re.search(r"intake-eval \S+ from source revision [0-9a-f]{40}", text)
 
 

@@ -41,8 +41,22 @@ def declared_intervals(repeated: bool) -> dict[str, str]:
         "trajectories": f"Trajectories: shaded 95% CI of the cumulative coverage after each turn by {mean}.",
         "trials": (f"Repeated trials: the same 95% CI as the headline ({mean}); the naive interval treating every "
                    "conversation as independent is shown for contrast only." if repeated else ""),
+        "capacity_gap": (f"Capacity gap (forks with a supervisor's nudge): spontaneous and nudged coverage and their "
+                         f"difference, 95% CI by {mean}."),
+        "calibrated": ("Calibrated coverage (human labels on a random sample): normal 95% intervals over conversations "
+                       "for the judge-only, human-only and prediction-powered means."),
     }
+
+
+# Figures shown only when the run has the metrics table of the same name.
+CONDITIONAL_FIGURES = ("capacity_gap", "calibrated")
 
 
 def interval_rows(repeated: bool) -> list[dict[str, Any]]:
     return [{"figure": figure, "interval": text} for figure, text in declared_intervals(repeated).items() if text]
+
+
+def shown_intervals(declared: dict[str, str], present_tables: set[str]) -> dict[str, str]:
+    """The declared intervals of the figures a report shows (a conditional figure needs its table)."""
+    return {figure: text for figure, text in declared.items()
+            if text and (figure not in CONDITIONAL_FIGURES or figure in present_tables)}

@@ -8,7 +8,7 @@ sampling table), so what it states is what this run did, not what the installed 
 - interview and judging: turn cap, patient mode, conditions, trials, formulation; judges and modes; the
   judge's label definitions quoted from the run's own judge-rules template.
 - prompts: each role's rendered prompt and every template, from ``prompts/`` (runner.prompt_snapshot).
-- intervals: which interval each figure carries (``ci_methods``).
+- intervals: which interval each figure carries (declared once in ``metrics.intervals``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from typing import Any
 from intake_eval.interview.stage import RUN_STAGE
 from intake_eval.interview.tracker import TRACKER_MAX_TOKENS
 from intake_eval.judge.judging import MODES, judge_label
-from intake_eval.report.ci_methods import FigureInterval, figure_intervals
+from intake_eval.metrics.intervals import shown_intervals
 from intake_eval.report.load import RunData
+from intake_eval.report.tables import intervals
 from intake_eval.runner.prompt_snapshot import (
     SnapshotText,
     snapshot_rendered_read,
@@ -73,7 +74,7 @@ class Methods:
     label_definitions: str | None = None
     prompts: list[PromptText] = field(default_factory=list)
     templates: list[PromptText] = field(default_factory=list)
-    intervals: list[FigureInterval] = field(default_factory=list)
+    intervals: dict[str, str] = field(default_factory=dict)  # figure → the sentence stating its interval
     software: str = ""
     problems: list[str] = field(default_factory=list)  # snapshot files missing or edited
 
@@ -253,6 +254,6 @@ def collect_methods(data: RunData) -> Methods:
                          for item in templates]
     methods.problems = [item.problem for item in [*rendered, *templates] if item.problem]
     present = set(data.tables) | ({"calibrated"} if data.paths.metrics("calibrated").exists() else set())
-    methods.intervals = figure_intervals(present)
+    methods.intervals = shown_intervals(intervals(data), present)
     methods.software = software_sentence(data.manifest)
     return methods

@@ -68,7 +68,7 @@ def methods_html(methods: Methods) -> str:
         parts.append("<p>This run folder keeps no prompt text (made before intake-eval kept prompt texts); its "
                      "manifest has the templates' hashes only.</p>")
     parts += ["<h3>Intervals</h3>",
-              _html_table(["Figure", "Interval"], [[item.figure, item.interval] for item in methods.intervals]),
+              _html_table(["Figure", "Interval"], [[figure, text] for figure, text in methods.intervals.items()]),
               "<h3>Software</h3>", _paragraphs([methods.software])]
     return "".join(parts)
 
@@ -114,7 +114,7 @@ def methods_markdown(methods: Methods) -> list[str]:
     else:
         out += ["This run folder keeps no prompt text (made before intake-eval kept prompt texts).", ""]
     out += ["### Intervals", ""]
-    out += _table(["Figure", "Interval"], [[item.figure, item.interval] for item in methods.intervals], ["l", "l"])
+    out += _table(["Figure", "Interval"], [[figure, text] for figure, text in methods.intervals.items()], ["l", "l"])
     out += ["", "### Software", "", methods.software, ""]
     return out
 
