@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -381,13 +382,19 @@ def load_and_validate(directory: Path) -> Catalog:
         )
     assert domain_catalog is not None
     ordered = dict(sorted(phenotypes.items()))
-    content = {
-        "domains": [d.model_dump(mode="json") for d in domain_catalog.domains],
-        "context": domain_catalog.context.model_dump(mode="json"),
-        "phenotypes": [p.model_dump(mode="json") for p in ordered.values()],
-    }
     return Catalog(directory=directory, domains=domains, phenotypes=ordered, context=domain_catalog.context,
-                   content_hash=stable_hash(content)[:16])
+                   content_hash=catalog_content_hash(domains.values(), domain_catalog.context, ordered.values()))
+
+
+def catalog_content_hash(domains: Iterable[Domain], context: ContextPools, phenotypes: Iterable[Phenotype]) -> str:
+    """The parsed catalog's identity (16 hex): the same contents give the same hash wherever the
+    files live; part of the generate stage's config."""
+    content = {
+        "domains": [d.model_dump(mode="json") for d in domains],
+        "context": context.model_dump(mode="json"),
+        "phenotypes": [p.model_dump(mode="json") for p in sorted(phenotypes, key=lambda p: p.id)],
+    }
+    return stable_hash(content)[:16]
 
 
 @lru_cache(maxsize=8)

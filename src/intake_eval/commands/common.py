@@ -39,6 +39,30 @@ ForceOption = Annotated[
 ]
 NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Bypass the response cache (still writes to it).")]
 
+
+def use_prompts_option(ctx: typer.Context, value: Path | None) -> Path | None:
+    """--prompts DIR: the user's templates win over the shipped ones until the command ends."""
+    if value is not None:
+        from intake_eval.core.prompts import use_prompts
+
+        ctx.with_resource(use_prompts(value))
+    return value
+
+
+PromptsOption = Annotated[
+    Path | None,
+    typer.Option("--prompts", metavar="DIR", show_default=False, callback=use_prompts_option,
+                 help="Your prompt templates: a template in DIR (e.g. clinician_<condition>.j2) replaces the shipped "
+                      "one of the same name; every other template comes from the package. `intake-eval init` "
+                      "writes editable copies."),
+]
+CatalogOption = Annotated[
+    Path | None,
+    typer.Option("--catalog", metavar="DIR", show_default=False,
+                 help="Phenotype folder to sample from (domains.yaml + one YAML per phenotype; default: the shipped "
+                      "catalog). The run folder keeps a copy (catalog/) that later stages read."),
+]
+
 DEFAULT_RUN_DIR = Path("runs/default")
 
 

@@ -11,6 +11,7 @@ from intake_eval.commands.common import (
     DEFAULT_RUN_DIR,
     ForceOption,
     ModelsOption,
+    PromptsOption,
     NoCacheOption,
     RunDirOption,
 )
@@ -28,6 +29,7 @@ def qc_patient(
     min_recall: Annotated[float | None, typer.Option("--min-recall", help="Fail (exit 2) when disclosure recall on direct questions is below this share (0–1).", min=0.0, max=1.0, show_default=False)] = None,
     run_dir: RunDirOption = DEFAULT_RUN_DIR,
     models: ModelsOption = None,
+    prompts: PromptsOption = None,
     no_cache: NoCacheOption = False,
     force: ForceOption = False,
 ) -> None:
