@@ -19,6 +19,7 @@ from intake_eval.commands import (
     classify,
     compare,
     generate,
+    init,
     judge,
     models,
     phenotypes,
@@ -128,6 +129,7 @@ def _register() -> None:
     app.command("show")(show.show)
     app.command("qc-patient")(qc.qc_patient)
     app.add_typer(annotate.app, name="annotate")
+    app.command("init")(init.init)
 
 
 _register()

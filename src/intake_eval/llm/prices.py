@@ -14,7 +14,7 @@ from intake_eval.llm.litellm_backend import cache_prices, call_cost
 PER_MILLION = 1_000_000
 ALIAS_SOURCE = "alias override"
 TABLE_SOURCE = "litellm's table"
-FREE_SOURCE = "free (local)"
+FREE_SOURCE = "free: offline or on this machine"
 UNKNOWN_SOURCE = "unknown"
 
 
