@@ -10,7 +10,6 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -31,8 +30,8 @@ from intake_eval.catalog.schema import (
     Prerequisites,
     allowed,
 )
+from intake_eval.catalog.identity import catalog_content_hash
 from intake_eval.core.errors import IntakeEvalError
-from intake_eval.core.store import stable_hash
 from intake_eval.core.yamlfile import YamlError, parse_yaml
 
 DOMAINS_FILE = "domains.yaml"
@@ -384,17 +383,6 @@ def load_and_validate(directory: Path) -> Catalog:
     ordered = dict(sorted(phenotypes.items()))
     return Catalog(directory=directory, domains=domains, phenotypes=ordered, context=domain_catalog.context,
                    content_hash=catalog_content_hash(domains.values(), domain_catalog.context, ordered.values()))
-
-
-def catalog_content_hash(domains: Iterable[Domain], context: ContextPools, phenotypes: Iterable[Phenotype]) -> str:
-    """The parsed catalog's identity (16 hex): the same contents give the same hash wherever the
-    files live; part of the generate stage's config."""
-    content = {
-        "domains": [d.model_dump(mode="json") for d in domains],
-        "context": context.model_dump(mode="json"),
-        "phenotypes": [p.model_dump(mode="json") for p in sorted(phenotypes, key=lambda p: p.id)],
-    }
-    return stable_hash(content)[:16]
 
 
 @lru_cache(maxsize=8)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from intake_eval.catalog.load import catalog_content_hash
+from intake_eval.catalog.identity import catalog_content_hash
 from intake_eval.catalog.schema import Catalog
 from intake_eval.core.errors import IntakeEvalError
 

@@ -25,7 +25,9 @@ from pydantic import (
     model_validator,
 )
 
+from intake_eval.catalog.load import load_catalog
 from intake_eval.catalog.schema import DEFAULT_CATALOG_DIR, Catalog
+from intake_eval.catalog.subset import catalog_subset
 from intake_eval.core.errors import IntakeEvalError, describe_validation_error
 from intake_eval.core.package_data import package_folder
 from intake_eval.core.prompts import available_conditions, use_prompts
@@ -161,9 +163,6 @@ class StudyConfig(Strict):
 
     def study_catalog(self) -> Catalog:
         """The catalog the study samples from: ``catalog:`` (or the shipped one), cut to ``phenotypes:``."""
-        from intake_eval.catalog.load import load_catalog
-        from intake_eval.catalog.subset import catalog_subset
-
         catalog = load_catalog(self.catalog_folder())
         return catalog_subset(catalog, self.phenotypes, label="phenotypes:") if self.phenotypes else catalog
 
