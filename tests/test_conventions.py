@@ -108,3 +108,13 @@ def test_vllm_never_means_an_in_process_engine(tmp_path):
     run = runner.invoke(app, ["run", "--clinician", "vllm/Qwen/Qwen3-8B", "--patient", "offline/patient",
                               "--run-dir", str(tmp_path / "run")])
     assert run.exit_code == 2 and "hosted_vllm/Qwen/Qwen3-8B" in run.output
+
+
+@pytest.mark.parametrize(("written", "recipe"), [
+    ("sglang/Qwen/Qwen3-8B", "model: openai/Qwen/Qwen3-8B with api_base: http://HOST:30000/v1"),
+    ("hf/Qwen/Qwen3-8B", "model: hosted_vllm/Qwen/Qwen3-8B with api_base"),
+    ("openai-api/deepseek/deepseek-chat", "model: openai/<model> with its api_base and api_key_env"),
+])
+def test_inspect_ids_without_a_litellm_provider_get_the_recipe(written, recipe):
+    done = runner.invoke(app, ["models", "--check", written])
+    assert done.exit_code == 2 and recipe in done.output and len(done.output.strip().splitlines()) == 1

@@ -22,6 +22,15 @@ INSPECT_TO_LITELLM = {
 }
 # litellm's prefix for a vLLM engine inside the calling process; a user of this tool means a server.
 IN_PROCESS_VLLM = "vllm"
+# inspect_ai prefixes for a server or an in-process engine litellm has no provider for: what to write.
+INSPECT_RECIPES = {
+    "sglang": "for an SGLang server write model: openai/{rest} with api_base: http://HOST:30000/v1",
+    "openai-api": "for an OpenAI-compatible service write model: openai/<model> with its api_base and api_key_env",
+    "hf": "inspect_ai's hf/ runs transformers in-process; serve the model (model: hosted_vllm/{rest} with "
+          "api_base) or use local/<file.gguf>",
+    "llama-cpp-python": "use local/<file.gguf> (an embedded llama.cpp server) or model: openai/<name> with the "
+                        "api_base of your server",
+}
 
 
 def check_provider_spelling(model_id: str, where: str = "") -> None:
@@ -36,6 +45,9 @@ def check_provider_spelling(model_id: str, where: str = "") -> None:
         raise IntakeEvalError(
             f"{lead}'{model_id}' would mean a vLLM engine inside this process; for a vLLM server write "
             f"model: hosted_vllm/{rest} with api_base: http://HOST:8000/v1 in a --models file")
+    if prefix in INSPECT_RECIPES:
+        raise IntakeEvalError(f"{lead}'{model_id}' is an inspect_ai id; {INSPECT_RECIPES[prefix].format(rest=rest)} "
+                              "in a --models file")
     if prefix in INSPECT_TO_LITELLM:
         raise IntakeEvalError(
             f"{lead}'{model_id}' is the inspect_ai spelling; litellm spells it '{INSPECT_TO_LITELLM[prefix]}/{rest}'")
