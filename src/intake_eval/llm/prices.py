@@ -6,7 +6,7 @@ what a run would charge."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from intake_eval.llm.base import ModelSpec, is_local_base
 from intake_eval.llm.litellm_backend import cache_prices, call_cost
@@ -29,7 +29,9 @@ class Prices:
     source: str
 
     def to_dict(self) -> dict:
-        return {f"{name}_per_1m" if name != "source" else "price_source": value for name, value in asdict(self).items()}
+        """The fields of `models --json`."""
+        return {"input_per_1m": self.input, "cached_input_per_1m": self.cached_input, "output_per_1m": self.output,
+                "price_source": self.source}
 
 
 def _per_million(value: float | None) -> float | None:
@@ -37,6 +39,7 @@ def _per_million(value: float | None) -> float | None:
 
 
 def model_prices(spec: ModelSpec) -> Prices:
+    """The alias's prices per 1M tokens; the source is the alias when it sets any price of its own."""
     if spec.is_offline or spec.is_local or (spec.api_base and is_local_base(spec.api_base)):
         return Prices(0.0, None, 0.0, FREE_SOURCE)
     overridden = spec.input_cost_per_token is not None or spec.output_cost_per_token is not None

@@ -36,10 +36,13 @@ from intake_eval.core.yamlfile import read_yaml
 BUNDLED_CONFIGS = package_folder("configs")
 
 
-def _relative_to_config(value: str, info: ValidationInfo) -> Path:
+def _under(base: Path | None, value: str) -> Path:
     """A path from the config, read from the config file's folder (the working folder without one)."""
-    base = (info.context or {}).get("base") or Path.cwd()
-    return (Path(base) / Path(value).expanduser()).resolve()
+    return ((base or Path.cwd()) / Path(value).expanduser()).resolve()
+
+
+def _relative_to_config(value: str, info: ValidationInfo) -> Path:
+    return _under((info.context or {}).get("base"), value)
 
 
 class Strict(BaseModel):
@@ -150,9 +153,7 @@ class StudyConfig(Strict):
     # ------------------------------------------------------------ derived
 
     def _resolved(self, value: str | None) -> Path | None:
-        if value is None:
-            return None
-        return ((self._base or Path.cwd()) / Path(value).expanduser()).resolve()
+        return None if value is None else _under(self._base, value)
 
     def prompts_folder(self) -> Path | None:
         """The user's prompts folder (None: the shipped templates only)."""
