@@ -11,6 +11,7 @@ from intake_eval.commands.common import (
     DEFAULT_RUN_DIR,
     ForceOption,
     ModelsOption,
+    PromptsOption,
     NoCacheOption,
     RunDirOption,
     budget_stop_line,
@@ -50,6 +51,7 @@ def judge(
     force: ForceOption = False,
     run_dir: RunDirOption = DEFAULT_RUN_DIR,
     models: ModelsOption = None,
+    prompts: PromptsOption = None,
 ) -> None:
     """Label every turn of every finished conversation with each judge, then write metrics/*.csv.
 

@@ -11,6 +11,7 @@ from intake_eval.commands.common import (
     DEFAULT_RUN_DIR,
     ForceOption,
     ModelsOption,
+    PromptsOption,
     NoCacheOption,
     RunDirOption,
     budget_stop_line,
@@ -62,6 +63,7 @@ def run(
     force: ForceOption = False,
     run_dir: RunDirOption = DEFAULT_RUN_DIR,
     models: ModelsOption = None,
+    prompts: PromptsOption = None,
 ) -> None:
     """Run the intake conversations for every profile × clinician × condition × trial.
 

@@ -67,10 +67,11 @@ def _stage_table(data: dict[str, Any]):
 
     table = Table(title="Stages (done = records ok on disk; $ = what the records cost)", title_justify="left",
                   box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
-    table.add_column("stage", overflow="fold", min_width=18)
-    table.add_column("status", no_wrap=True)
+    # numbers keep their width (no_wrap); the text columns wrap to make room at 80 columns
+    table.add_column("stage", overflow="fold")
+    table.add_column("status", overflow="fold")
     for column in ("done", "failed", "calls", "retries", "tokens", "$"):
-        table.add_column(column, justify="right", no_wrap=True)
+        table.add_column(column, justify="right", no_wrap=column != "failed")
     for name, stage in data.get("stages", {}).items():
         counts = dict(stage.get("counts") or {})
         done = counts.pop("done", counts.pop("ok", counts.pop("profiles", "")))
@@ -99,7 +100,7 @@ def _model_usage_table(data: dict[str, Any]):
 
     table = Table(title="Usage per stage and model", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
                   pad_edge=False)
-    table.add_column("stage · model", overflow="fold", min_width=12)
+    table.add_column("stage · model", overflow="fold")
     # cached = answers from our response cache; p-cache = share of prompt tokens the provider's
     # prompt cache served
     for column in ("calls", "cached", "retries", "prompt", "p-cache", "output", "$"):
@@ -208,6 +209,7 @@ def status(
     """
     from rich.console import Console
 
+    from intake_eval.commands.common import print_fitted
     from intake_eval.core.errors import IntakeEvalError
     from intake_eval.core.manifest import Manifest
     from intake_eval.core.store import RunPaths
@@ -224,10 +226,10 @@ def status(
         return
     out = Console()
     out.print(f"[bold]{paths.root}[/bold]  run [bold]{data.get('run_name', '')}[/bold]")
-    out.print(_stage_table(data))
-    out.print(_model_usage_table(data))
+    print_fitted(out, _stage_table(data))
+    print_fitted(out, _model_usage_table(data))
     if data.get("models"):
         out.print(_models_table(data))
     if (data.get("study") or {}).get("history"):
-        out.print(_study_runs_table(data))
+        print_fitted(out, _study_runs_table(data))
     out.print(_provenance_table(data))

@@ -10,15 +10,19 @@ from typing import Annotated
 import typer
 
 from intake_eval.commands.common import (
+    CatalogOption,
     ForceOption,
     ModelsOption,
     NoCacheOption,
+    PromptsOption,
     budget_left_text,
     checked_run_dir,
 )
 
 ConfigArgument = Annotated[
-    Path, typer.Argument(help="Study config YAML (e.g. configs/paper.yaml, configs/demo.yaml).", show_default=False)
+    Path, typer.Argument(help="Study config YAML (e.g. configs/paper.yaml), or a bundled config's name (paper, demo, "
+                         "local). Its prompts_dir:, catalog: and phenotypes: [ids] name your own files.",
+                         show_default=False)
 ]
 StudyRunDirOption = Annotated[
     Path | None,
@@ -33,6 +37,8 @@ def study(
     models: ModelsOption = None,
     force: ForceOption = False,
     no_cache: NoCacheOption = False,
+    prompts: PromptsOption = None,
+    catalog: CatalogOption = None,
 ) -> None:
     """Run a whole study from one config: generate → run → judge → report, resumable.
 
@@ -51,7 +57,7 @@ def study(
 
     out = console()
     outcome = run_study(config, run_dir=run_dir, models_file=models, force=force, use_cache=not no_cache,
-                        console=out)
+                        console=out, catalog_dir=catalog)
     typer.echo(str(outcome.report_path))
     missing = _incomplete(outcome.counts)
     if missing:
@@ -252,6 +258,8 @@ def estimate(
     config: ConfigArgument,
     models: ModelsOption = None,
     as_json: bool = typer.Option(False, "--json", help="Print the estimate as JSON on stdout."),
+    prompts: PromptsOption = None,
+    catalog: CatalogOption = None,
 ) -> None:
     """What a study will cost before anything is spent: per stage and model, the number of calls,
     prompt and completion tokens (measured on the real prompts of sampled profiles, reasoning
@@ -264,7 +272,7 @@ def estimate(
     from intake_eval.study.pipeline import estimate_config
 
     with console().status("Rendering sample prompts and counting tokens…"):
-        result = estimate_config(config, models_file=models)
+        result = estimate_config(config, models_file=models, catalog_dir=catalog)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2, sort_keys=True))
         return

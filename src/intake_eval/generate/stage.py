@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from intake_eval.catalog.load import load_catalog
+from intake_eval.catalog.snapshot import write_catalog_snapshot
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.manifest import Manifest
 from intake_eval.core.progress import ProgressBar
@@ -186,6 +187,7 @@ def generate_profiles(runner: StageRunner, *, n: int, mode: Mode, seed: int, gen
     runner.begin(STAGE, config, force=force, outputs=[paths.profiles, paths.render_failures, paths.sampling_rates],
                  models={GENERATOR_ROLE: {generator: spec}}, prompts=[config_prompt_name(spec)], seed=seed)
 
+    write_catalog_snapshot(catalog, paths.root)  # later stages read the catalog the profiles came from
     plan = plan_phenotypes(catalog, n, mode, seed)
     done = done_keys(paths.profiles, "profile_id")
     todo = [i for i in range(n) if profile_id(i) not in done]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from intake_eval.catalog.load import load_catalog
+from intake_eval.catalog.snapshot import run_catalog
 from intake_eval.catalog.schema import Catalog
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import Conversation, Judgment, Profile, Usage
@@ -286,7 +286,7 @@ def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn"
         raise IntakeEvalError(f"{paths.profiles}: no profiles here yet; run `intake-eval generate --run-dir {paths.root}` first")
     if not paths.conversation_files():
         raise IntakeEvalError(f"{paths.conversations_dir}: no conversations here yet; run `intake-eval run --run-dir {paths.root}` first")
-    catalog = load_catalog()
+    catalog = run_catalog(paths.root)
     with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, catalog=catalog,
                      models=aliases) as runner:
         if batch is not None:

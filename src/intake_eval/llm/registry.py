@@ -22,6 +22,7 @@ from intake_eval.core.yamlfile import read_yaml
 from intake_eval.llm.base import ModelSpec
 from intake_eval.llm.litellm_backend import import_litellm
 from intake_eval.llm.local_server import canonical_model, check_local
+from intake_eval.llm.spellings import check_provider_spelling
 
 DEFAULT_MODELS_FILE = package_folder("configs") / "models.yaml"
 
@@ -64,6 +65,7 @@ def _check_spec(alias: str, spec: ModelSpec, source: Path) -> None:
 
     if not spec.model.strip():
         raise bad("model", "must name a provider model id such as openai/gpt-4o")
+    check_provider_spelling(spec.model, where=f"{source}: models.{alias}.model")
     if spec.temperature is not None and not 0.0 <= spec.temperature <= 2.0:
         raise bad("temperature", f"{spec.temperature} is outside 0–2")
     for field in ("max_tokens", "rpm", "tpm", "max_concurrency", *LOCAL_ONLY_FIELDS):
@@ -150,6 +152,7 @@ def resolve_spec(name: str, specs: Mapping[str, ModelSpec]) -> ModelSpec:
     if name.startswith("offline/") and name.removeprefix("offline/").strip():
         # which offline participants exist is the simulated package's business (checked when built)
         return ModelSpec(alias=name, model=name, temperature=None, max_tokens=None)
+    check_provider_spelling(name)
     prefix = name.split("/", 1)[0] if "/" in name else ""
     if prefix and name.split("/", 1)[1] and _known_provider(prefix):
         return _with_defaults(name, ModelSpec(model=name))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from intake_eval.catalog.load import load_catalog
+from intake_eval.catalog.snapshot import run_catalog
 from intake_eval.core.records import Conversation, Judgment, Profile
 from intake_eval.core.store import RunPaths, iter_records
 from intake_eval.interview.formulation import formulation_of, formulation_status
@@ -276,8 +276,9 @@ def safety_clinician_rows(rows: list[dict]) -> list[dict]:
     return out
 
 
-def load_default_catalog() -> "Catalog":
-    return load_catalog()
+def load_default_catalog(paths: RunPaths) -> "Catalog":
+    """The run folder's catalog: its own copy (``<run>/catalog/``), else the shipped one."""
+    return run_catalog(paths.root)
 
 
 def write_diagnosis_metrics(paths: RunPaths, catalog: "Catalog | None" = None,
@@ -289,7 +290,7 @@ def write_diagnosis_metrics(paths: RunPaths, catalog: "Catalog | None" = None,
     if collector is not None:
         diagnosis, safety, carried = collector.result()
     else:
-        diagnosis, safety, carried = collect_rows(paths, catalog if catalog is not None else load_default_catalog())
+        diagnosis, safety, carried = collect_rows(paths, catalog if catalog is not None else load_default_catalog(paths))
     tables = {"safety": (SAFETY_COLUMNS, safety), "safety_clinicians": (SAFETY_CLINICIAN_COLUMNS, safety_clinician_rows(safety))}
     if carried:
         tables["diagnosis"] = (DIAGNOSIS_COLUMNS, diagnosis)

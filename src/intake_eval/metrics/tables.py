@@ -393,7 +393,7 @@ TABLE_COLUMNS: dict[str, list[str]] = {
 def write_metrics(paths: RunPaths) -> dict[str, Path]:
     """Compute every table from the run folder and write metrics/<name>.csv. Returns name → path."""
 
-    diagnosis = RowCollector(paths, load_default_catalog())
+    diagnosis = RowCollector(paths, load_default_catalog(paths))
     turn_labels = TurnLabelRows()
 
     def also(*seen: Any) -> None:

@@ -196,7 +196,8 @@ def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[
             step("writing figure files")
             result.figures = figure_files.write_figures(render_charts, result.views, domain_labels(data),
                                                         paths.report_dir / "figures", figures,
-                                                        sections=lambda: html.optional_sections(data))
+                                                        sections=lambda: html.optional_sections(data),
+                                                        run_root=paths.root)
             step(None)
         return result
     finally:
@@ -211,7 +212,7 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
     views = build_views(data, judges)
     cell_links.add_links(views)
     labels = domain_labels(data)
-    names = figure_files.phenotype_names()
+    names = figure_files.phenotype_names(paths.root)
     step("drawing charts")
     chart_svgs = render_charts(views, labels, names)
     step("writing transcript shards")

@@ -32,6 +32,7 @@ from urllib.parse import urlparse
 from rich.markup import escape
 
 from intake_eval.catalog.schema import Catalog
+from intake_eval.catalog.snapshot import run_catalog
 from intake_eval.core.errors import ConfigChangedError
 from intake_eval.core.manifest import REBUILT, Manifest, diff_configs, now_iso
 from intake_eval.core.prompts import prompt_hashes
@@ -83,7 +84,7 @@ class StageRunner:
         self.paths = paths
         self.use_cache = use_cache
         self.console = console
-        self.catalog = catalog
+        self._catalog = catalog
         self.specs = load_model_specs(models_file)
         self.manifest: Manifest | None = None
         self._pool: ModelPool | None = None
@@ -93,6 +94,13 @@ class StageRunner:
         self._started = time.monotonic()
         self._resolved: dict[str, ModelSpec] = {}
         self.resolve(models)  # a bad alias or a missing key fails here, before the lock touches the folder
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog given, else the run folder's own copy (``<run>/catalog/``), else the shipped one."""
+        if self._catalog is None:
+            self._catalog = run_catalog(self.paths.root)
+        return self._catalog
 
     # ------------------------------------------------------------ models
 
@@ -111,7 +119,7 @@ class StageRunner:
     def pool(self) -> ModelPool:
         if self._pool is None:
             self._pool = ModelPool(self.specs, cache_path=self.paths.cache_db, use_cache=self.use_cache,
-                                   offline=OfflineParticipants(self.catalog), on_notice=self._provider_notice)
+                                   offline=OfflineParticipants(lambda: self.catalog), on_notice=self._provider_notice)
         return self._pool
 
     def _provider_notice(self, message: str) -> None:

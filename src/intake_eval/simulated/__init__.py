@@ -53,12 +53,19 @@ def build_offline(spec: ModelSpec, catalog: Catalog) -> ChatModel:
 
 
 class OfflineParticipants:
-    """The pool's builder for ``offline/…`` models; loads the shipped catalog on first use."""
+    """The pool's builder for ``offline/…`` models. ``catalog`` is a catalog or a function giving
+    one (called on first use, so a run without offline models never loads it); None → the shipped."""
 
-    def __init__(self, catalog: Catalog | None = None):
-        self.catalog = catalog
+    def __init__(self, catalog: Catalog | Callable[[], Catalog] | None = None):
+        self._catalog = catalog
+
+    @property
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self._catalog = load_catalog(DEFAULT_CATALOG_DIR)
+        elif callable(self._catalog):
+            self._catalog = self._catalog()
+        return self._catalog
 
     def __call__(self, spec: ModelSpec) -> ChatModel:
-        if self.catalog is None:
-            self.catalog = load_catalog(DEFAULT_CATALOG_DIR)
         return build_offline(spec, self.catalog)

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from intake_eval.catalog.load import load_catalog
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.manifest import now_iso
+from intake_eval.core.prompts import use_prompts, user_prompts_folder
 from intake_eval.core.store import RunPaths, stable_hash
 from intake_eval.generate.stage import generate_profiles
 from intake_eval.llm.base import ModelSpec
@@ -27,7 +27,7 @@ from intake_eval.metrics.trials import write_trial_metrics
 from intake_eval.report.build import build_report
 from intake_eval.runner.stage import StageRunner
 from intake_eval.simulated import check_offline_name
-from intake_eval.study.config import StudyConfig, load_study_config
+from intake_eval.study.config import StudyConfig, find_study_config, load_study_config, with_flags
 from intake_eval.study.estimate import StudyEstimate, estimate_study
 from intake_eval.study.overlap import run_and_judge_stages
 from intake_eval.trust.patient_qc import QCSettings, qc_gate, run_patient_qc
@@ -61,10 +61,11 @@ def resolve_roles(config: StudyConfig, models_file: ModelsFiles) -> dict[str, Mo
     return resolved
 
 
-def estimate_config(config_path: Path, models_file: ModelsFiles = None) -> StudyEstimate:
-    config = load_study_config(config_path)
+def estimate_config(config_path: Path, models_file: ModelsFiles = None, catalog_dir: Path | None = None) -> StudyEstimate:
+    config = with_flags(load_study_config(config_path), config_path, prompts=user_prompts_folder(), catalog=catalog_dir)
     specs = resolve_roles(config, models_file)
-    return estimate_study(config, specs, load_catalog())
+    with use_prompts(config.prompts_folder(), label="prompts_dir:"):
+        return estimate_study(config, specs, config.study_catalog())
 
 
 def _patient_qc(config: StudyConfig, runner: StageRunner, *, force: bool) -> dict:
@@ -109,13 +110,24 @@ def _history_entry(runner: StageRunner, outcome: StudyOutcome, *, started: str, 
 
 
 def run_study(config_path: Path, *, run_dir: Path | None = None, models_file: ModelsFiles = None,
-              force: bool = False, use_cache: bool = True, console: Any = None) -> StudyOutcome:
-    """Run (or resume) every stage of the study the config describes. Returns where the report is."""
+              force: bool = False, use_cache: bool = True, console: Any = None,
+              catalog_dir: Path | None = None) -> StudyOutcome:
+    """Run (or resume) every stage of the study the config describes. Returns where the report is.
+    The config's ``prompts_dir:`` (or the --prompts folder in effect) is in effect for every stage;
+    ``catalog_dir`` is the --catalog flag (a config naming ``catalog:`` takes neither flag)."""
+    config = with_flags(load_study_config(Path(config_path)), Path(config_path), prompts=user_prompts_folder(),
+                        catalog=catalog_dir)
+    with use_prompts(config.prompts_folder(), label="prompts_dir:"):
+        return _run_study(config, find_study_config(Path(config_path)), run_dir=run_dir, models_file=models_file,
+                          force=force, use_cache=use_cache, console=console)
+
+
+def _run_study(config: StudyConfig, config_path: Path, *, run_dir: Path | None, models_file: ModelsFiles,
+               force: bool, use_cache: bool, console: Any) -> StudyOutcome:
     started, wall = now_iso(), time.monotonic()
-    config = load_study_config(Path(config_path))
     paths = RunPaths(Path(run_dir) if run_dir is not None else Path("runs") / config.name)
     resolve_roles(config, models_file)  # design errors (leakage, unknown aliases) before the lock
-    catalog = load_catalog()
+    catalog = config.study_catalog()
     say = console.print if console is not None else (lambda *a, **k: None)
     with StageRunner(paths, models_file=models_file, use_cache=use_cache and config.cache, console=console,
                      catalog=catalog) as runner:
