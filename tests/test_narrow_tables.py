@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from intake_eval.core import numbers
+
 from intake_eval.commands.common import compact_number, print_fitted
 from intake_eval.commands.models import per_million_text
 from tests.offline_runs import offline_run
@@ -84,8 +86,9 @@ def test_qc_patient_prints_the_csv_rates_at_80_columns(run, tmp_path):
     rows = list(csv.DictReader(io.StringIO((run / "metrics" / "patient_qc.csv").read_text())))
     for row in rows:
         line = next(line for line in text.splitlines() if row["metric"] in line)
-        assert f"{float(row['rate']):.3f}" in line
-        assert f"[{float(row['ci_low']):.3f}, {float(row['ci_high']):.3f}]" in line
+        # the terminal writes rates as the report does (core.numbers): the same figures, as percentages
+        assert numbers.pct(float(row["rate"])) in line
+        assert numbers.ci(float(row["ci_low"]), float(row["ci_high"])) in line
         assert f"{row['successes']}/{row['n']}" in line
 
 

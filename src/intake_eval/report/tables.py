@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from intake_eval.core.records import QUESTION_TYPES
+from intake_eval.metrics.intervals import declared_intervals
 from intake_eval.report.load import RunData
 
 Arm = tuple[str, str, str]  # (clinician, condition, patient_mode)
@@ -199,8 +200,6 @@ def intervals(data: RunData) -> dict[str, str]:
     declared = {str(r["figure"]): str(r["interval"]) for r in table_rows(data, "intervals")}
     if declared:
         return declared
-    from intake_eval.metrics.intervals import declared_intervals
-
     arms_profiles = [(arm_of(c), c.get("profile_id")) for c in data.conversations.values() if c.get("status", "ok") == "ok"]
     return declared_intervals(len(set(arms_profiles)) < len(arms_profiles))
 
