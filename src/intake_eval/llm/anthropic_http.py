@@ -142,6 +142,8 @@ def openai_shape(payload: dict[str, Any], json_mode: bool) -> dict[str, Any]:
                         if block.get("thinking") is not None) if thinking else None
     tools = [block for block in content if block.get("type") in ("tool_use", "server_tool_use")]
     finish = STOP_REASONS.get(str(payload.get("stop_reason")), "stop")
+    # Claude says it declined only through stop_reason; the text before it (if any) is kept as its words
+    refusal = (text.strip() or "stop_reason: refusal") if payload.get("stop_reason") == "refusal" else None
     schema_calls = [block for block in tools if block.get("name") == JSON_TOOL]
     if json_mode and schema_calls:
         answer = schema_calls[0].get("input")
@@ -159,7 +161,11 @@ def openai_shape(payload: dict[str, Any], json_mode: bool) -> dict[str, Any]:
     return {
         "id": payload.get("id"), "model": payload.get("model"),
         "choices": [{"index": 0, "finish_reason": finish,
-                     "message": {"role": "assistant", "content": text or None, "reasoning_content": reasoning}}],
+                     "message": {"role": "assistant", "content": text or None, "reasoning_content": reasoning,
+                                 "refusal": refusal, "tool_calls": [{"type": "function", "id": block.get("id"),
+                                                                     "function": {"name": block.get("name")}}
+                                                                    for block in tools if block not in schema_calls
+                                                                    or not json_mode] or None}}],
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
                   "prompt_tokens_details": {"cached_tokens": read, "cache_creation_tokens": written},
                   "cache_creation_input_tokens": written, "cache_read_input_tokens": read,

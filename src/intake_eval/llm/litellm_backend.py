@@ -168,6 +168,8 @@ def normalise(spec: ModelSpec, request: ChatRequest, response: Any, latency_s: f
     finish_reason = _field(choice, "finish_reason")
     text, reasoning = split_reasoning(
         _field(message, "content"), _field(message, "reasoning_content"), _field(message, "reasoning"))
+    refusal = _field(message, "refusal")  # OpenAI's structured refusal; Claude's via anthropic_http
+    tool_calls = _field(message, "tool_calls")
     usage = _field(response, "usage")
     prompt_tokens = int(_field(usage, "prompt_tokens") or 0)
     completion_tokens = int(_field(usage, "completion_tokens") or 0)
@@ -190,6 +192,8 @@ def normalise(spec: ModelSpec, request: ChatRequest, response: Any, latency_s: f
                         cache_write_tokens=written, cost_usd=cost, cost_known=known),
         latency_s=latency_s,
         finish_reason=finish_reason,
+        refusal=str(refusal) if refusal else None,
+        tool_calls=len(tool_calls) if isinstance(tool_calls, list) else 0,
         model=spec.model,
         server_timings={key: float(value) for key, value in timings.items() if isinstance(value, (int, float))}
         if isinstance(timings, dict) else None,

@@ -38,6 +38,7 @@ from intake_eval.metrics.clinical import (
     load_default_catalog,
     write_diagnosis_metrics,
 )
+from intake_eval.metrics.answers import write_answer_tables
 from intake_eval.metrics.cost import cost_tables
 from intake_eval.metrics.curves import PROBE_CURVE_COLUMNS, probe_curve_rows
 from intake_eval.metrics.events import DOMAIN_EVENT_COLUMNS, domain_event_rows
@@ -382,6 +383,7 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
     written[TURN_LABELS_TABLE] = turn_labels.write(paths)
     # safety.csv (+ diagnosis.csv when conversations carry formulations), see metrics/clinical.py
     written.update(write_diagnosis_metrics(paths, collector=diagnosis))
+    written.update(write_answer_tables(paths))  # refused, empty and cut answers, failed conversations included
     capacity = write_capacity_gap(paths)  # could-it-ask forks, when the run has them
     if capacity is not None:
         written["capacity_gap"] = capacity

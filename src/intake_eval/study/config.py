@@ -69,6 +69,9 @@ class StudyConfig(Strict):
     judges: list[str] = Field(..., min_length=1)
     judge_mode: Literal["per-turn", "conversation"] = "per-turn"
     formulation: bool = False
+    on_truncation: Literal["keep", "fail"] = Field(
+        "keep", description="an answer cut at its token cap: keep it and flag the turn, or fail the conversation "
+                            "(run --on-truncation)")
     concurrency: int = Field(16, ge=1, le=4096)
     budget: float | None = Field(None, gt=0, allow_inf_nan=False, description="dollars for the whole run folder (what its records "
                                  "already cost counts); a conversation starts only if its estimated cost fits")
