@@ -118,7 +118,7 @@ class ChatModel(Protocol):
     async def complete(self, request: ChatRequest) -> ChatResult: ...
 
 
-FailureKind = Literal["fatal", "exhausted", "empty_after_length", "invalid_output"]
+FailureKind = Literal["fatal", "exhausted", "empty_after_length", "invalid_output", "content_policy"]
 
 
 class ModelCallError(IntakeEvalError):
@@ -126,7 +126,8 @@ class ModelCallError(IntakeEvalError):
 
     kind: fatal (400/401/404, a refused connection, an endpoint stopped after repeated identical
     failures: retrying cannot help), exhausted (retries/deadline used up),
-    empty_after_length (length stop with no visible text), invalid_output.
+    empty_after_length (length stop with no visible text), invalid_output, content_policy (the
+    provider's safety system refused this request: the call fails, other requests go on).
     """
 
     def __init__(self, message: str, *, kind: FailureKind, attempts: int = 1, status_code: int | None = None):
