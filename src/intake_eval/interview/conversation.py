@@ -196,7 +196,9 @@ async def run_conversation(item: PlannedConversation, participants: Participants
             state = advance_patient(state, turn)
     except ModelCallError as exc:
         failure = exc
-        termination = exc.kind if exc.kind in FAILURE_TERMINATIONS else "model_error"
+        # a request the provider's safety system rejected (HTTP 400) is a refusal too, in its own words
+        termination = "refused" if exc.kind == "content_policy" else exc.kind if exc.kind in FAILURE_TERMINATIONS \
+            else "model_error"
         role = exc.role or role
         who = {"clinician": participants.clinician, "tracker": participants.tracker}.get(role) or participants.patient
         error = f"{role} {_name(who)} at turn {len(turns) + (1 if opening else 0)}: {exc.format_message()}"
@@ -228,7 +230,8 @@ async def run_conversation(item: PlannedConversation, participants: Participants
         termination=termination,
         error=error,
         failed_role=role if failure is not None else None,
-        refusal=failure.refusal if failure is not None else None,
+        refusal=(failure.refusal or (failure.format_message() if failure.kind == "content_policy" else None))
+        if failure is not None else None,
         opening_finish_reason=opening_finish,
         truncated=dict(sorted(cut.items())),
         usage={name: meter.to_usage() for name, meter in meters.items() if meter.calls},

@@ -125,8 +125,8 @@ class ChatModel(Protocol):
     async def complete(self, request: ChatRequest) -> ChatResult: ...
 
 
-FailureKind = Literal["fatal", "exhausted", "empty_after_length", "invalid_output", "refused", "empty_answer",
-                      "truncated"]
+FailureKind = Literal["fatal", "exhausted", "empty_after_length", "invalid_output", "content_policy", "refused",
+                      "empty_answer", "truncated"]
 
 
 class ModelCallError(IntakeEvalError):
@@ -134,10 +134,11 @@ class ModelCallError(IntakeEvalError):
 
     kind: fatal (400/401/404, a refused connection, an endpoint stopped after repeated identical
     failures: retrying cannot help), exhausted (retries/deadline used up),
-    empty_after_length (length stop with no visible text), invalid_output, refused (the provider
-    declined: a refusal or a content filter; ``refusal`` keeps its words), empty_answer (no visible
-    text and no refusal, after a retry), truncated (an answer cut at the cap under ``--on-truncation
-    fail``). ``finish_reason`` is the provider's, when an answer came back.
+    empty_after_length (length stop with no visible text), invalid_output, content_policy (the
+    provider's safety system refused this request: the call fails, other requests go on), refused
+    (the answer declined: a refusal or a content filter; ``refusal`` keeps its words), empty_answer
+    (no visible text and no refusal, after a retry), truncated (an answer cut at the cap under
+    ``--on-truncation fail``). ``finish_reason`` is the provider's, when an answer came back.
     """
 
     def __init__(self, message: str, *, kind: FailureKind, attempts: int = 1, status_code: int | None = None,

@@ -133,11 +133,15 @@ def call_cost(spec: ModelSpec, prompt_tokens: int, completion_tokens: int, *, ca
 def cache_tokens(response: Any, usage: Any) -> tuple[int, int]:
     """(read from, written to) the provider's prompt cache, from its own usage shape: OpenAI and vLLM
     ``prompt_tokens_details.cached_tokens`` (also litellm's mapping of Anthropic's and Gemini's counts),
-    Anthropic ``cache_read_input_tokens`` / ``cache_creation_input_tokens``, llama.cpp ``timings.cache_n``."""
+    Anthropic ``cache_read_input_tokens`` / ``cache_creation_input_tokens``, Together's top-level
+    ``usage.cached_tokens``, llama.cpp ``timings.cache_n``. A zero in one field does not hide a
+    count in another (Together sends ``cached_tokens`` beside an empty details object)."""
     details = _field(usage, "prompt_tokens_details")
-    read = _field(details, "cached_tokens")
+    read = _field(details, "cached_tokens") or None
     if read is None:
-        read = _field(usage, "cache_read_input_tokens")
+        read = _field(usage, "cache_read_input_tokens") or None
+    if read is None:
+        read = _field(usage, "cached_tokens")
     if read is None:
         read = _field(_field(response, "timings"), "cache_n")
     written = _field(usage, "cache_creation_input_tokens")
