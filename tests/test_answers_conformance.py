@@ -1,0 +1,255 @@
+"""Answers without visible text and answers cut at the cap, replayed from REAL recorded provider answers.
+
+Each recording in ../shared/conformance/ is served by a loopback server (tests/conformance/replay.py)
+to the real HTTP client inside the real `intake-eval run` / `judge` / `status` / `report` commands; the
+assertions are on the conversation records, their reasons, and the counts in status and metrics/.
+A variation of a recording is built here from the recorded body, with a comment saying what changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from intake_eval.cli import app
+from intake_eval.core.records import Conversation, Judgment
+from intake_eval.core.store import RunPaths, append_record, iter_records
+from intake_eval.llm.base import ChatRequest, ModelSpec
+from intake_eval.llm.litellm_backend import ProviderBackend
+from tests.conformance.replay import ReplayRequest, ReplayServer, recorded
+from tests.convo_helpers import make_profile
+
+TURNS = "3"
+
+
+def _by_model(answers: dict[str, Any]):
+    """The chat route: each model id gets its recording (a list is played in order, the last repeated)."""
+    played: dict[str, int] = {}
+
+    def answer(request: ReplayRequest) -> dict[str, Any]:
+        chosen = answers[request.body["model"]]
+        if isinstance(chosen, list):
+            index = played.get(request.body["model"], 0)
+            played[request.body["model"]] = index + 1
+            return chosen[min(index, len(chosen) - 1)]
+        return chosen
+
+    return answer
+
+
+def _setup(tmp_path: Path, server: ReplayServer, extra: str = "") -> tuple[Path, Path]:
+    run_dir = tmp_path / "run"
+    append_record(RunPaths(run_dir).profiles, make_profile(1))
+    models = tmp_path / "models.yaml"
+    models.write_text("models:\n"
+                      f"  doc: {{model: openai/doc, api_base: '{server.url}', max_tokens: 100}}\n"
+                      f"  pat: {{model: openai/pat, api_base: '{server.url}'}}\n"
+                      f"  judge-x: {{model: openai/judge-x, api_base: '{server.url}'}}\n" + extra)
+    return run_dir, models
+
+
+def _cli(*args: str):
+    result = CliRunner().invoke(app, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result
+
+
+def _run(run_dir: Path, models: Path, *flags: str, clinician: str = "doc", patient: str = "offline/patient"):
+    return _cli("run", "--clinician", clinician, "--patient", patient, "--turns", TURNS, "--run-dir", str(run_dir),
+                "--models", str(models), *flags)
+
+
+def _conversation(run_dir: Path, clinician: str = "doc") -> Conversation:
+    (record,) = list(iter_records(RunPaths(run_dir).conversations(clinician), Conversation))
+    return record
+
+
+def _status_answers(run_dir: Path) -> dict[str, Any]:
+    result = _cli("status", "--json", "--run-dir", str(run_dir))
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)["answers"]
+
+
+def _metrics(run_dir: Path, name: str) -> list[dict[str, str]]:
+    with open(RunPaths(run_dir).metrics(name), newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_a_content_filter_with_empty_content_fails_the_conversation_as_refused_not_ended(tmp_path):
+    with ReplayServer({"chat": _by_model({"doc": recorded("openrouter_content_filter_empty")})}) as server:
+        run_dir, models = _setup(tmp_path, server)
+        result = _run(run_dir, models)
+        calls = len(server.calls("chat"))
+    record = _conversation(run_dir)
+    assert record.status == "refused" and record.termination == "refused" and not record.ok
+    assert record.failed_role == "clinician" and record.turns == []
+    assert "finish_reason=content_filter" in record.error and record.error.startswith("clinician doc at turn 1")
+    assert calls == 1  # a filter is not asked again: the same request is filtered again
+    assert record.usage["clinician"].prompt_tokens == 1296  # the refused call was paid for and is counted
+    assert "1 failed: clinician refused" in result.output
+    (arm,) = _status_answers(run_dir)["clinicians"]
+    assert (arm["conversations"], arm["ok"], arm["clinician_refused"], arm["clinician_empty_answer"]) == (1, 0, 1, 0)
+    _cli("report", "--run-dir", str(run_dir))
+    (row,) = _metrics(run_dir, "answers")
+    assert (row["clinician"], row["clinician_refused"], row["failed"]) == ("doc", "1", "1")
+    (per_conversation,) = _metrics(run_dir, "answers_by_conversation")
+    assert per_conversation["status"] == "refused" and per_conversation["failed_role"] == "clinician"
+
+
+def test_openai_message_refusal_is_read_and_its_words_kept(tmp_path):
+    with ReplayServer({"chat": _by_model({"doc": recorded("openai_refusal_docs")})}) as server:
+        run_dir, models = _setup(tmp_path, server)
+        _run(run_dir, models)
+    record = _conversation(run_dir)
+    assert record.status == "refused"
+    assert record.refusal == "I'm sorry, I cannot assist with that request."
+    assert "I'm sorry, I cannot assist with that request." in record.error
+
+
+def test_the_refusal_field_is_read_through_litellm_too(tmp_path):
+    spec = ModelSpec(alias="doc", model="openai/doc", api_base="")
+    with ReplayServer({"chat": recorded("openai_refusal_docs")}) as server:
+        spec = spec.model_copy(update={"api_base": server.url})
+        backend = ProviderBackend(spec, client="litellm")
+        result = asyncio.run(backend.complete(ChatRequest(messages=[{"role": "user", "content": "hi"}])))
+    assert result.refusal == "I'm sorry, I cannot assist with that request." and result.finish_reason == "stop"
+
+
+def test_whitespace_is_sampled_once_more_then_the_conversation_fails_as_empty(tmp_path):
+    plain = recorded("openai_gpt4o_plain")
+    blank = copy.deepcopy(plain)
+    blank["body"]["choices"][0]["message"]["content"] = "  \n "  # changed: the visible text is whitespace only
+    with ReplayServer({"chat": _by_model({"doc": blank})}) as server:
+        run_dir, models = _setup(tmp_path, server)
+        _run(run_dir, models)
+        calls = len(server.calls("chat"))
+    record = _conversation(run_dir)
+    assert record.status == "empty_answer" and record.failed_role == "clinician" and calls == 2
+    assert "no visible text" in record.error and "after 2 samples" in record.error
+    (arm,) = _status_answers(run_dir)["clinicians"]
+    assert arm["clinician_empty_answer"] == 1 and arm["clinician_refused"] == 0
+
+
+def test_an_empty_answer_followed_by_a_real_one_is_a_normal_turn(tmp_path):
+    plain = recorded("openai_gpt4o_plain")
+    null = copy.deepcopy(plain)
+    null["body"]["choices"][0]["message"]["content"] = None  # changed: content null (no text at all)
+    with ReplayServer({"chat": _by_model({"doc": [null, plain]})}) as server:
+        run_dir, models = _setup(tmp_path, server)
+        _run(run_dir, models)
+        sent = [call.body for call in server.calls("chat")]
+    record = _conversation(run_dir)
+    assert record.ok and len(record.turns) == int(TURNS)
+    assert record.turns[0].clinician == "The capital of France is Paris."
+    assert sent[0] == sent[1]  # the same request again: a fresh sample, not a different question
+    assert record.usage["clinician"].calls == int(TURNS) + 1
+
+
+def test_a_tool_call_only_answer_is_no_answer(tmp_path):
+    plain = recorded("openai_gpt4o_plain")
+    tool = copy.deepcopy(plain)
+    # changed: the answer is one tool call and no content, finish_reason tool_calls
+    tool["body"]["choices"][0]["message"].update(content=None, tool_calls=[
+        {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}])
+    tool["body"]["choices"][0]["finish_reason"] = "tool_calls"
+    with ReplayServer({"chat": _by_model({"doc": tool})}) as server:
+        run_dir, models = _setup(tmp_path, server)
+        _run(run_dir, models)
+    record = _conversation(run_dir)
+    assert record.status == "empty_answer" and "tool call only" in record.error
+
+
+def test_a_reasoning_model_cut_mid_thought_has_no_visible_text(tmp_path):
+    with ReplayServer({"chat": _by_model({"doc": recorded("together_r1_length_midthink")})}) as server:
+        run_dir, models = _setup(tmp_path, server)
+        _run(run_dir, models)
+        calls = len(server.calls("chat"))
+    record = _conversation(run_dir)
+    assert record.status == "empty_after_length" and record.failed_role == "clinician" and calls == 1
+    assert "max_tokens=100" in record.error
+
+
+def test_a_visible_answer_cut_at_the_cap_is_kept_and_flagged_per_turn_and_role(tmp_path):
+    with ReplayServer({"chat": _by_model({"doc": recorded("openrouter_gemini_length_visible")})}) as server:
+        run_dir, models = _setup(tmp_path, server)
+        result = _run(run_dir, models)
+    record = _conversation(run_dir)
+    assert record.ok and len(record.turns) == int(TURNS)
+    assert all(turn.truncated == ["clinician"] for turn in record.turns)
+    assert all(turn.finish_reason == {"clinician": "length", "patient": "stop"} for turn in record.turns)
+    assert record.truncated == {"clinician": int(TURNS)} and record.opening_finish_reason == "stop"
+    assert "3 clinician answers cut at the token cap (100%)" in result.output
+    (arm,) = _status_answers(run_dir)["clinicians"]
+    assert (arm["clinician_truncated"], arm["clinician_answers"], arm["clinician_truncated_share"]) == (3, 3, 1.0)
+    assert (arm["patient_truncated"], arm["patient_truncated_share"]) == (0, 0.0)
+    _cli("report", "--run-dir", str(run_dir))
+    (per_conversation,) = _metrics(run_dir, "answers_by_conversation")
+    assert per_conversation["clinician_truncated"] == "3" and per_conversation["patient_truncated"] == "0"
+
+
+def test_on_truncation_fail_fails_the_conversation_at_the_first_cut(tmp_path):
+    with ReplayServer({"chat": _by_model({"doc": recorded("openrouter_gemini_length_visible")})}) as server:
+        run_dir, models = _setup(tmp_path, server)
+        _run(run_dir, models, "--on-truncation", "fail")
+    record = _conversation(run_dir)
+    assert record.status == "truncated" and record.failed_role == "clinician" and record.turns == []
+    assert "max_tokens=100" in record.error and "finish_reason=length" in record.error
+    (arm,) = _status_answers(run_dir)["clinicians"]
+    assert arm["failed_truncated"] == 1
+    bad = _run(run_dir, models, "--on-truncation", "sometimes")
+    assert bad.exit_code == 2 and "--on-truncation sometimes" in bad.output
+
+
+def test_the_patient_refusing_is_the_patients_failure_with_its_reason(tmp_path):
+    with ReplayServer({"chat": _by_model({"doc": recorded("openai_gpt4o_plain"),
+                                          "pat": recorded("openrouter_content_filter_empty")})}) as server:
+        run_dir, models = _setup(tmp_path, server)
+        _run(run_dir, models, patient="pat")
+    record = _conversation(run_dir)
+    assert record.status == "refused" and record.failed_role == "patient" and record.opening == ""
+    (arm,) = _status_answers(run_dir)["clinicians"]
+    assert (arm["patient_refused"], arm["clinician_refused"]) == (1, 0)
+
+
+def test_llamacpp_server_answer_cut_at_the_cap_is_flagged(tmp_path):
+    with ReplayServer({"chat": _by_model({"doc": recorded("llamacpp_xllamacpp_real_0")})}) as server:
+        run_dir, models = _setup(tmp_path, server)
+        _run(run_dir, models)
+    record = _conversation(run_dir)
+    assert record.ok and record.truncated == {"clinician": int(TURNS)}
+
+
+def test_claude_stop_reason_refusal_is_a_refusal(tmp_path):
+    claude = recorded("anthropic_cache_read")
+    # changed: Claude declined — stop_reason refusal, no text blocks
+    claude["body"]["stop_reason"] = "refusal"
+    claude["body"]["content"] = []
+    with ReplayServer({"messages": claude}) as server:
+        run_dir, models = _setup(tmp_path, server, extra=(
+            f"  claude: {{model: anthropic/claude-sonnet-4-5, api_base: '{server.root}', max_tokens: 100}}\n"))
+        _run(run_dir, models, clinician="claude")
+        calls = len(server.calls("messages"))
+    record = _conversation(run_dir, "claude")
+    assert record.status == "refused" and record.refusal == "stop_reason: refusal" and calls == 1
+    assert "finish_reason=content_filter" in record.error
+
+
+def test_a_judge_refusal_is_kept_counted_and_never_read_as_labels(tmp_path):
+    with ReplayServer({"chat": _by_model({"judge-x": recorded("openai_refusal_docs")})}) as server:
+        run_dir, models = _setup(tmp_path, server)
+        _run(run_dir, models, clinician="offline/screener")
+        _cli("judge", "--judge", "judge-x", "--run-dir", str(run_dir), "--models", str(models))
+        calls = len(server.calls("chat"))
+    (judgment,) = list(iter_records(RunPaths(run_dir).judgments_dir / "judge-x" / "offline__screener.jsonl", Judgment))
+    assert judgment.status == "refused" and judgment.turns == []
+    assert "I'm sorry, I cannot assist with that request." in judgment.errors[0]
+    assert calls == 1  # neither repaired nor the other turns asked: the conversation is retried as a whole
+    judges = _status_answers(run_dir)["judges"]
+    assert judges == [{"judge": "judge-x", "clinician": "offline/screener", "judgments": 1, "ok": 0, "refused": 1,
+                       "judge_error": 0, "provider_error": 0, "truncated_answers": 0}]
