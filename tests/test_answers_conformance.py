@@ -12,6 +12,7 @@ import asyncio
 import copy
 import csv
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,10 @@ def test_a_content_filter_with_empty_content_fails_the_conversation_as_refused_n
     assert (row["clinician"], row["clinician_refused"], row["failed"]) == ("doc", "1", "1")
     (per_conversation,) = _metrics(run_dir, "answers_by_conversation")
     assert per_conversation["status"] == "refused" and per_conversation["failed_role"] == "clinician"
+    page = (run_dir / "report" / "index.html").read_text(encoding="utf-8")
+    banner = "doc: 1 of 1 conversations failed on an answer without visible text (1 refused, 0 empty)"
+    assert 'id="answers-banner"' in page and banner in page
+    assert banner in (run_dir / "report" / "summary.md").read_text(encoding="utf-8")
 
 
 def test_openai_message_refusal_is_read_and_its_words_kept(tmp_path):
@@ -191,6 +196,12 @@ def test_a_visible_answer_cut_at_the_cap_is_kept_and_flagged_per_turn_and_role(t
     _cli("report", "--run-dir", str(run_dir))
     (per_conversation,) = _metrics(run_dir, "answers_by_conversation")
     assert per_conversation["clinician_truncated"] == "3" and per_conversation["patient_truncated"] == "0"
+    page = (run_dir / "report" / "index.html").read_text(encoding="utf-8")
+    assert "doc: 3 of 3 clinician answers (100%) were cut at the token cap and kept" in page
+    _cli("judge", "--judge", "offline/judge", "--run-dir", str(run_dir), "--models", str(models))
+    _cli("report", "--run-dir", str(run_dir))
+    page = (run_dir / "report" / "index.html").read_text(encoding="utf-8")
+    assert re.search(r'data-metric="no_text"[^>]*>0<span class="sub">100(\.0)?% cut</span>', page)
 
 
 def test_on_truncation_fail_fails_the_conversation_at_the_first_cut(tmp_path):

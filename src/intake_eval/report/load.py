@@ -30,7 +30,7 @@ from intake_eval.metrics.trials import write_trial_metrics
 from intake_eval.report.viewer import domain_outcomes
 
 METRIC_TABLES = ("conversations", "cells", "domains", "trajectories", "agreement", "clinicians", "comparisons", "masking")
-OPTIONAL_TABLES = ("safety", "diagnosis", "capacity_gap", "trials", "patient_qc", "patient_qc_domains",
+OPTIONAL_TABLES = ("answers", "safety", "diagnosis", "capacity_gap", "trials", "patient_qc", "patient_qc_domains",
                    "annotation_agreement")
 
 
