@@ -190,6 +190,9 @@ def test_a_visible_answer_cut_at_the_cap_is_kept_and_flagged_per_turn_and_role(t
     assert all(turn.finish_reason == {"clinician": "length", "patient": "stop"} for turn in record.turns)
     assert record.truncated == {"clinician": int(TURNS)} and record.opening_finish_reason == "stop"
     assert "3 clinician answers cut at the token cap (100%)" in result.output
+    shown = CliRunner().invoke(app, ["show", record.conversation_id, "--run-dir", str(run_dir)],
+                               env={"COLUMNS": "1000"}).output  # no wrapping inside the phrases looked for
+    assert "answers cut at the token cap: clinician 3" in shown and shown.count("(cut at the token cap)") == 3
     (arm,) = _status_answers(run_dir)["clinicians"]
     assert (arm["clinician_truncated"], arm["clinician_answers"], arm["clinician_truncated_share"]) == (3, 3, 1.0)
     assert (arm["patient_truncated"], arm["patient_truncated_share"]) == (0, 0.0)

@@ -257,6 +257,10 @@ def status(
     out.print(_model_usage_table(data))
     if answers:
         out.print(_answers_table(answers))
+    for row in data["answers"]["judges"]:
+        if row["refused"] or row["truncated_answers"]:
+            out.print(f"judge {row['judge']} on {row['clinician']}: {row['refused']} of {row['judgments']} judgments "
+                      f"refused; {row['truncated_answers']} judge answers cut at the token cap")
     if data.get("models"):
         out.print(_models_table(data))
     if (data.get("study") or {}).get("history"):
