@@ -267,3 +267,60 @@ def test_a_judge_refusal_is_kept_counted_and_never_read_as_labels(tmp_path):
     judges = _status_answers(run_dir)["judges"]
     assert judges == [{"judge": "judge-x", "clinician": "offline/screener", "judgments": 1, "ok": 0, "refused": 1,
                        "judge_error": 0, "provider_error": 0, "truncated_answers": 0}]
+
+
+def test_an_empty_opening_sampled_again_keeps_the_usage_of_both_answers(tmp_path):
+    plain = recorded("openai_gpt4o_plain")
+    blank = copy.deepcopy(plain)
+    blank["body"]["choices"][0]["message"]["content"] = ""  # changed: empty content, finish_reason still stop
+    with ReplayServer({"chat": _by_model({"doc": plain, "pat": [blank, plain]})}) as server:
+        run_dir, models = _setup(tmp_path, server)
+        _run(run_dir, models, patient="pat")
+        patient_calls = [call for call in server.calls("chat") if call.body["model"] == "pat"]
+    record = _conversation(run_dir)
+    assert record.ok and record.opening == "The capital of France is Paris."
+    recorded_prompt = plain["body"]["usage"]["prompt_tokens"]
+    assert len(patient_calls) == 2 + int(TURNS)
+    assert record.usage["patient"].prompt_tokens == recorded_prompt * len(patient_calls)
+
+
+def test_a_refusing_tracker_is_the_trackers_failure(tmp_path):
+    with ReplayServer({"chat": _by_model({"doc": recorded("openai_gpt4o_plain"),
+                                          "trk": recorded("openai_refusal_docs")})}) as server:
+        run_dir, models = _setup(tmp_path, server, extra=f"  trk: {{model: openai/trk, api_base: '{server.url}'}}\n")
+        _run(run_dir, models, "--patient-mode", "tracked", "--tracker", "trk")
+        tracker_calls = [call for call in server.calls("chat") if call.body["model"] == "trk"]
+    record = _conversation(run_dir)
+    assert record.status == "refused" and record.failed_role == "tracker" and len(tracker_calls) == 1
+    assert record.error.startswith("tracker trk at turn 1")
+    assert record.refusal == "I'm sorry, I cannot assist with that request."
+    (arm,) = _status_answers(run_dir)["clinicians"]
+    assert (arm["tracker_refused"], arm["clinician_refused"], arm["patient_refused"]) == (1, 0, 0)
+
+
+def test_a_refused_formulation_is_recorded_with_its_words_and_counted(tmp_path):
+    def doc(request: ReplayRequest) -> dict[str, Any]:
+        # the formulation asks for JSON against a schema; the recording is OpenAI's structured-output refusal
+        return recorded("openai_refusal_docs" if "response_format" in request.body else "openai_gpt4o_plain")
+
+    with ReplayServer({"chat": doc}) as server:
+        run_dir, models = _setup(tmp_path, server)
+        _run(run_dir, models, "--formulation")
+    record = _conversation(run_dir)
+    assert record.ok and record.formulation["status"] == "refused"
+    assert record.formulation["refusal"] == "I'm sorry, I cannot assist with that request."
+    assert record.formulation["finish_reason"] == "stop"
+    (arm,) = _status_answers(run_dir)["clinicians"]
+    assert arm["formulation_refused"] == 1
+
+
+def test_a_judge_answer_cut_at_the_cap_is_counted_and_named_in_the_judge_error(tmp_path):
+    with ReplayServer({"chat": _by_model({"judge-x": recorded("openrouter_gemini_length_visible")})}) as server:
+        run_dir, models = _setup(tmp_path, server)
+        _run(run_dir, models, clinician="offline/screener")
+        _cli("judge", "--judge", "judge-x", "--run-dir", str(run_dir), "--models", str(models))
+    (judgment,) = list(iter_records(RunPaths(run_dir).judgments_dir / "judge-x" / "offline__screener.jsonl", Judgment))
+    assert judgment.status == "judge_error" and judgment.truncated == 2 * (int(TURNS) + 1)  # each turn and its repair
+    assert all("cut at the token cap" in error for error in judgment.errors)
+    (row,) = _status_answers(run_dir)["judges"]
+    assert (row["judge_error"], row["truncated_answers"]) == (1, 2 * (int(TURNS) + 1))

@@ -88,17 +88,33 @@ def retry_request(request: ChatRequest, retry: int) -> ChatRequest:
     return replace(request, answer_retry=retry)
 
 
+def _folded(result: ChatResult, discarded: list[ChatResult]) -> ChatResult:
+    """``result`` carrying the usage of the empty answers sampled before it (they were paid for too)."""
+    if not discarded:
+        return result
+    usage = result.usage.model_copy()
+    for earlier in discarded:
+        for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_prompt_tokens",
+                     "cache_write_tokens", "cost_usd"):
+            setattr(usage, name, getattr(usage, name) + getattr(earlier.usage, name))
+        usage.cost_known = usage.cost_known and earlier.usage.cost_known
+    return result.model_copy(update={"usage": usage, "attempts": result.attempts + sum(d.attempts for d in discarded)})
+
+
 async def complete_visible(model: ChatModel, request: ChatRequest, who: str,
                            on_result: Callable[[ChatResult], None] | None = None) -> ChatResult:
-    """An answer with visible text, or ModelCallError(refused | empty_answer) saying why not.
-    ``on_result`` sees every answered call, the unusable ones included (they were paid for)."""
+    """An answer with visible text, or ModelCallError(refused | empty_answer | empty_after_length)
+    saying why not. ``on_result`` sees every answered call, the unusable ones included (they were
+    paid for); without it, the returned answer carries the usage of the empty ones before it."""
+    discarded: list[ChatResult] = []
     for retry in range(EMPTY_RETRIES + 1):
         result = await model.complete(request if retry == 0 else retry_request(request, retry))
         if on_result is not None:
             on_result(result)
         problem = unusable(result)
         if problem is None:
-            return result
+            return result if on_result is not None else _folded(result, discarded)
+        discarded.append(result)
         if problem.kind != "empty_answer" or retry == EMPTY_RETRIES:  # the same refusal, the same cap
             raise unusable_error(who, problem, result, attempts=retry + 1)
     raise AssertionError("unreachable: the loop returns or raises")
