@@ -114,6 +114,17 @@ async def _opening(setup: PatientSetup, openings: dict | None, key: tuple) -> tu
     return text, result, owner
 
 
+def _termination(failure: ModelCallError) -> str:
+    if failure.kind == "content_policy":  # the provider's safety system rejected the request: a refusal too
+        return "refused"
+    return failure.kind if failure.kind in FAILURE_TERMINATIONS else "model_error"
+
+
+def _refusal(failure: ModelCallError) -> str | None:
+    """The provider's words when it declined: its refusal, or the content-policy error it answered."""
+    return failure.refusal or (failure.format_message() if failure.kind == "content_policy" else None)
+
+
 async def run_conversation(item: PlannedConversation, participants: Participants, *,
                            openings: dict | None = None, on_call: CallHook | None = None) -> Conversation:
     """Run one intake to its end and return the record (ok or with its failure reason)."""
@@ -196,9 +207,7 @@ async def run_conversation(item: PlannedConversation, participants: Participants
             state = advance_patient(state, turn)
     except ModelCallError as exc:
         failure = exc
-        # a request the provider's safety system rejected (HTTP 400) is a refusal too, in its own words
-        termination = "refused" if exc.kind == "content_policy" else exc.kind if exc.kind in FAILURE_TERMINATIONS \
-            else "model_error"
+        termination = _termination(exc)
         role = exc.role or role
         who = {"clinician": participants.clinician, "tracker": participants.tracker}.get(role) or participants.patient
         error = f"{role} {_name(who)} at turn {len(turns) + (1 if opening else 0)}: {exc.format_message()}"
@@ -230,8 +239,7 @@ async def run_conversation(item: PlannedConversation, participants: Participants
         termination=termination,
         error=error,
         failed_role=role if failure is not None else None,
-        refusal=(failure.refusal or (failure.format_message() if failure.kind == "content_policy" else None))
-        if failure is not None else None,
+        refusal=_refusal(failure) if failure is not None else None,
         opening_finish_reason=opening_finish,
         truncated=dict(sorted(cut.items())),
         usage={name: meter.to_usage() for name, meter in meters.items() if meter.calls},

@@ -5,8 +5,9 @@ scripts/bench_providers.py); Bedrock and Vertex stay on litellm. The request is 
 (system as top-level blocks, every message as content blocks carrying the prompt cache's
 ``cache_control`` breakpoints, a schema as native ``output_format`` where the model supports it and
 as one forced tool call otherwise), and the answer is turned into the OpenAI shape litellm makes
-of it — text, thinking → reasoning, usage with cache reads and writes — so the one normalisation
-(litellm_backend.normalise) gives the same result whichever path made the call. The schema and
+of it — text, thinking → reasoning, usage with cache reads and writes, ``stop_reason`` as
+``finish_reason`` (a ``refusal`` also as ``message.refusal``, other tool calls as ``tool_calls``) —
+so the one normalisation (litellm_backend.normalise) gives the same result whichever path made the call. The schema and
 model facts come from litellm's own Anthropic tables, looked up once per alias, never per call.
 """
 
@@ -133,6 +134,13 @@ def _reasoning_tokens(usage: dict[str, Any], reasoning: str | None, completion_t
     return 0
 
 
+def _tool_calls(tools: list[dict[str, Any]], answered_schema: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Tool calls other than the one carrying a schema answer, as OpenAI names them (None when none)."""
+    calls = [{"type": "function", "id": block.get("id"), "function": {"name": block.get("name")}}
+             for block in tools if block not in answered_schema]
+    return calls or None
+
+
 def openai_shape(payload: dict[str, Any], json_mode: bool) -> dict[str, Any]:
     """A Messages API answer in the OpenAI chat shape, as litellm builds it."""
     content = payload.get("content") or []
@@ -162,10 +170,7 @@ def openai_shape(payload: dict[str, Any], json_mode: bool) -> dict[str, Any]:
         "id": payload.get("id"), "model": payload.get("model"),
         "choices": [{"index": 0, "finish_reason": finish,
                      "message": {"role": "assistant", "content": text or None, "reasoning_content": reasoning,
-                                 "refusal": refusal, "tool_calls": [{"type": "function", "id": block.get("id"),
-                                                                     "function": {"name": block.get("name")}}
-                                                                    for block in tools if block not in schema_calls
-                                                                    or not json_mode] or None}}],
+                                 "refusal": refusal, "tool_calls": _tool_calls(tools, schema_calls if json_mode else [])}}],
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
                   "prompt_tokens_details": {"cached_tokens": read, "cache_creation_tokens": written},
                   "cache_creation_input_tokens": written, "cache_read_input_tokens": read,
