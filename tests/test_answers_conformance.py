@@ -324,3 +324,28 @@ def test_a_judge_answer_cut_at_the_cap_is_counted_and_named_in_the_judge_error(t
     assert all("cut at the token cap" in error for error in judgment.errors)
     (row,) = _status_answers(run_dir)["judges"]
     assert (row["judge_error"], row["truncated_answers"]) == (1, 2 * (int(TURNS) + 1))
+
+
+def test_a_study_config_sets_the_truncation_policy(tmp_path):
+    with ReplayServer({"chat": _by_model({"doc": recorded("openrouter_gemini_length_visible")})}) as server:
+        run_dir, models = _setup(tmp_path, server)
+        config = tmp_path / "study.yaml"
+        config.write_text("name: cut\nprofiles: {n: 1}\npatient: {model: offline/patient}\nclinicians: [doc]\n"
+                          f"judges: [offline/judge]\nturns: {TURNS}\non_truncation: fail\n")
+        _cli("study", str(config), "--run-dir", str(tmp_path / "study"), "--models", str(models))
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(config.read_text().replace("on_truncation: fail", "on_truncation: sometimes"))
+        refused = _cli("study", str(bad), "--run-dir", str(tmp_path / "other"), "--models", str(models))
+    (record,) = list(iter_records(RunPaths(tmp_path / "study").conversations("doc"), Conversation))
+    assert record.status == "truncated" and record.failed_role == "clinician"
+    assert refused.exit_code == 2 and "on_truncation" in refused.output
+
+
+def test_offline_participants_say_why_they_stopped(tmp_path):
+    with ReplayServer() as server:
+        run_dir, models = _setup(tmp_path, server)
+        _run(run_dir, models, clinician="offline/screener")
+    record = _conversation(run_dir, "offline/screener")
+    assert record.opening_finish_reason == "stop" and record.truncated == {}
+    assert all(turn.finish_reason == {"clinician": "stop", "patient": "stop"} and turn.truncated == []
+               for turn in record.turns)
