@@ -229,7 +229,8 @@ def status(
     """Show what a run folder holds: stages with counts (done, failed, judge errors), calls, retries,
     tokens and dollars per stage and model, models per role, config hash, seeds and versions.
 
-    Reads runs/<name>/manifest.json only; safe while a run is in progress.
+    Also counts, per clinician and judge, answers refused, empty or cut at the token cap (from the
+    records). Reads the manifest and the records only; safe while a run is in progress.
     """
     from rich.console import Console
 

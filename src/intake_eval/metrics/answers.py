@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.records import Conversation, Judgment
-from intake_eval.core.store import RunPaths, latest_by_key
+from intake_eval.core.store import RunPaths, iter_records
 from intake_eval.metrics.reading import write_csv
 
 ANSWER_ROLES: tuple[str, ...] = ("clinician", "patient", "tracker", "formulation")
@@ -111,15 +111,21 @@ def conversation_answers(paths: RunPaths) -> list[dict[str, Any]]:
     """Every conversation's latest record on disk (safe while a run appends), as answer rows."""
     rows = []
     for path in paths.conversation_files():
-        records = latest_by_key(path, Conversation, "conversation_id")
-        rows.extend(conversation_answer_row(records[key]) for key in sorted(records))
+        latest: dict[str, dict[str, Any]] = {}  # a later line supersedes (a retried failure, its success)
+        for record in iter_records(path, Conversation):
+            latest[record.conversation_id] = conversation_answer_row(record)
+        rows.extend(latest[key] for key in sorted(latest))
     return rows
 
 
 def judge_answers(paths: RunPaths) -> list[dict[str, Any]]:
     judgments: list[Judgment] = []
     for path in paths.judgment_files():
-        judgments.extend(latest_by_key(path, Judgment, "conversation_id").values())
+        latest: dict[str, Judgment] = {}
+        for judgment in iter_records(path, Judgment):
+            judgment.turns = []  # only its status and counts are read here
+            latest[judgment.conversation_id] = judgment
+        judgments.extend(latest.values())
     return judge_answer_rows(judgments)
 
 
