@@ -349,3 +349,11 @@ def test_offline_participants_say_why_they_stopped(tmp_path):
     assert record.opening_finish_reason == "stop" and record.truncated == {}
     assert all(turn.finish_reason == {"clinician": "stop", "patient": "stop"} and turn.truncated == []
                for turn in record.turns)
+
+
+def test_models_check_says_the_model_refused(tmp_path):
+    with ReplayServer({"chat": recorded("openai_refusal_docs")}) as server:
+        _, models = _setup(tmp_path, server)
+        result = CliRunner().invoke(app, ["models", "--check", "doc", "--models", str(models)], env={"COLUMNS": "400"})
+    assert "reachable; the model refused (finish_reason=stop): I'm sorry, I cannot assist with that request." \
+        in " ".join(result.output.split())
