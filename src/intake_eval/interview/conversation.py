@@ -5,7 +5,7 @@ refused | empty_answer | truncated. An answer without visible text is never the 
 interview: it is a failed turn (llm/answer.py: a refusal or content filter at once, an empty answer
 after one fresh sample), recorded with ``status`` = the reason, the role that failed, the provider's
 refusal words and the turns completed so far; the runner retries failed conversations on the next
-run (a refused request is then answered from the response cache: the same refusal, unpaid).
+run (a refused or empty answer then comes from the response cache: the same answer, unpaid).
 
 Every answer's ``finish_reason`` is kept per turn and role; an answer cut at the token cap is kept
 and flagged (``truncated``), or, with ``on_truncation="fail"``, fails the conversation.
