@@ -357,3 +357,15 @@ def test_models_check_says_the_model_refused(tmp_path):
         result = CliRunner().invoke(app, ["models", "--check", "doc", "--models", str(models)], env={"COLUMNS": "400"})
     assert "reachable; the model refused (finish_reason=stop): I'm sorry, I cannot assist with that request." \
         in " ".join(result.output.split())
+
+
+def test_a_rerun_replays_a_refusal_from_the_cache_and_no_cache_asks_again(tmp_path):
+    with ReplayServer({"chat": _by_model({"doc": recorded("openrouter_content_filter_empty")})}) as server:
+        run_dir, models = _setup(tmp_path, server)
+        _run(run_dir, models)
+        _run(run_dir, models)
+        after_rerun = len(server.calls("chat"))
+        _run(run_dir, models, "--no-cache")
+        after_no_cache = len(server.calls("chat"))
+    assert (after_rerun, after_no_cache) == (1, 2)
+    assert _conversation(run_dir).status == "refused"
