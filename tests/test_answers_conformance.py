@@ -205,6 +205,8 @@ def test_a_visible_answer_cut_at_the_cap_is_kept_and_flagged_per_turn_and_role(t
     _cli("report", "--run-dir", str(run_dir))
     page = (run_dir / "report" / "index.html").read_text(encoding="utf-8")
     assert re.search(r'data-metric="no_text"[^>]*>0<span class="sub">100(\.0)?% cut</span>', page)
+    shards = "".join(path.read_text(encoding="utf-8") for path in (run_dir / "report" / "conversations").glob("*.js"))
+    assert shards.count('"x": ["clinician"]') + shards.count('"x":["clinician"]') == int(TURNS)
 
 
 def test_on_truncation_fail_fails_the_conversation_at_the_first_cut(tmp_path):

@@ -33,12 +33,12 @@ from intake_eval.metrics.agreement import (
     compact_units,
     units_from_labels,
 )
+from intake_eval.metrics.answers import write_answer_tables
 from intake_eval.metrics.clinical import (
     RowCollector,
     load_default_catalog,
     write_diagnosis_metrics,
 )
-from intake_eval.metrics.answers import write_answer_tables
 from intake_eval.metrics.cost import cost_tables
 from intake_eval.metrics.curves import PROBE_CURVE_COLUMNS, probe_curve_rows
 from intake_eval.metrics.events import DOMAIN_EVENT_COLUMNS, domain_event_rows
