@@ -44,7 +44,8 @@ def completion_body(body: dict[str, Any], reply: Reply, index: int) -> dict[str,
             "model": body.get("model", "fake"),
             "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.content},
                          "finish_reason": reply.finish_reason}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+                      **(reply.usage or {})}}  # a provider's own usage fields, as online
 
 
 class _BatchHandler(_Handler):
