@@ -3,8 +3,9 @@
 Claude goes through this path instead of litellm (a fraction of the CPU per call, see
 scripts/bench_providers.py); Bedrock and Vertex stay on litellm. The request is what litellm sends
 (system as top-level blocks, every message as content blocks carrying the prompt cache's
-``cache_control`` breakpoints, a schema as native ``output_format`` where the model supports it and
-as one forced tool call otherwise), and the answer is turned into the OpenAI shape litellm makes
+``cache_control`` breakpoints, a schema as the GA ``output_config.format`` where the model supports
+native structured outputs — the beta ``output_format`` and its header only as the negotiation's
+fallback — and as one forced tool call otherwise), and the answer is turned into the OpenAI shape litellm makes
 of it — text, thinking → reasoning, usage with cache reads and writes, ``stop_reason`` as
 ``finish_reason`` (a ``refusal`` also as ``message.refusal``, other tool calls as ``tool_calls``) —
 so the one normalisation (litellm_backend.normalise) gives the same result whichever path made the call. The schema and
@@ -84,8 +85,10 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return [{"type": "text", "text": str(content)}]
 
 
-def messages_body(route: AnthropicRoute, params: dict[str, Any]) -> dict[str, Any]:
-    """The Messages API body for the OpenAI-style parameters ProviderBackend.request_params makes."""
+def messages_body(route: AnthropicRoute, params: dict[str, Any], level: str | None = None) -> dict[str, Any]:
+    """The Messages API body for the OpenAI-style parameters ProviderBackend.request_params makes.
+    A schema goes as the GA ``output_config.format``; at the ``json_schema_beta`` level as the beta
+    ``output_format`` (headers() then adds its anthropic-beta header)."""
     from litellm.llms.anthropic.chat.transformation import AnthropicConfig
 
     system: list[dict[str, Any]] = []
@@ -115,7 +118,11 @@ def messages_body(route: AnthropicRoute, params: dict[str, Any]) -> dict[str, An
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
         schema = fmt["json_schema"]["schema"]
     if schema is not None and route.native_schema:
-        body["output_format"] = AnthropicConfig().map_response_format_to_anthropic_output_format(fmt)
+        output_format = AnthropicConfig().map_response_format_to_anthropic_output_format(fmt)
+        if level == "json_schema_beta":
+            body["output_format"] = output_format
+        else:
+            body["output_config"] = {"format": output_format}
     elif schema is not None:
         body["tools"] = [{"name": JSON_TOOL, "input_schema": {"type": "object", **schema}}]
         if not thinking:  # a forced tool call is refused while thinking is on

@@ -62,8 +62,12 @@ class ModelSpec(BaseModel):
         return self.model.split("/", 1)[0] if "/" in self.model else "openai"
 
     def public_dict(self) -> dict[str, Any]:
-        """For manifests and logs: everything but secrets (a key's variable name is not secret)."""
-        return self.model_dump(exclude_none=True)
+        """For manifests and logs: everything but secrets (a key's variable name is not secret; a
+        password in the api_base is)."""
+        public = self.model_dump(exclude_none=True)
+        if self.api_base:
+            public["api_base"] = public_url(self.api_base)
+        return public
 
 
 @dataclass(frozen=True)
@@ -208,6 +212,17 @@ class UsageMeter:
             cost_usd=round(self.cost_usd, 8),
             cost_known=self.cost_known,
         )
+
+
+def public_url(url: str) -> str:
+    """The URL whole (scheme, host, port, path, query) with any user name and password replaced by ***."""
+    parts = urlparse(url)
+    if not (parts.username or parts.password):
+        return url
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    netloc = f"***@{host}" + (f":{parts.port}" if parts.port is not None else "")
+    return parts._replace(netloc=netloc).geturl()
 
 
 def is_local_base(api_base: str | None) -> bool:

@@ -254,7 +254,7 @@ class ProviderBackend:
             response = route.fix_usage(await self._http.chat(route.body(params), route.api_key(spec)))
         elif self._http is not None and self._anthropic is not None:
             claude = self._anthropic
-            body = messages_body(claude, params)
+            body = messages_body(claude, params, level or starting_level(spec))
             payload = await self._http.post(claude.messages_url, body, claude.headers(spec, body))
             response = openai_shape(payload, json_mode="response_format" in params)
         else:
