@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from intake_eval.llm.base import ModelCallError, ModelSpec
+from intake_eval.llm.base import ModelCallError, ModelSpec, public_url
 from intake_eval.llm.error_body import error_body_of
 from intake_eval.llm.health import DETERMINISTIC_STATUS, EndpointHealth
 
@@ -189,7 +189,7 @@ def classify_failure(error: BaseException, secret: str | None = None) -> Failure
 
 def _where(spec: ModelSpec) -> str:
     where = f"model '{spec.alias or spec.model}' (provider {spec.provider}, model id {spec.model}"
-    return where + (f", api_base {spec.api_base})" if spec.api_base else ")")
+    return where + (f", api_base {public_url(spec.api_base)})" if spec.api_base else ")")
 
 
 def describe_fatal(spec: ModelSpec, failure: Failure) -> str:
@@ -205,7 +205,7 @@ def describe_fatal(spec: ModelSpec, failure: Failure) -> str:
         return (f"{_where(spec)}: HTTP {failure.status}: the provider's content policy refused this request "
                 f"(this call fails; other requests go on): {failure.detail}")
     if failure.reason == "connection_refused":
-        target = spec.api_base or f"the {spec.provider} endpoint"
+        target = public_url(spec.api_base) if spec.api_base else f"the {spec.provider} endpoint"
         return (f"cannot connect to {target}: connection refused — is the server running and is api_base right? "
                 f"(model '{spec.alias or spec.model}', model id {spec.model})")
     hint = FATAL_HINTS.get(failure.status or 0, "the request failed")
