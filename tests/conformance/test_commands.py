@@ -58,7 +58,9 @@ def test_a_content_policy_refusal_fails_that_conversation_only(tmp_path, monkeyp
     result, output, sent, records, manifest = _replayed_run(
         tmp_path, monkeypatch, "openai_400_safety_system", "openai", "openai/gpt-4o")
     assert sent == 3 and len(records) == 3  # every conversation went ahead: different prompts, same words
-    assert {record.status for record in records} == {"model_error"}
+    # the provider declined the request: a refusal, counted as one (status refused, its words kept)
+    assert {record.status for record in records} == {"refused"}
+    assert all("content policy refused this request" in record.refusal for record in records)
     assert "stopped sending" not in output and "stopped_endpoints" not in manifest["stages"]["run"]
     assert "content policy refused this request" in output and result.exit_code == 1
 
