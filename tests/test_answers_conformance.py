@@ -371,3 +371,12 @@ def test_a_rerun_replays_a_refusal_from_the_cache_and_no_cache_asks_again(tmp_pa
         after_no_cache = len(server.calls("chat"))
     assert (after_rerun, after_no_cache) == (1, 2)
     assert _conversation(run_dir).status == "refused"
+
+
+def test_a_judge_request_rejected_by_a_content_policy_is_a_refused_judgment(tmp_path):
+    with ReplayServer({"chat": _by_model({"judge-x": recorded("openai_400_safety_system")})}) as server:
+        run_dir, models = _setup(tmp_path, server)
+        _run(run_dir, models, clinician="offline/screener")
+        _cli("judge", "--judge", "judge-x", "--run-dir", str(run_dir), "--models", str(models))
+    (judgment,) = list(iter_records(RunPaths(run_dir).judgments_dir / "judge-x" / "offline__screener.jsonl", Judgment))
+    assert judgment.status == "refused" and "content policy refused this request" in judgment.errors[0]

@@ -172,6 +172,8 @@ async def _ask(model: ChatModel, prompt: str, parse: Callable[[str], list[TurnJu
         try:
             result = await model.complete(request)
         except ModelCallError as exc:
+            if exc.kind == "content_policy":  # the provider's safety system declined the request: a refusal
+                return _Outcome(refusal=f"{what}: {exc.format_message()}", truncated=cut)
             return _Outcome(provider_error=exc, truncated=cut)
         meter.add(result)
         cut += int(truncated(result))
