@@ -7,7 +7,8 @@ visible text" means the same everywhere and is never read as a finished intake o
   (OpenRouter, Azure, Claude's ``stop_reason: refusal``). Not retried: the same request is refused
   again, and re-asking until a model complies would bias the comparison it is measured in. The
   provider's words are kept (``refusal``). A filter that stopped an answer part-way is refused too:
-  what was said is not a whole turn.
+  what was said is not a whole turn. A request a content policy rejects (HTTP 400, kind
+  ``content_policy``) is counted as refused by the conversation and the judge as well.
 - **empty** — no visible text and no refusal: ``content: null``, whitespace, a tool call only, a
   reasoning model's empty content. Retried once, as a fresh sample (its own cache key); a second
   empty answer fails with ``empty_answer``.
@@ -22,14 +23,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, get_args
 
 from intake_eval.llm.base import ChatModel, ChatRequest, ChatResult, ModelCallError
 
 REFUSAL_FINISH_REASONS = frozenset({"content_filter", "refusal"})
 TRUNCATION_FINISH_REASONS = frozenset({"length"})
 EMPTY_RETRIES = 1  # fresh samples after an empty answer
-TRUNCATION_POLICIES: tuple[str, ...] = ("keep", "fail")  # keep-and-flag (the default) | fail the conversation
+TruncationPolicy = Literal["keep", "fail"]  # keep-and-flag (the default) | fail the conversation
+TRUNCATION_POLICIES: tuple[str, ...] = get_args(TruncationPolicy)
 REFUSAL_KEPT = 600  # characters of a refusal kept in a record
 
 

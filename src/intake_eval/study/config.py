@@ -21,6 +21,7 @@ from pydantic import (
 from intake_eval.core.errors import IntakeEvalError, describe_validation_error
 from intake_eval.core.prompts import available_conditions
 from intake_eval.core.yamlfile import read_yaml
+from intake_eval.llm.answer import TruncationPolicy
 
 
 class Strict(BaseModel):
@@ -69,7 +70,7 @@ class StudyConfig(Strict):
     judges: list[str] = Field(..., min_length=1)
     judge_mode: Literal["per-turn", "conversation"] = "per-turn"
     formulation: bool = False
-    on_truncation: Literal["keep", "fail"] = Field(
+    on_truncation: TruncationPolicy = Field(
         "keep", description="an answer cut at its token cap: keep it and flag the turn, or fail the conversation "
                             "(run --on-truncation)")
     concurrency: int = Field(16, ge=1, le=4096)
