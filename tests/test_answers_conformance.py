@@ -93,7 +93,8 @@ def test_a_content_filter_with_empty_content_fails_the_conversation_as_refused_n
     assert "finish_reason=content_filter" in record.error and record.error.startswith("clinician doc at turn 1")
     assert calls == 1  # a filter is not asked again: the same request is filtered again
     assert record.usage["clinician"].prompt_tokens == 1296  # the refused call was paid for and is counted
-    assert "1 failed: clinician refused" in result.output
+    assert "1 failed: clinician refused" in result.output and result.exit_code == 1
+    assert "1 conversations failed (refused: 1)" in result.output and "add --no-cache" in " ".join(result.output.split())
     (arm,) = _status_answers(run_dir)["clinicians"]
     assert (arm["conversations"], arm["ok"], arm["clinician_refused"], arm["clinician_empty_answer"]) == (1, 0, 1, 0)
     _cli("report", "--run-dir", str(run_dir))

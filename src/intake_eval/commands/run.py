@@ -217,6 +217,9 @@ def _summarize(out, paths, result, *, formulation: bool = False) -> None:
         reasons = ", ".join(f"{k}: {v}" for k, v in sorted(totals.failures.items()))
         out.print(f"[red]{counts['failed']} conversations failed[/] ({escape(reasons) or 'see status in the records'}); "
                   "run the same command again to retry them.")
+        if any(reason in totals.failures for reason in ("refused", "empty_answer")):
+            out.print("refused and empty answers come back from the response cache on a rerun (the same answer, "
+                      "unpaid); add --no-cache to ask the provider again.")
     if counts["failed"] or totals.stopped or unanswered or totals.failed_formulations or totals.budget_reached:
         raise typer.Exit(1)
 
