@@ -36,11 +36,14 @@ def judge(
         "--limit", help="Only the first N ok conversations (by id): a cheap pilot.", show_default=False)] = None,
     batch: Annotated[bool, typer.Option(
         "--batch", help="Send the judge's requests as provider batches (Anthropic Message Batches; OpenAI-compatible "
-        "/files + /batches: OpenAI, Together, Groq, Gemini, vLLM) at the batch price, usually half. Results arrive within the provider's window "
+        "/files + /batches: OpenAI, Together, Groq, Gemini) at the batch price, usually half. Results arrive within the provider's window "
         "(up to 24 h); rerun the same command after an interruption to collect a submitted batch, not resubmit it. "
         "Invalid answers are repaired online.")] = False,
     batch_poll: Annotated[float, typer.Option(
         "--batch-poll", help="Seconds between batch status checks.")] = 30.0,
+    batch_wait: Annotated[float, typer.Option(
+        "--batch-wait", help="Hours to wait for a submitted batch before stopping; the batch stays submitted and "
+        "a rerun collects it.")] = 25.0,
     budget: Annotated[float | None, typer.Option(
         "--budget", help="Dollars for the whole run folder, as in `run --budget`: what its records already cost "
         "(generation, conversations, earlier judgments) counts. A judgment starts only if its estimated cost still "
@@ -72,6 +75,8 @@ def judge(
             raise IntakeEvalError(f"{flag} must be at least 1 (got {value})")
     if batch_poll <= 0:
         raise IntakeEvalError(f"--batch-poll must be positive (got {batch_poll})")
+    if not 0 < batch_wait < float("inf"):
+        raise IntakeEvalError(f"--batch-wait must be a positive number of hours (got {batch_wait})")
     if budget is not None and not (budget > 0 and budget != float("inf")):  # nan fails the comparison too
         raise IntakeEvalError(f"--budget must be a positive, finite number of dollars (got {budget})")
     if budget is not None and batch:
@@ -86,7 +91,8 @@ def judge(
 
     out = console()
     paths = RunPaths(Path(run_dir))
-    settings = BatchSettings(poll_s=batch_poll, on_progress=lambda line: out.print(line)) if batch else None
+    settings = BatchSettings(poll_s=batch_poll, wait_s=batch_wait * 3600.0,
+                             on_progress=lambda line: out.print(line)) if batch else None
 
     def spend_gate(runner: Any, judges: dict[str, str]) -> JudgingGate | None:
         folder = judging_budget(budget, runner, judges, judge_mode=mode)

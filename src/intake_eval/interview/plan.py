@@ -49,6 +49,7 @@ class RunSettings:
     limit: int | None = None
     budget: float | None = None
     formulation: bool = False  # post-intake case formulation after the last turn
+    on_truncation: str = "keep"  # an answer cut at the token cap: keep it and flag the turn, or fail the conversation
 
 
 def plan_conversations(profiles: list[Profile], settings: RunSettings) -> list[PlannedConversation]:
@@ -66,6 +67,7 @@ def plan_conversations(profiles: list[Profile], settings: RunSettings) -> list[P
                         profile=profile, clinician=clinician, condition=condition,
                         patient_mode=settings.patient_mode, trial=trial, max_turns=settings.turns,
                         records_opening_usage=first, formulation=settings.formulation,
+                        on_truncation=settings.on_truncation,
                     ))
                     first = False
     return plan
@@ -169,6 +171,8 @@ def stage_config(settings: RunSettings, specs: dict[str, Any], profiles_path: Pa
     }
     if settings.formulation:  # absent when off, so earlier runs keep their config hash
         config["formulation"] = True
+    if settings.on_truncation != "keep":  # likewise: keep is what every earlier run did
+        config["on_truncation"] = settings.on_truncation
     if settings.patient_mode == "tracked":
         config["tracker"] = settings.tracker or settings.patient
         config["tracker_model"] = specs["tracker"].model

@@ -51,6 +51,9 @@ PROVIDER_KEY_ENV = {
     "local": None,  # an embedded llama.cpp server (llm/local_server.py)
 }
 LOCAL_ONLY_FIELDS = ("n_ctx", "parallel", "threads")
+# Request fields the records describe (the alias's model, the prompt, its sampling and length, the
+# answer's format and count): extra_params may not replace them behind the records' back.
+RESERVED_PARAMS = ("model", "messages", "temperature", "max_tokens", "response_format", "n", "stream")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
@@ -79,6 +82,11 @@ def _check_spec(alias: str, spec: ModelSpec, source: Path) -> None:
     if spec.api_key_env is not None and (not _ENV_NAME.match(spec.api_key_env) or _looks_like_secret(spec.api_key_env)):
         # Never echo the value: it may be the key itself pasted by mistake.
         raise bad("api_key_env", "must be the NAME of an environment variable (e.g. TOGETHER_API_KEY), not a key")
+    reserved = [key for key in RESERVED_PARAMS if key in spec.extra_params]
+    if reserved:
+        where = {"model": "model", "temperature": "temperature", "max_tokens": "max_tokens"}.get(reserved[0])
+        instead = f"set the alias's own {where} field" if where else "intake-eval sets it for every request"
+        raise bad(f"extra_params.{reserved[0]}", f"may not be set here ({instead}; the records name what was sent)")
     secret_params = sorted(key for key in spec.extra_params if "key" in key.lower() or "token" == key.lower())
     if secret_params:
         raise bad(f"extra_params.{secret_params[0]}", "keys do not belong in a models file; use api_key_env")

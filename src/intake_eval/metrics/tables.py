@@ -28,6 +28,7 @@ from intake_eval.metrics.agreement import (
     PairedLabels,
     agreement_rows,
 )
+from intake_eval.metrics.answers import write_answer_tables
 from intake_eval.metrics.clinical import (
     RowCollector,
     load_default_catalog,
@@ -324,6 +325,7 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
     written[TURN_LABELS_TABLE] = turn_labels.write(paths)
     # safety.csv (+ diagnosis.csv when conversations carry formulations), see metrics/clinical.py
     written.update(write_diagnosis_metrics(paths, collector=diagnosis))
+    written.update(write_answer_tables(paths))  # refused, empty and cut answers, failed conversations included
     capacity = write_capacity_gap(paths)  # could-it-ask forks, when the run has them
     if capacity is not None:
         written["capacity_gap"] = capacity

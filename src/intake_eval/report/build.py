@@ -82,6 +82,7 @@ def build_views(data: RunData, judges: list[str]) -> dict[str, Any]:
         "coverage": {str(r["conversation_id"]): tables._num(r["active_coverage_rate"])
                      for r in tables.table_rows(data, "conversations", primary)},
         "headline": tables.headline(data, arms, labels, primary),
+        "answers": tables.answer_banner(data),
         "matrix": tables.matrix(data, arms, labels, primary),
         "domains": tables.domain_breakdown(data, arms, labels, primary),
         "trajectories": lines, "qmix": mixes, "max_turn": max_turn,
@@ -240,7 +241,7 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
     for d in (views["hotspots"] or {}).get("domains", []):
         d["rate_fmt"] = fmt.pct(d["rate"])
     page = html.render_html({
-        "run": run, "notes": data.notes, "headline": views["headline"], "charts": chart_svgs,
+        "run": run, "notes": data.notes, "answers": views["answers"], "headline": views["headline"], "charts": chart_svgs,
         "intervals": views["intervals"],
         "comparisons": html.comparisons_table(views["comparisons"]), "matrix": views["matrix"],
         "multi_scope": len({(r["condition"], r["patient_mode"]) for r in views["comparisons"]}) > 1,

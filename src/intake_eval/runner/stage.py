@@ -27,7 +27,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlparse
 
 from rich.markup import escape
 
@@ -44,7 +43,7 @@ from intake_eval.core.usage import (
     stage_usage,
     subtract_retry_stats,
 )
-from intake_eval.llm.base import ModelSpec, is_local_base
+from intake_eval.llm.base import ModelSpec, public_url
 from intake_eval.llm.pool import ModelPool
 from intake_eval.llm.registry import (
     ModelsFiles,
@@ -67,11 +66,12 @@ GUARDED_SPEC_FIELDS = ("model", "api_base", "temperature", "max_tokens", "reason
 
 
 def guarded_spec(spec: ModelSpec) -> dict[str, Any]:
+    """What an alias means, for the config guard. The api_base is compared whole — scheme, host, port
+    and path (two servers on one machine are told apart by their port) — with credentials redacted.
+    An embedded local/ server has no api_base in its spec: it may come back on another port."""
     guarded = {name: getattr(spec, name) for name in GUARDED_SPEC_FIELDS}
-    base = urlparse(spec.api_base or "")
-    if base.hostname and base.port and is_local_base(spec.api_base) and base.hostname in ("127.0.0.1", "localhost", "::1"):
-        # a server on this machine may come back on another port (an embedded server always does)
-        guarded["api_base"] = base._replace(netloc=base.hostname).geturl()
+    if spec.api_base:
+        guarded["api_base"] = public_url(spec.api_base)
     return guarded
 
 

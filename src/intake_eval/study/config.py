@@ -32,6 +32,7 @@ from intake_eval.core.errors import IntakeEvalError, describe_validation_error
 from intake_eval.core.package_data import package_folder
 from intake_eval.core.prompts import available_conditions, use_prompts
 from intake_eval.core.yamlfile import read_yaml
+from intake_eval.llm.answer import TruncationPolicy
 
 BUNDLED_CONFIGS = package_folder("configs")
 
@@ -98,6 +99,9 @@ class StudyConfig(Strict):
     judges: list[str] = Field(..., min_length=1)
     judge_mode: Literal["per-turn", "conversation"] = "per-turn"
     formulation: bool = False
+    on_truncation: TruncationPolicy = Field(
+        "keep", description="an answer cut at its token cap: keep it and flag the turn, or fail the conversation "
+                            "(run --on-truncation)")
     concurrency: int = Field(16, ge=1, le=4096)
     budget: float | None = Field(None, gt=0, allow_inf_nan=False, description="dollars for the whole run folder (what its records "
                                  "already cost counts); a conversation starts only if its estimated cost fits")

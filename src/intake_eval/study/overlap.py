@@ -54,7 +54,7 @@ def _run_settings(config: StudyConfig) -> RunSettings:
         clinicians=list(config.clinicians), patient=config.patient.model, patient_mode=config.patient.mode,
         tracker=config.patient.tracker, turns=config.turns, conditions=list(config.conditions),
         trials=config.trials, concurrency=config.concurrency, budget=config.budget,
-        formulation=config.formulation,
+        formulation=config.formulation, on_truncation=config.on_truncation,
     )
 
 
