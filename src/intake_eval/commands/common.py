@@ -133,7 +133,7 @@ def print_fitted(out: Any, table: Any) -> None:
         out.print(table)
         return
     if table.title:
-        out.print(table.title, markup=False, soft_wrap=True)
+        out.print("\n".join(textwrap.wrap(str(table.title), max(out.width, 20), break_long_words=False)), markup=False)
     for index in range(len(rows[0]) if rows else 0):
         first, *rest = [(str(column.header), cells[index]) for column, cells in zip(columns, rows)]
         pairs = [f"{name} {value}".replace(" ", "\u00a0") + "," for name, value in rest if value.strip()]
