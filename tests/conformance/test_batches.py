@@ -168,7 +168,7 @@ def test_a_server_without_a_batch_api_is_told_at_once(tmp_path):
             {"index": 0, "finish_reason": "stop", "message": {"role": "assistant",
                                                               "content": _valid_answer(request.body)}}]}}
 
-    with ReplayServer({"chat": chat}) as server:
+    with ReplayServer({"chat": chat, "files": recorded("vllm_404_files_not_found")}) as server:
         path = tmp_path / "models.yaml"
         path.write_text(f"models:\n  vllm:\n    model: hosted_vllm/Qwen/Qwen3-8B\n    api_base: {server.url}\n")
         paths = _run_folder(tmp_path)

@@ -84,6 +84,9 @@ REFUSALS = [
     # one request's content: every call fails alone, the endpoint keeps serving
     Refusal("openai_400_safety_system", GPT, "content_policy", "content_policy", 4,
             "Your request was rejected as a result of our safety system", None),
+    # Azure's content filter, in the same OpenAI-compatible error object (code content_filter)
+    Refusal("azure_400_content_filter", GPT, "content_policy", "content_policy", 4,
+            "triggering Azure OpenAI’s content management policy", None),
 ]
 
 
@@ -138,6 +141,20 @@ def test_anthropics_rate_limit_is_retried_after_its_retry_after(monkeypatch):
     assert attempts == 2 and asked == [3.0] and stats.by_reason == {"429": 1}
     assert result.text.startswith("Python is a beginner-friendly") and health.stopped is None
     assert "rate_limit_error: This request would exceed the rate limit" in health.seen["429"]
+
+
+def test_anthropics_server_error_is_retried(monkeypatch):
+    (result, attempts), asked, stats, health = _retried(
+        [recorded("anthropic_500_api_error"), recorded("anthropic_cache_read_write")], CLAUDE, monkeypatch)
+    assert attempts == 2 and asked == [] and stats.by_reason == {"5xx": 1} and health.stopped is None
+    assert "HTTP 500: api_error: Internal server error" in health.seen["5xx"]
+
+
+def test_geminis_per_minute_quota_waits_the_retry_delay_it_names(monkeypatch):
+    (_, attempts), asked, stats, health = _retried(
+        [recorded("gemini_429_per_minute_retryinfo"), recorded("openai_gpt4o_plain")], GEMINI, monkeypatch)
+    assert attempts == 2 and asked == [58.0] and stats.by_reason == {"429": 1} and health.stopped is None
+    assert "HTTP 429: You exceeded your current quota" in health.seen["429"] and "[{" not in health.seen["429"]
 
 
 def test_geminis_array_429_is_retried_and_shown_as_text(monkeypatch):

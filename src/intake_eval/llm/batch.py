@@ -35,6 +35,9 @@ DEFAULT_BATCH_COST_FACTOR = 0.5
 TERMINAL = {"completed", "failed", "expired", "cancelled", "not_found", "ended"}  # ended: Anthropic's
 CHAT_ENDPOINT = "/v1/chat/completions"
 FILE_PURPOSE = {"together_ai": "batch-api"}  # the purpose a provider wants on a batch input file; else "batch"
+# What a server without a batch API answers on its routes: FastAPI's 404 / 405 (vLLM, llama.cpp's
+# server), or 501 where the routes exist but are switched off.
+NO_BATCH_STATUS = frozenset({404, 405, 501})
 # How long ``wait`` polls one batch: the providers' 24 h completion window and an hour of slack.
 DEFAULT_WAIT_S = 25 * 3600.0
 
@@ -198,7 +201,7 @@ class BatchClient:
         try:
             return await self._call(method, path, **kwargs)
         except ProviderHTTPError as error:
-            if error.status_code in (404, 405):
+            if error.status_code in NO_BATCH_STATUS:
                 raise NoBatchAPI(f"{self.base_url}{path} answered HTTP {error.status_code} ({error.message}): this "
                                  "server has no batch API; run without --batch") from None
             raise
