@@ -223,3 +223,34 @@ def test_an_unserved_route_says_not_found_in_the_servers_words(monkeypatch):
         with pytest.raises(ModelCallError) as raised:
             asyncio.run(go())
     assert "HTTP 404: Not Found" in str(raised.value) and "None" not in str(raised.value)
+
+
+LITELLM_SHAPED = [case for case in REFUSALS if case.reason in ("insufficient_quota", "daily_quota", "content_policy")
+                  and not case.recording.startswith("gemini_429_retryinfo_native")]
+
+
+@pytest.mark.parametrize("case", LITELLM_SHAPED, ids=lambda case: case.recording)
+def test_litellms_client_reads_the_same_causes_from_its_exceptions(case):
+    """Providers that stay on litellm (Bedrock, Vertex, …) raise litellm's exceptions: the cause is read
+    from the body they carry, so the same answer stops the endpoint or fails one call alike."""
+    with ReplayServer({"chat": recorded(case.recording)}) as server:
+        spec = resolve_spec("openai/served", {}).model_copy(update={"api_base": server.url, "api_key_env": None})
+        pool = ModelPool({"served": spec}, use_cache=False, retry_policy=QUICK, client="litellm")
+
+        async def go():
+            errors = []
+            try:
+                for number in range(4):
+                    try:
+                        await pool.get("served").complete(ask(number))
+                    except ModelCallError as error:
+                        errors.append(error)
+            finally:
+                await pool.aclose()
+            return errors
+
+        errors = asyncio.run(go())
+        sent = len(server.calls("chat"))
+    assert sent == case.sent and len(errors) == 4
+    assert pool.retry_stats()["served"]["by_reason"] == {case.reason: case.sent}
+    assert (pool.stopped("served") is None) == (case.stops is None)
