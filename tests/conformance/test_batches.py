@@ -136,6 +136,7 @@ def test_a_together_served_judge_completes_and_its_rerun_creates_no_second_batch
     assert again.exit_code == 0, again.output
     assert len(server.uploads) == 1 and len(server.batches) == 1 and _logged(paths) == list(server.batches)
     assert "COMPLETED" not in first.output and "completed" in first.output  # progress lines in one spelling
+    assert "in_progress 0% done" in first.output  # Together reports a percentage, not request counts
     records = [r for c in CLINICIANS for r in iter_json_lines(paths.judgments("kimi", c))]
     assert len(records) == 2 and {r["status"] for r in records} == {"ok"}
     for record in records:

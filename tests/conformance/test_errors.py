@@ -254,3 +254,19 @@ def test_litellms_client_reads_the_same_causes_from_its_exceptions(case):
     assert sent == case.sent and len(errors) == 4
     assert pool.retry_stats()["served"]["by_reason"] == {case.reason: case.sent}
     assert (pool.stopped("served") is None) == (case.stops is None)
+
+
+def test_litellms_client_shows_geminis_array_error_as_text():
+    with ReplayServer({"chat": [recorded("gemini_compat_429_array"), recorded("openai_gpt4o_plain")]}) as server:
+        spec = resolve_spec("openai/served", {}).model_copy(update={"api_base": server.url, "api_key_env": None})
+        pool = ModelPool({"served": spec}, use_cache=False, retry_policy=QUICK, client="litellm")
+
+        async def go():
+            try:
+                return await pool.get("served").complete(ask(0))
+            finally:
+                await pool.aclose()
+
+        result = asyncio.run(go())
+    shown = " ".join(pool.notices)
+    assert result.attempts == 2 and "Resource has been exhausted (e.g. check quota)." in shown and "[{" not in shown

@@ -164,6 +164,9 @@ def classify_failure(error: BaseException, secret: str | None = None) -> Failure
         return Failure(True, "bad_body", detail=detail)
     if isinstance(status, int):
         body = error_body_of(error)
+        if isinstance(getattr(error, "body", None), (dict, list)) and body.message not in detail:
+            # an SDK's own message may drop the server's words (litellm: "Error code: 429" for Gemini's array)
+            detail = _short(ValueError(f"{detail} — {body.message}"), secret)
         retry_after = retry_after_seconds(_headers_of(error))
         if retry_after is None:
             retry_after = body.retry_delay_s  # Google's RetryInfo.retryDelay in the body
