@@ -43,7 +43,8 @@ DEFAULT_WAIT_S = 25 * 3600.0
 
 
 def batch_route(spec: ModelSpec) -> DirectRoute | None:
-    """The route whose server takes batches: a listed provider, or any ``api_base`` (vLLM serves it)."""
+    """The route whose server may take batches: a listed provider, or an ``api_base`` (a gateway in front
+    of one may serve the protocol; a server that does not is told at first contact, NoBatchAPI)."""
     route = direct_route(spec)
     if route is None or not (spec.api_base or route.provider.name in BATCH_PROVIDERS):
         return None
@@ -122,7 +123,7 @@ def status_of(batch: dict[str, Any]) -> str:
 
 
 class NoBatchAPI(IntakeEvalError):
-    """The server answered 404 on the batch routes: it serves chat completions only (vLLM, llama.cpp)."""
+    """The server answered 404/405/501 on the batch routes: it serves chat completions only (vLLM, llama.cpp)."""
 
 
 class BatchStillRunning(IntakeEvalError):
