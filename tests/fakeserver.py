@@ -213,9 +213,10 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeOpenAIServer:
-    """Start with ``with FakeOpenAIServer(responder) as server: ... server.url``."""
+    """Start with ``with FakeOpenAIServer(responder) as server: ... server.url``. ``port`` brings a
+    server back where an earlier one listened (a resumed run must meet the same api_base)."""
 
-    def __init__(self, responder: Responder | None = None):
+    def __init__(self, responder: Responder | None = None, port: int = 0):
         self.responder: Responder = responder or (lambda body, index: Reply())
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -223,7 +224,7 @@ class FakeOpenAIServer:
         self.errors: list[str] = []  # unexpected handler exceptions
         self._lock = threading.Lock()
         self._counter = itertools.count()
-        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server = _Server(("127.0.0.1", port), _Handler)
         self._server.owner = self
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 

@@ -136,6 +136,7 @@ def test_a_together_served_judge_completes_and_its_rerun_creates_no_second_batch
     assert again.exit_code == 0, again.output
     assert len(server.uploads) == 1 and len(server.batches) == 1 and _logged(paths) == list(server.batches)
     assert "COMPLETED" not in first.output and "completed" in first.output  # progress lines in one spelling
+    assert "in_progress 0% done" in first.output  # Together reports a percentage, not request counts
     records = [r for c in CLINICIANS for r in iter_json_lines(paths.judgments("kimi", c))]
     assert len(records) == 2 and {r["status"] for r in records} == {"ok"}
     for record in records:
@@ -168,7 +169,7 @@ def test_a_server_without_a_batch_api_is_told_at_once(tmp_path):
             {"index": 0, "finish_reason": "stop", "message": {"role": "assistant",
                                                               "content": _valid_answer(request.body)}}]}}
 
-    with ReplayServer({"chat": chat}) as server:
+    with ReplayServer({"chat": chat, "files": recorded("vllm_404_files_not_found")}) as server:
         path = tmp_path / "models.yaml"
         path.write_text(f"models:\n  vllm:\n    model: hosted_vllm/Qwen/Qwen3-8B\n    api_base: {server.url}\n")
         paths = _run_folder(tmp_path)

@@ -113,3 +113,39 @@ def test_the_manifest_and_the_guard_keep_the_whole_api_base_but_no_password():
     assert guarded_spec(spec)["api_base"] == spec.public_dict()["api_base"] == "https://***@gateway.example:8443/v1"
     plain = ModelSpec(alias="doc", model="openai/local", api_base="http://127.0.0.1:8080/v1")
     assert guarded_spec(plain)["api_base"] == "http://127.0.0.1:8080/v1"
+
+
+def test_a_claude_judge_whose_server_refuses_both_schema_fields_judges_with_the_prompt(tmp_path, monkeypatch):
+    """A proxy that knows neither output_config (derived refusal, see test_structured) nor the beta header
+    (the recorded Vertex rejection): the judge degrades to the prompt, finishes, and the manifest says so."""
+    from tests.conformance.test_structured import OUTPUT_CONFIG_UNKNOWN, claude_level
+    from tests.test_judge_cli import _run_folder
+    from tests.test_judging import _valid_answer
+
+    def respond(request) -> dict:
+        level = claude_level(request)
+        if level == "json_schema":
+            return OUTPUT_CONFIG_UNKNOWN
+        if level == "json_schema_beta":
+            return recorded("anthropic_400_beta_header_rejected")
+        prompt = "".join(block.get("text", "") for block in request.body["messages"][0]["content"])
+        answer = recorded("anthropic_cache_read_write")  # variation: its text replaced by a valid label
+        answer["body"]["content"] = [{"type": "text", "text": _valid_answer({"messages": [{"content": prompt}]})}]
+        return answer
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-conformance")
+    with ReplayServer({"messages": respond}) as server:
+        for name, value in server.env("anthropic").items():
+            monkeypatch.setenv(name, value)
+        paths = _run_folder(tmp_path)
+        models = tmp_path / "models.yaml"
+        models.write_text("models:\n  claude:\n    model: anthropic/claude-sonnet-4-5-20250929\n    temperature: 0.0\n"
+                          "    max_tokens: 2000\n")
+        result = CliRunner().invoke(app, ["judge", "--judge", "claude", "--models", str(models), "--run-dir",
+                                          str(paths.root)])
+        levels = [claude_level(request) for request in server.requests]
+    assert result.exit_code == 0, result.output
+    assert levels[:2] == ["json_schema", "json_schema_beta"] and set(levels[2:]) == {"prompt"}
+    state = next(iter(json.loads(paths.manifest.read_text())["structured_output"].values()))
+    assert state["level"] == "prompt" and set(state["rejected"]) == {"json_schema", "json_schema_beta"}
+    assert "stopped" not in flat(result.output)

@@ -84,6 +84,9 @@ REFUSALS = [
     # one request's content: every call fails alone, the endpoint keeps serving
     Refusal("openai_400_safety_system", GPT, "content_policy", "content_policy", 4,
             "Your request was rejected as a result of our safety system", None),
+    # Azure's content filter, in the same OpenAI-compatible error object (code content_filter)
+    Refusal("azure_400_content_filter", GPT, "content_policy", "content_policy", 4,
+            "triggering Azure OpenAI’s content management policy", None),
 ]
 
 
@@ -138,6 +141,20 @@ def test_anthropics_rate_limit_is_retried_after_its_retry_after(monkeypatch):
     assert attempts == 2 and asked == [3.0] and stats.by_reason == {"429": 1}
     assert result.text.startswith("Python is a beginner-friendly") and health.stopped is None
     assert "rate_limit_error: This request would exceed the rate limit" in health.seen["429"]
+
+
+def test_anthropics_server_error_is_retried(monkeypatch):
+    (result, attempts), asked, stats, health = _retried(
+        [recorded("anthropic_500_api_error"), recorded("anthropic_cache_read_write")], CLAUDE, monkeypatch)
+    assert attempts == 2 and asked == [] and stats.by_reason == {"5xx": 1} and health.stopped is None
+    assert "HTTP 500: api_error: Internal server error" in health.seen["5xx"]
+
+
+def test_geminis_per_minute_quota_waits_the_retry_delay_it_names(monkeypatch):
+    (_, attempts), asked, stats, health = _retried(
+        [recorded("gemini_429_per_minute_retryinfo"), recorded("openai_gpt4o_plain")], GEMINI, monkeypatch)
+    assert attempts == 2 and asked == [58.0] and stats.by_reason == {"429": 1} and health.stopped is None
+    assert "HTTP 429: You exceeded your current quota" in health.seen["429"] and "[{" not in health.seen["429"]
 
 
 def test_geminis_array_429_is_retried_and_shown_as_text(monkeypatch):
@@ -206,3 +223,50 @@ def test_an_unserved_route_says_not_found_in_the_servers_words(monkeypatch):
         with pytest.raises(ModelCallError) as raised:
             asyncio.run(go())
     assert "HTTP 404: Not Found" in str(raised.value) and "None" not in str(raised.value)
+
+
+LITELLM_SHAPED = [case for case in REFUSALS if case.reason in ("insufficient_quota", "daily_quota", "content_policy")
+                  and not case.recording.startswith("gemini_429_retryinfo_native")]
+
+
+@pytest.mark.parametrize("case", LITELLM_SHAPED, ids=lambda case: case.recording)
+def test_litellms_client_reads_the_same_causes_from_its_exceptions(case):
+    """Providers that stay on litellm (Bedrock, Vertex, …) raise litellm's exceptions: the cause is read
+    from the body they carry, so the same answer stops the endpoint or fails one call alike."""
+    with ReplayServer({"chat": recorded(case.recording)}) as server:
+        spec = resolve_spec("openai/served", {}).model_copy(update={"api_base": server.url, "api_key_env": None})
+        pool = ModelPool({"served": spec}, use_cache=False, retry_policy=QUICK, client="litellm")
+
+        async def go():
+            errors = []
+            try:
+                for number in range(4):
+                    try:
+                        await pool.get("served").complete(ask(number))
+                    except ModelCallError as error:
+                        errors.append(error)
+            finally:
+                await pool.aclose()
+            return errors
+
+        errors = asyncio.run(go())
+        sent = len(server.calls("chat"))
+    assert sent == case.sent and len(errors) == 4
+    assert pool.retry_stats()["served"]["by_reason"] == {case.reason: case.sent}
+    assert (pool.stopped("served") is None) == (case.stops is None)
+
+
+def test_litellms_client_shows_geminis_array_error_as_text():
+    with ReplayServer({"chat": [recorded("gemini_compat_429_array"), recorded("openai_gpt4o_plain")]}) as server:
+        spec = resolve_spec("openai/served", {}).model_copy(update={"api_base": server.url, "api_key_env": None})
+        pool = ModelPool({"served": spec}, use_cache=False, retry_policy=QUICK, client="litellm")
+
+        async def go():
+            try:
+                return await pool.get("served").complete(ask(0))
+            finally:
+                await pool.aclose()
+
+        result = asyncio.run(go())
+    shown = " ".join(pool.notices)
+    assert result.attempts == 2 and "Resource has been exhausted (e.g. check quota)." in shown and "[{" not in shown

@@ -18,7 +18,7 @@ from tests.conformance.replay import ReplayServer, recorded, recorded_names, rou
 
 def test_every_recording_names_its_source_and_has_a_status_and_body():
     names = recorded_names()
-    assert len(names) >= 32
+    assert len(names) >= 36
     for name in names:
         answer = recorded(name)
         assert answer["source"].strip() and isinstance(answer["status"], int) and "body" in answer, name

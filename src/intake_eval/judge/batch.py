@@ -187,8 +187,11 @@ def _progress_reporter(label: str, settings: BatchSettings) -> Callable[[dict[st
 
     def report(batch: dict[str, Any]) -> None:
         counts = batch.get("request_counts") or {}
-        line = (f"judge {label}: batch {batch.get('id')} {batch.get('status')} "
-                f"{counts.get('completed', 0)}/{counts.get('total', '?')} done, {counts.get('failed', 0)} failed")
+        if not counts and isinstance(batch.get("progress"), (int, float)):  # Together: a percentage, no counts
+            done = f"{batch['progress']:.0f}% done"
+        else:
+            done = f"{counts.get('completed', 0)}/{counts.get('total', '?')} done, {counts.get('failed', 0)} failed"
+        line = f"judge {label}: batch {batch.get('id')} {batch.get('status')} {done}"
         if settings.on_progress is not None and last.get(str(batch.get("id"))) != line:
             last[str(batch.get("id"))] = line
             settings.on_progress(line)

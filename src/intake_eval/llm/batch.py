@@ -35,12 +35,16 @@ DEFAULT_BATCH_COST_FACTOR = 0.5
 TERMINAL = {"completed", "failed", "expired", "cancelled", "not_found", "ended"}  # ended: Anthropic's
 CHAT_ENDPOINT = "/v1/chat/completions"
 FILE_PURPOSE = {"together_ai": "batch-api"}  # the purpose a provider wants on a batch input file; else "batch"
+# What a server without a batch API answers on its routes: FastAPI's 404 / 405 (vLLM, llama.cpp's
+# server), or 501 where the routes exist but are switched off.
+NO_BATCH_STATUS = frozenset({404, 405, 501})
 # How long ``wait`` polls one batch: the providers' 24 h completion window and an hour of slack.
 DEFAULT_WAIT_S = 25 * 3600.0
 
 
 def batch_route(spec: ModelSpec) -> DirectRoute | None:
-    """The route whose server takes batches: a listed provider, or any ``api_base`` (vLLM serves it)."""
+    """The route whose server may take batches: a listed provider, or an ``api_base`` (a gateway in front
+    of one may serve the protocol; a server that does not is told at first contact, NoBatchAPI)."""
     route = direct_route(spec)
     if route is None or not (spec.api_base or route.provider.name in BATCH_PROVIDERS):
         return None
@@ -119,7 +123,7 @@ def status_of(batch: dict[str, Any]) -> str:
 
 
 class NoBatchAPI(IntakeEvalError):
-    """The server answered 404 on the batch routes: it serves chat completions only (vLLM, llama.cpp)."""
+    """The server answered 404/405/501 on the batch routes: it serves chat completions only (vLLM, llama.cpp)."""
 
 
 class BatchStillRunning(IntakeEvalError):
@@ -198,7 +202,7 @@ class BatchClient:
         try:
             return await self._call(method, path, **kwargs)
         except ProviderHTTPError as error:
-            if error.status_code in (404, 405):
+            if error.status_code in NO_BATCH_STATUS:
                 raise NoBatchAPI(f"{self.base_url}{path} answered HTTP {error.status_code} ({error.message}): this "
                                  "server has no batch API; run without --batch") from None
             raise

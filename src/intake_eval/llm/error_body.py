@@ -118,8 +118,11 @@ class ErrorBody:
         """From an error's text alone (a litellm exception quotes the body inside its message)."""
         start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
         if start >= 0:
-            parsed = _load(text[start:])
-            if isinstance(parsed, (dict, list)):
+            try:  # the first JSON value in the text; what follows it (litellm's notes) is not part of it
+                parsed, _ = json.JSONDecoder().raw_decode(text[start:])
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, (dict, list)) and parsed:
                 return cls.parse(parsed)
         delay = _RETRY_DELAY_TEXT.search(text)
         code = next((word for word in ("insufficient_quota", *sorted(CONTENT_POLICY_CODES)) if word in text), None)
@@ -149,11 +152,7 @@ def error_body_of(error: BaseException) -> ErrorBody:
     ``body``, or JSON quoted in the exception's text (litellm)."""
     body = getattr(error, "body", None)
     if isinstance(body, (dict, list)):
-        parsed = ErrorBody.parse(body)
-        if isinstance(body, dict) and "error" not in body and isinstance(getattr(error, "code", None), str):
-            # the openai SDK hands over the inner error object; its code/type sit on the exception too
-            parsed = ErrorBody(parsed.message, getattr(error, "code", None) or parsed.code,
-                               getattr(error, "type", None) or parsed.type, parsed.retry_delay_s, parsed.daily_quota,
-                               parsed.details)
-        return parsed
+        # the openai SDK (and litellm after it) hand over the inner error object; the body's own code
+        # and type win over the exception's (litellm sets code "429", type "throttling_error")
+        return ErrorBody.parse(body)
     return ErrorBody.from_text(str(getattr(error, "message", None) or error))

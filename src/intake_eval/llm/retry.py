@@ -4,12 +4,13 @@ Retried: 429, 408/409/425, 5xx, timeouts, dropped connections and garbled bodies
 jittered exponential backoff, or the server's Retry-After when it names one, each capped, inside a
 total deadline. Fatal at once: 400/401/403/404/422 and other 4xx — retrying cannot fix a bad key or
 model name — and a refused connection (nothing listens at the api_base: backing off for minutes
-would only hide that). The error body is read too (llm/error_body.py): a 429 that is a billing state
-(``insufficient_quota``) or a per-day quota stops the endpoint at once instead of being retried;
-Google's ``RetryInfo.retryDelay`` counts like a Retry-After header; a content-policy refusal fails
-that call only (kind ``content_policy``), never the endpoint. The SDKs' own retries are off (see litellm_backend), so attempts never
-multiply. Every failure is reported to the endpoint's health (llm/health.py): the first of each
-kind is shown to the user, and repeated identical deterministic ones stop the endpoint.
+would only hide that). The error body is read too (llm/error_body.py): a 429 that is a billing
+state (``insufficient_quota``) or a per-day quota stops the endpoint at once instead of being
+retried; Google's ``RetryInfo.retryDelay`` counts like a Retry-After header; a content-policy
+refusal fails that call only (kind ``content_policy``), never the endpoint. The SDKs' own retries
+are off (see litellm_backend), so attempts never multiply. Every failure is reported to the
+endpoint's health (llm/health.py): the first of each kind is shown to the user, and repeated
+identical deterministic ones stop the endpoint.
 """
 
 from __future__ import annotations
@@ -123,7 +124,12 @@ def retry_after_seconds(headers: Any, now: float | None = None) -> float | None:
 
 
 def _short(error: BaseException, secret: str | None = None) -> str:
-    text = " ".join(str(getattr(error, "message", None) or error).split()) or type(error).__name__  # never empty
+    text = str(getattr(error, "message", None) or error)
+    return _short_text(text if text.strip() else type(error).__name__, secret)  # never empty
+
+
+def _short_text(text: str, secret: str | None = None) -> str:
+    text = " ".join(text.split())
     if secret and len(secret) >= 6:
         text = text.replace(secret, "***")  # some providers echo the key they rejected
     return text[:240] + ("…" if len(text) > 240 else "")
@@ -164,6 +170,9 @@ def classify_failure(error: BaseException, secret: str | None = None) -> Failure
         return Failure(True, "bad_body", detail=detail)
     if isinstance(status, int):
         body = error_body_of(error)
+        if isinstance(getattr(error, "body", None), (dict, list)) and body.message not in detail:
+            # an SDK's own message may drop the server's words (litellm: "Error code: 429" for Gemini's array)
+            detail = _short_text(f"{detail} — {body.message}", secret)
         retry_after = retry_after_seconds(_headers_of(error))
         if retry_after is None:
             retry_after = body.retry_delay_s  # Google's RetryInfo.retryDelay in the body
