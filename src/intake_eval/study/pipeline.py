@@ -18,6 +18,7 @@ from typing import Any
 from intake_eval.catalog.load import load_catalog
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.manifest import now_iso
+from intake_eval.core.shard import Shard
 from intake_eval.core.store import RunPaths, stable_hash
 from intake_eval.generate.stage import generate_profiles
 from intake_eval.llm.base import ModelSpec
@@ -108,12 +109,21 @@ def _history_entry(runner: StageRunner, outcome: StudyOutcome, *, started: str, 
     }
 
 
+def default_run_dir(config: StudyConfig, shard: Shard | None) -> Path:
+    """runs/<name>, or runs/<name>.shard-<i>-of-<N> for one shard of it."""
+    name = config.name if shard is None else f"{config.name}.shard-{shard.index}-of-{shard.count}"
+    return Path("runs") / name
+
+
 def run_study(config_path: Path, *, run_dir: Path | None = None, models_file: ModelsFiles = None,
-              force: bool = False, use_cache: bool = True, console: Any = None) -> StudyOutcome:
-    """Run (or resume) every stage of the study the config describes. Returns where the report is."""
+              force: bool = False, use_cache: bool = True, console: Any = None,
+              shard: Shard | None = None) -> StudyOutcome:
+    """Run (or resume) every stage of the study the config describes; with ``shard``, only that
+    shard's conversations (the folder is one of N that ``intake-eval merge`` joins). Returns where
+    the report is."""
     started, wall = now_iso(), time.monotonic()
     config = load_study_config(Path(config_path))
-    paths = RunPaths(Path(run_dir) if run_dir is not None else Path("runs") / config.name)
+    paths = RunPaths(Path(run_dir) if run_dir is not None else default_run_dir(config, shard))
     resolve_roles(config, models_file)  # design errors (leakage, unknown aliases) before the lock
     catalog = load_catalog()
     say = console.print if console is not None else (lambda *a, **k: None)
@@ -124,6 +134,8 @@ def run_study(config_path: Path, *, run_dir: Path | None = None, models_file: Mo
         study = manifest.data.setdefault("study", {})
         study.update({"config_file": str(config_path), "config": config.model_dump(mode="json"),
                       "study_config_hash": stable_hash(config.model_dump(mode="json"))})
+        if shard is not None:
+            study["shard"] = shard.as_config()
         study.setdefault("history", [])
         manifest.record_seed("study", config.seed)
         manifest.save()
@@ -147,7 +159,7 @@ def run_study(config_path: Path, *, run_dir: Path | None = None, models_file: Mo
             lap("generate")
             if config.qc.enabled:
                 outcome.counts["qc"] = _patient_qc(config, runner, force=force)
-            outcome.counts.update(run_and_judge_stages(config, runner, force=force, laps=lap))
+            outcome.counts.update(run_and_judge_stages(config, runner, force=force, laps=lap, shard=shard))
             skipped = paths.unreadable_lines()
             if skipped:
                 outcome.counts["skipped_inputs"] = skipped
@@ -165,6 +177,7 @@ def run_study(config_path: Path, *, run_dir: Path | None = None, models_file: Mo
                                                    phases=phases))
             study["last_run"] = study["history"][-1]
             manifest.save()
-    say(f"study {config.name}: {outcome.counts.get('run', {}).get('ok', 0)} conversations ok, "
+    part = "" if shard is None else f" (shard {shard})"
+    say(f"study {config.name}{part}: {outcome.counts.get('run', {}).get('ok', 0)} conversations ok, "
         f"{outcome.calls} model calls this time ({outcome.cache_hits} from cache), ${outcome.cost_usd:.4f}")
     return outcome
