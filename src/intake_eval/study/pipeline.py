@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.catalog.load import load_catalog
-from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.errors import ConfigChangedError, IntakeEvalError
 from intake_eval.core.manifest import now_iso
-from intake_eval.core.shard import Shard
+from intake_eval.core.shard import Shard, shard_from_config
 from intake_eval.core.store import RunPaths, stable_hash
 from intake_eval.generate.stage import generate_profiles
+from intake_eval.interview.stage import RUN_STAGE
 from intake_eval.llm.base import ModelSpec
 from intake_eval.llm.registry import ModelsFiles, load_model_specs, resolve_spec
 from intake_eval.metrics.tables import write_metrics
@@ -115,6 +116,20 @@ def default_run_dir(config: StudyConfig, shard: Shard | None) -> Path:
     return Path("runs") / name
 
 
+def _check_same_shard(paths: RunPaths, manifest: dict[str, Any], shard: Shard | None, *, force: bool) -> None:
+    """A folder that ran as one shard (or unsharded) resumes only as that: refused before any stage
+    runs (the run stage's config guard would refuse it too, after generation and patient QC)."""
+    run = manifest.get("stages", {}).get(RUN_STAGE)
+    if run is None or force:
+        return
+    recorded = shard_from_config(run.get("config", {}))
+    if recorded != shard:
+        was = f"shard {recorded}" if recorded is not None else "unsharded"
+        now = f"--shard {shard}" if shard is not None else "no --shard"
+        raise ConfigChangedError(f"{paths.root}: this study folder ran {was}, not {now}; rerun with the same --shard, "
+                                 "use another --run-dir, or pass --force to start the run over")
+
+
 def run_study(config_path: Path, *, run_dir: Path | None = None, models_file: ModelsFiles = None,
               force: bool = False, use_cache: bool = True, console: Any = None,
               shard: Shard | None = None) -> StudyOutcome:
@@ -131,6 +146,7 @@ def run_study(config_path: Path, *, run_dir: Path | None = None, models_file: Mo
                      catalog=catalog) as runner:
         runner.resolve(config.model_names())  # every missing key named before any work starts
         manifest = runner.manifest
+        _check_same_shard(paths, manifest.data, shard, force=force)
         study = manifest.data.setdefault("study", {})
         study.update({"config_file": str(config_path), "config": config.model_dump(mode="json"),
                       "study_config_hash": stable_hash(config.model_dump(mode="json"))})
