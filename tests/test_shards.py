@@ -267,4 +267,19 @@ def test_judge_shard_labels_only_that_shard_s_conversations(studies, tmp_path):
     assert {c["conversation_id"] for c in conversations if Shard(2, 3).holds(c["profile_id"])} == \
         {label["conversation_id"] for label in labels}
     again = invoke("judge", "--judge", "offline/judge", "--shard", "1/3", "--run-dir", folder)
-    one_line_error(again, "different configuration", "shard.index: 2 → 1")
+    one_line_error(again, "--shard 1/3", "is shard 2/3")
+
+
+def test_judging_a_shard_folder_judges_that_shard_and_refuses_another(studies, tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    shutil.copy(studies["one"] / "profiles.jsonl", folder / "profiles.jsonl")
+    run = invoke("run", "--clinician", "offline/anchored", "--patient", "offline/patient", "--turns", "4",
+                 "--shard", "1/3", "--run-dir", folder)
+    assert run.exit_code == 0, run.output
+    judged = invoke("judge", "--judge", "offline/judge", "--run-dir", folder)
+    assert judged.exit_code == 0, judged.output
+    stages = json.loads((folder / "manifest.json").read_text())["stages"]
+    assert stages["judge:offline/judge"]["config"]["shard"] == {"index": 1, "count": 3} == stages["run"]["config"]["shard"]
+    other = invoke("judge", "--judge", "offline/judge", "--shard", "2/3", "--run-dir", folder)
+    one_line_error(other, "--shard 2/3", "is shard 1/3")

@@ -66,3 +66,12 @@ def shard_from_config(config: dict) -> Shard | None:
 def unsharded(config: dict) -> dict:
     """A stage config without its shard spec: what every shard of one study shares."""
     return {key: value for key, value in config.items() if key != SHARD_KEY}
+
+
+def recorded_shard(manifest: dict) -> Shard | None:
+    """The shard a run folder's stages record (the first found: a folder is one shard or none)."""
+    for stage in (manifest.get("stages") or {}).values():
+        found = shard_from_config(stage.get("config", {})) if isinstance(stage, dict) else None
+        if found is not None:
+            return found
+    return None

@@ -18,7 +18,7 @@ from intake_eval.catalog.load import load_catalog
 from intake_eval.catalog.schema import Catalog
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import Conversation, Judgment, Profile, Usage
-from intake_eval.core.shard import SHARD_KEY, Shard
+from intake_eval.core.shard import SHARD_KEY, Shard, recorded_shard
 from intake_eval.core.store import (
     JsonlWriter,
     RunPaths,
@@ -235,6 +235,16 @@ def begin_judge_stages(runner: StageRunner, aliases: Sequence[str], mode: str, *
     return setups
 
 
+def folder_shard(paths: RunPaths, manifest_data: dict[str, Any], shard: Shard | None) -> Shard | None:
+    """The shard judging works on: the one asked for, else the folder's own (judging a shard's folder
+    judges that shard, and its judge stages record it). Another shard than the folder's is refused."""
+    recorded = recorded_shard(manifest_data)
+    if shard is not None and recorded is not None and shard != recorded:
+        raise IntakeEvalError(f"--shard {shard}: {paths.root} is shard {recorded} (its stage configs record it); "
+                              f"judge it with --shard {recorded} or without --shard, or use another --run-dir")
+    return shard if shard is not None else recorded
+
+
 def judgment_counts(paths: RunPaths, label: str, conversation_ids: set[str]) -> dict[str, int]:
     """How the judgments of ``label`` stand for the given ok conversations (across every invocation)."""
     status: dict[str, str] = {}
@@ -311,6 +321,7 @@ def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn"
                      models=aliases) as runner:
         if batch is not None:
             check_batchable(runner.resolve(aliases))
+        shard = folder_shard(paths, runner.manifest.data, shard)
         setups = begin_judge_stages(runner, aliases, mode, force=force, shard=shard)
         gate = spend_gate(runner, {s.label: s.alias for s in setups}) if spend_gate is not None else None
         planned = getattr(display, "planned", None)
