@@ -26,6 +26,7 @@ import copy
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -190,7 +191,8 @@ def _check_coverage(first: ShardFolder, target: RunPaths) -> None:
 
 # ---------------------------------------------------------------- records
 
-def _union_records(shards: list[ShardFolder], files: Any, target: RunPaths, *, check_profile: bool) -> int:
+def _union_records(shards: list[ShardFolder], files: Callable[[RunPaths], list[Path]], target: RunPaths, *,
+                   check_profile: bool) -> int:
     """Every record file of the shards (same relative path) as one: latest record per conversation
     id within a shard, sorted by id, as compaction writes it. Returns the records written."""
     by_name: dict[str, list[tuple[ShardFolder, Path]]] = {}
