@@ -21,6 +21,7 @@ from intake_eval.commands import (
     generate,
     init,
     judge,
+    merge,
     models,
     phenotypes,
     qc,
@@ -123,6 +124,7 @@ def _register() -> None:
     app.command("study")(study.study)
     app.command("demo")(study.demo)
     app.command("estimate")(study.estimate)
+    app.command("merge")(merge.merge)
     app.command("status")(status.status)
     app.command("models")(models.models)
     app.command("classify")(classify.classify)

@@ -63,6 +63,22 @@ CatalogOption = Annotated[
                       "catalog). The run folder keeps a copy (catalog/) that later stages read."),
 ]
 
+
+def checked_shard(value: str | None) -> str | None:
+    """--shard must read i/N with 1 ≤ i ≤ N: refused before any work."""
+    from intake_eval.core.shard import parse_shard
+
+    parse_shard(value)
+    return value
+
+
+ShardOption = Annotated[
+    str | None,
+    typer.Option("--shard", metavar="i/N", show_default=False, callback=checked_shard,
+                 help="Only shard i of N: the profiles a stable hash of their id assigns to it. Each shard is its "
+                      "own run folder (on any machine); `intake-eval merge` joins the N folders into one run."),
+]
+
 DEFAULT_RUN_DIR = Path("runs/default")
 
 

@@ -14,6 +14,7 @@ from intake_eval.commands.common import (
     PromptsOption,
     NoCacheOption,
     RunDirOption,
+    ShardOption,
     budget_stop_line,
 )
 
@@ -50,6 +51,7 @@ def judge(
         "fits (so judging many at once overshoots by at most about one judgment); a budget stop keeps what is "
         "judged, exits 1 saying what is left, and a rerun with a larger --budget continues. Not with --batch "
         "(a batch is submitted whole).", show_default=False)] = None,
+    shard: ShardOption = None,
     no_cache: NoCacheOption = False,
     force: ForceOption = False,
     run_dir: RunDirOption = DEFAULT_RUN_DIR,
@@ -66,6 +68,7 @@ def judge(
     """
     from intake_eval.commands.common import console
     from intake_eval.core.errors import IntakeEvalError
+    from intake_eval.core.shard import parse_shard
     from intake_eval.core.store import RunPaths
 
     if mode not in JUDGE_MODES:
@@ -81,6 +84,9 @@ def judge(
         raise IntakeEvalError(f"--budget must be a positive, finite number of dollars (got {budget})")
     if budget is not None and batch:
         raise IntakeEvalError("--budget cannot be combined with --batch: a batch is submitted and paid for whole")
+    if shard is not None and batch:
+        raise IntakeEvalError("--shard cannot be combined with --batch: a batch judges every conversation of the "
+                              "folder (a shard's own folder holds only its conversations: judge it without --shard)")
     if len(set(judge)) != len(judge):
         raise IntakeEvalError("--judge: the same judge is given twice")
     from intake_eval.interview.budget import JudgingGate, judging_budget
@@ -100,7 +106,7 @@ def judge(
 
     outcome = execute_judge(paths, list(judge), mode=mode, concurrency=concurrency, limit=limit, models_file=models,
                             use_cache=not no_cache, force=force, console=out, display=_Display(out), batch=settings,
-                            spend_gate=spend_gate)
+                            spend_gate=spend_gate, shard=parse_shard(shard))
     tables = write_metrics(paths)
     trials_csv = write_trial_metrics(paths)  # metrics/trials.csv when the run repeats trials
     if trials_csv is not None:

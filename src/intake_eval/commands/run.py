@@ -14,6 +14,7 @@ from intake_eval.commands.common import (
     PromptsOption,
     NoCacheOption,
     RunDirOption,
+    ShardOption,
     budget_stop_line,
 )
 
@@ -64,6 +65,7 @@ def run(
         show_default=False)] = None,
     nudge: Annotated[str, typer.Option(
         "--nudge", help="With --fork-at: the note the clinician gets (prompts/nudge_<name>.j2).")] = "review",
+    shard: ShardOption = None,
     no_cache: NoCacheOption = False,
     force: ForceOption = False,
     run_dir: RunDirOption = DEFAULT_RUN_DIR,
@@ -83,6 +85,7 @@ def run(
     from intake_eval.commands.common import console
     from intake_eval.core.errors import IntakeEvalError
     from intake_eval.core.prompts import available_conditions
+    from intake_eval.core.shard import parse_shard
     from intake_eval.core.store import RunPaths
     from intake_eval.interview.plan import RunSettings
     from intake_eval.interview.stage import execute_run
@@ -111,7 +114,7 @@ def run(
     settings = RunSettings(
         clinicians=list(clinician), patient=patient, patient_mode=patient_mode, tracker=tracker, turns=turns,
         conditions=list(dict.fromkeys(conditions)), trials=trials, concurrency=concurrency, limit=limit, budget=budget,
-        formulation=formulation, on_truncation=on_truncation,
+        formulation=formulation, on_truncation=on_truncation, shard=parse_shard(shard),
     )
     from intake_eval.forks.plan import nudge_text, parse_fork_at
 

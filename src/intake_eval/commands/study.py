@@ -15,6 +15,7 @@ from intake_eval.commands.common import (
     ModelsOption,
     NoCacheOption,
     PromptsOption,
+    ShardOption,
     budget_left_text,
     checked_run_dir,
 )
@@ -39,6 +40,7 @@ def study(
     no_cache: NoCacheOption = False,
     prompts: PromptsOption = None,
     catalog: CatalogOption = None,
+    shard: ShardOption = None,
 ) -> None:
     """Run a whole study from one config: generate → run → judge → report, resumable.
 
@@ -50,14 +52,18 @@ def study(
 
     A changed config is refused with the differences shown; --force starts the changed stages over.
 
+    Past one machine: run --shard 1/N … N/N (default folders runs/<name>.shard-<i>-of-<N>), then
+    intake-eval merge SHARD_DIR… --into DIR.
+
     See the cost first: intake-eval estimate CONFIG. See progress: intake-eval status --run-dir DIR.
     """
     from intake_eval.commands.common import console
+    from intake_eval.core.shard import parse_shard
     from intake_eval.study.pipeline import run_study
 
     out = console()
     outcome = run_study(config, run_dir=run_dir, models_file=models, force=force, use_cache=not no_cache,
-                        console=out, catalog_dir=catalog)
+                        console=out, catalog_dir=catalog, shard=parse_shard(shard))
     typer.echo(str(outcome.report_path))
     missing = _incomplete(outcome.counts)
     if missing:
