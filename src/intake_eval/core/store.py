@@ -37,8 +37,8 @@ DEFAULT_RUN_DIR = Path("runs/default")
 
 def file_safe(name: str) -> str:
     """Alias → file name: 'together_ai/meta-llama/X' → 'together_ai__meta-llama__X'."""
-    safe = name.replace("/", "__")
-    return re.sub(r"[^A-Za-z0-9._+-]", "_", safe)
+    safe = re.sub(r"[^A-Za-z0-9._+-]", "_", name.replace("/", "__"))
+    return safe if set(safe) != {"."} else "_" * len(safe)  # "." / ".." would name this folder or its parent
 
 
 @dataclass(frozen=True)

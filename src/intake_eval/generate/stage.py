@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from intake_eval.catalog.load import load_catalog
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.limits import MAX_CONCURRENCY, MAX_PROFILES
 from intake_eval.core.manifest import Manifest
 from intake_eval.core.progress import ProgressBar
 from intake_eval.core.prompts import prompt_hash
@@ -100,16 +101,16 @@ def stage_config(n: int, mode: str, seed: int, spec: "ModelSpec", catalog: "Cata
 
 
 def check_settings(n: int, mode: str, max_attempts: int, qc_threshold: float, concurrency: int) -> None:
-    if n < 1:
-        raise IntakeEvalError(f"--n must be at least 1 (got {n})")
+    if not 1 <= n <= MAX_PROFILES:
+        raise IntakeEvalError(f"--n must be between 1 and {MAX_PROFILES:,} (got {n:,})")
     if mode not in ("stratified", "weighted"):
         raise IntakeEvalError(f"sampling mode '{mode}' is not stratified or weighted")
     if max_attempts < 1:
         raise IntakeEvalError(f"--max-attempts must be at least 1 (got {max_attempts})")
     if not 0 <= qc_threshold <= 100:
         raise IntakeEvalError(f"--qc-threshold must be between 0 and 100 (got {qc_threshold})")
-    if concurrency < 1:
-        raise IntakeEvalError(f"--concurrency must be at least 1 (got {concurrency})")
+    if not 1 <= concurrency <= MAX_CONCURRENCY:
+        raise IntakeEvalError(f"--concurrency must be between 1 and {MAX_CONCURRENCY:,} (got {concurrency:,})")
 
 
 async def _produce(indices: list[int], plan: list[str], seed: int, catalog: "Catalog", model: "ChatModel",

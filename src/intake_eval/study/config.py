@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from intake_eval.core.errors import IntakeEvalError, describe_validation_error
+from intake_eval.core.limits import MAX_CONCURRENCY, MAX_PROFILES
 from intake_eval.core.prompts import available_conditions
 from intake_eval.core.yamlfile import read_yaml
 
@@ -28,7 +29,7 @@ class Strict(BaseModel):
 
 
 class ProfilesConfig(Strict):
-    n: int = Field(108, ge=1, le=1_000_000, description="number of simulated patient profiles")
+    n: int = Field(108, ge=1, le=MAX_PROFILES, description="number of simulated patient profiles")
     mode: Literal["stratified", "weighted"] = "stratified"
 
 
@@ -69,12 +70,19 @@ class StudyConfig(Strict):
     judges: list[str] = Field(..., min_length=1)
     judge_mode: Literal["per-turn", "conversation"] = "per-turn"
     formulation: bool = False
-    concurrency: int = Field(16, ge=1, le=4096)
+    concurrency: int = Field(16, ge=1, le=MAX_CONCURRENCY)
     budget: float | None = Field(None, gt=0, allow_inf_nan=False, description="dollars for the whole run folder (what its records "
                                  "already cost counts); a conversation starts only if its estimated cost fits")
     cache: bool = True
     qc: QCConfig = Field(default_factory=QCConfig)
     forks: list[ForkConfig] = Field(default_factory=list, description="could-it-ask forks, judged like any intake")
+
+    @field_validator("name")
+    @classmethod
+    def _a_folder_name(cls, value: str) -> str:
+        if set(value) == {"."}:  # "." and ".." would write into the current or the parent folder
+            raise ValueError(f"'{value}' is not a run name (it names an existing folder, not runs/<name>)")
+        return value
 
     @field_validator("clinicians", "judges", "conditions")
     @classmethod
