@@ -34,7 +34,7 @@ from intake_eval.core.errors import ConfigChangedError
 from intake_eval.core.manifest import REBUILT, Manifest, diff_configs, now_iso
 from intake_eval.core.prompts import prompt_hashes
 from intake_eval.core.records import Usage
-from intake_eval.core.store import RunLock, RunPaths, append_record
+from intake_eval.core.store import RunLock, RunPaths, append_record, refuse_symlink
 from intake_eval.core.usage import (
     retry_totals,
     stage_aliases,
@@ -122,6 +122,8 @@ class StageRunner:
     def __enter__(self) -> "StageRunner":
         self._lock = RunLock(self.paths).acquire()
         try:
+            for linked in self.paths.linked_record_files():  # refused before any work, not at the first append
+                refuse_symlink(linked, "record file")
             self.manifest = Manifest(self.paths)
         except BaseException:
             self._release()
