@@ -30,6 +30,7 @@ from intake_eval.core.store import (
     latest_by_key,
     write_text_atomic,
 )
+from intake_eval.core.tasks import gather_or_cancel
 from intake_eval.generate.render import (
     MAX_ATTEMPTS,
     QC_THRESHOLD,
@@ -101,16 +102,20 @@ def stage_config(n: int, mode: str, seed: int, spec: "ModelSpec", catalog: "Cata
 
 
 def check_settings(n: int, mode: str, max_attempts: int, qc_threshold: float, concurrency: int) -> None:
-    if not 1 <= n <= MAX_PROFILES:
-        raise IntakeEvalError(f"--n must be between 1 and {MAX_PROFILES:,} (got {n:,})")
+    if n < 1:
+        raise IntakeEvalError(f"--n must be at least 1 (got {n})")
+    if n > MAX_PROFILES:
+        raise IntakeEvalError(f"--n must be at most {MAX_PROFILES:,}, like the study config's profiles.n (got {n:,})")
     if mode not in ("stratified", "weighted"):
         raise IntakeEvalError(f"sampling mode '{mode}' is not stratified or weighted")
     if max_attempts < 1:
         raise IntakeEvalError(f"--max-attempts must be at least 1 (got {max_attempts})")
     if not 0 <= qc_threshold <= 100:
         raise IntakeEvalError(f"--qc-threshold must be between 0 and 100 (got {qc_threshold})")
-    if not 1 <= concurrency <= MAX_CONCURRENCY:
-        raise IntakeEvalError(f"--concurrency must be between 1 and {MAX_CONCURRENCY:,} (got {concurrency:,})")
+    if concurrency < 1:
+        raise IntakeEvalError(f"--concurrency must be at least 1 (got {concurrency})")
+    if concurrency > MAX_CONCURRENCY:
+        raise IntakeEvalError(f"--concurrency must be at most {MAX_CONCURRENCY:,} (got {concurrency:,})")
 
 
 async def _produce(indices: list[int], plan: list[str], seed: int, catalog: "Catalog", model: "ChatModel",
@@ -131,7 +136,7 @@ async def _produce(indices: list[int], plan: list[str], seed: int, catalog: "Cat
             else:
                 on_failure(failure_record(rendered, qc_threshold))
 
-    await asyncio.gather(*(worker() for _ in range(min(concurrency, max(1, len(indices))))))
+    await gather_or_cancel(worker() for _ in range(min(concurrency, max(1, len(indices)))))
 
 
 def _finish_files(paths: "RunPaths", *, already_compact: bool) -> tuple[dict[str, int], dict[int, int], int, list[str]]:
