@@ -48,7 +48,8 @@ from intake_eval.metrics.figures import (
     last_clinician_turn,
 )
 from intake_eval.metrics.forks import write_capacity_gap
-from intake_eval.metrics.reading import iter_judgment_labels, write_csv
+from intake_eval.metrics.integrity import counted_judgments
+from intake_eval.metrics.reading import write_csv
 from intake_eval.metrics.stats import (
     bootstrap_mean_ci,
     mean_or_none,
@@ -146,11 +147,10 @@ def collect(paths: RunPaths, also: Callable[..., None] | None = None) -> _Collec
     facts = _profile_facts(paths)
     collected = _Collected()
     _conversation_meta(paths, collected)
-    for path in paths.judgment_files():
-        for judgment, labels in iter_judgment_labels(path):
-            hidden, result = _collect_judgment(judgment, labels, facts.get(judgment.profile_id), collected)
-            if also is not None:
-                also(judgment, labels, hidden, result)
+    for judgment, labels in counted_judgments(paths):
+        hidden, result = _collect_judgment(judgment, labels, facts.get(judgment.profile_id), collected)
+        if also is not None:
+            also(judgment, labels, hidden, result)
     return collected
 
 

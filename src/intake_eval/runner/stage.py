@@ -54,7 +54,7 @@ from intake_eval.runner.leakage import (
     assert_generator_is_held_out,
     assert_no_generator_leak,
 )
-from intake_eval.simulated import OfflineParticipants, check_offline_name
+from intake_eval.simulated import OfflineParticipants, check_offline_name, check_offline_role
 
 T = TypeVar("T")
 
@@ -173,6 +173,9 @@ class StageRunner:
         change meaning. Returns the stage's config hash."""
         manifest = self._manifest()
         models = {role: dict(aliases) for role, aliases in (models or {}).items()}
+        for role, aliases in models.items():
+            for spec in aliases.values():
+                check_offline_role(role, spec)
         self._guard_leakage(models)
         additive = set(additive)
         full = dict(config)
