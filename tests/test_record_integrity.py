@@ -100,7 +100,7 @@ def test_a_judgment_labelling_a_turn_twice_is_refused(base, tmp_path):
     judgments[0]["turns"].append(judgments[0]["turns"][-1])
     write(run / JUDGMENTS, judgments)
     warned = report(run)
-    assert any(f"{JUDGMENTS}:1" in w and "labelled twice" in w for w in warned), warned
+    assert any(JUDGMENTS in w and "1 judgment(s) that label a turn twice" in w for w in warned), warned
     assert judgments[0]["conversation_id"] not in scored(run)
 
 

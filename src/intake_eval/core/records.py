@@ -228,14 +228,6 @@ class Judgment(Record):
     errors: list[str] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
 
-    @field_validator("turns")
-    @classmethod
-    def _labelled_once_each(cls, turns: list[TurnJudgment]) -> list[TurnJudgment]:
-        numbers = [t.turn for t in turns]
-        if len(set(numbers)) != len(numbers):
-            raise ValueError(f"a turn is labelled twice (turns {_number_list(numbers)})")
-        return turns
-
     @property
     def ok(self) -> bool:
         return self.status == "ok"

@@ -1,4 +1,5 @@
-"""Which judgments count in the metrics: only those of a conversation on disk, of the same profile.
+"""Which judgments count in the metrics: only those of a conversation on disk, of the same profile,
+labelling each turn once.
 
 A judgment whose conversation is not in conversations/ (an orphan: a file copied from another run,
 a conversation removed by hand) or names another profile than its conversation would be scored
@@ -66,9 +67,9 @@ def counted_judgments(paths: RunPaths) -> Iterator[tuple[Judgment, list[TurnLabe
     transcript was lost to an unreadable line keeps counting (its labels, clinician and profile are intact)."""
     index = conversation_index(paths)
     for path in paths.judgment_files():
-        skipped = {"orphan": 0, "refused": 0, "other_profile": 0}
+        skipped = {"orphan": 0, "refused": 0, "other_profile": 0, "repeated_turn": 0}
         for judgment, labels in iter_judgment_labels(path):
-            reason = _skip_reason(judgment, index, paths)
+            reason = _skip_reason(judgment, labels, index, paths)
             if reason is None:
                 yield judgment, labels
             else:
@@ -76,7 +77,11 @@ def counted_judgments(paths: RunPaths) -> Iterator[tuple[Judgment, list[TurnLabe
         _warn_skipped(path, skipped)
 
 
-def _skip_reason(judgment: Judgment, index: ConversationIndex, paths: RunPaths) -> str | None:
+def _skip_reason(judgment: Judgment, labels: list[TurnLabels], index: ConversationIndex,
+                 paths: RunPaths) -> str | None:
+    numbers = [label.turn for label in labels]
+    if len(set(numbers)) != len(numbers):
+        return "repeated_turn"  # two label sets for one turn: which one the metrics use would be arbitrary
     if not index.any_files:
         return None
     cid = judgment.conversation_id
@@ -98,6 +103,9 @@ def _warn_skipped(path: Any, skipped: dict[str, int]) -> None:
     if skipped["refused"]:
         warnings.warn(f"{path}: skipping {skipped['refused']} judgment(s) of conversations refused above "
                       "(not counted in the metrics; rerun the run stage to redo them)", stacklevel=3)
+    if skipped["repeated_turn"]:
+        warnings.warn(f"{path}: skipping {skipped['repeated_turn']} judgment(s) that label a turn twice "
+                      "(not counted in the metrics; rerun the judge stage with --force to redo them)", stacklevel=3)
     if skipped["other_profile"]:
         warnings.warn(f"{path}: skipping {skipped['other_profile']} judgment(s) naming another profile than their "
                       "conversation (not counted in the metrics; rerun the judge stage to redo them)", stacklevel=3)
