@@ -100,7 +100,8 @@ def _incomplete(counts: dict) -> str:
 
 
 def demo(
-    run_dir: Annotated[Path, typer.Option("--run-dir", help="Run folder; emptied first so the demo starts fresh.",
+    run_dir: Annotated[Path, typer.Option("--run-dir", help="Run folder: new or empty, or one an earlier demo made "
+                                      "(its contents move to superseded/; any other folder is refused).",
                                       callback=checked_run_dir)]
     = Path("runs/demo"),
 ) -> None:
@@ -114,23 +115,12 @@ def demo(
 
 
 def _fresh_demo(run_dir: Path) -> Path:
-    import shutil
-
     from intake_eval.commands.common import console
-    from intake_eval.core.errors import IntakeEvalError
     from intake_eval.core.package_data import package_folder
-    from intake_eval.core.store import RunLock, RunPaths
+    from intake_eval.study.demo_folder import prepare_demo_folder
     from intake_eval.study.pipeline import run_study
 
-    if run_dir.exists():
-        if not run_dir.is_dir():
-            raise IntakeEvalError(f"--run-dir {run_dir}: exists and is not a folder")
-        if any(run_dir.iterdir()) and not (run_dir / "manifest.json").exists():
-            raise IntakeEvalError(f"--run-dir {run_dir}: is a folder that is not a run folder; "
-                                  "choose an empty or new path (the demo empties it first)")
-        with RunLock(RunPaths(run_dir)):  # refuse to wipe a folder another process is using
-            pass
-        shutil.rmtree(run_dir)
+    prepare_demo_folder(run_dir)
     out = console()
     outcome = run_study(package_folder("configs") / "demo.yaml", run_dir=run_dir, console=out)
     out.print(f"[bold green]Report:[/bold green] {outcome.report_path}  (open it in a browser; "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from intake_eval import SCHEMA_VERSION
 
@@ -144,6 +144,11 @@ class ConversationTurn(BaseModel):
     truncated: list[str] = Field(default_factory=list)
 
 
+def _number_list(numbers: list[int]) -> str:
+    shown = ", ".join(str(n) for n in numbers[:16])
+    return shown + (", …" if len(numbers) > 16 else "")
+
+
 class Conversation(Record):
     conversation_id: str
     profile_id: str
@@ -171,6 +176,15 @@ class Conversation(Record):
     usage: dict[str, Usage] = Field(default_factory=dict)  # role -> usage
     formulation: dict | None = None  # post-intake case formulation, validated elsewhere
     fork: dict | None = None  # a counterfactual fork: {parent, at, turn, nudge}; None for an original intake
+
+    @field_validator("turns")
+    @classmethod
+    def _numbered_once_each(cls, turns: list[ConversationTurn]) -> list[ConversationTurn]:
+        """A turn given twice or a gap would be scored as if it were a real intake: refused instead."""
+        numbers = [t.turn for t in turns]
+        if numbers != list(range(1, len(numbers) + 1)):
+            raise ValueError(f"turn numbers must run 1, 2, … once each, in order (got {_number_list(numbers)})")
+        return turns
 
     @property
     def ok(self) -> bool:

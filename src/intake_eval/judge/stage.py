@@ -27,6 +27,7 @@ from intake_eval.core.store import (
     iter_json_lines,
     iter_records,
 )
+from intake_eval.core.tasks import gather_or_cancel
 from intake_eval.judge.batch import BatchSettings, batch_judges, check_batchable
 from intake_eval.judge.judging import (
     JUDGE_PROMPTS,
@@ -195,7 +196,7 @@ async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concur
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
         if tasks:
-            await asyncio.gather(*list(tasks))
+            await gather_or_cancel(list(tasks))
     finally:
         for task in list(tasks):
             task.cancel()

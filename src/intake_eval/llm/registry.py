@@ -92,6 +92,10 @@ def _check_spec(alias: str, spec: ModelSpec, source: Path) -> None:
         raise bad(f"extra_params.{secret_params[0]}", "keys do not belong in a models file; use api_key_env")
     if spec.api_base and urlparse(spec.api_base).scheme not in ("http", "https"):
         raise bad("api_base", "must be an http(s) URL such as http://127.0.0.1:8000/v1")
+    if spec.api_base and "@" in urlparse(spec.api_base).netloc:
+        # Never echo the URL: its user:password part would reach the terminal and any log of it.
+        raise bad("api_base", "holds credentials (user:password@); they would be written into the run folder's "
+                  "records: remove them and give the key through api_key_env")
     if spec.is_local and spec.api_base:
         raise bad("api_base", "a local/ model runs its own embedded server; remove api_base "
                   "(or use openai/<name> with api_base for a server you run yourself)")

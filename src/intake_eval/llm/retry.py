@@ -303,6 +303,17 @@ async def call_with_retry(
                                   identity=(failure.reason, failure.detail))
                 kind = "content_policy" if failure.call_only else "fatal"
                 raise ModelCallError(message, kind=kind, attempts=attempts, status_code=failure.status) from None
+            left_s = policy.deadline_s - (time.monotonic() - started)
+            if failure.retry_after_s is not None and failure.retry_after_s > left_s:
+                # Waiting would outlive the call, and pausing the endpoint that long stalls every other call.
+                stats.failures += 1
+                message = (f"model '{spec.alias or spec.model}' ({spec.model}): the provider asked to wait "
+                           f"{failure.retry_after_s:,.0f} s (Retry-After), beyond this call's {policy.deadline_s:g} s "
+                           f"deadline ({max(left_s, 0):,.0f} s left); gave up after {attempts} attempt(s): "
+                           f"{failure.reason}: {failure.detail}")
+                if health is not None:
+                    health.failed("retry_after_beyond_deadline", message, deterministic=False, identity=(failure.reason,))
+                raise ModelCallError(message, kind="exhausted", attempts=attempts, status_code=failure.status) from None
             if failure.retry_after_s is not None and on_retry_after is not None:
                 on_retry_after(failure.retry_after_s)
             wait = backoff_delay(policy, attempts, failure.retry_after_s, rng)

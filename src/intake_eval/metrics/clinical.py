@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,8 @@ from intake_eval.metrics.diagnosis import (
     score_formulation,
 )
 from intake_eval.metrics.figures import Figures, TurnLabels, figures
-from intake_eval.metrics.reading import iter_judgment_labels, write_csv
+from intake_eval.metrics.integrity import counted_judgments
+from intake_eval.metrics.reading import write_csv
 from intake_eval.metrics.safety import classifier_screen_turns, score_safety
 from intake_eval.metrics.stats import (
     mean_ci,
@@ -194,8 +196,9 @@ def collect_rows(paths: RunPaths, catalog: "Catalog") -> tuple[list[dict], list[
     """(diagnosis rows, safety rows, any formulation recorded) from the run folder (streamed)."""
 
     collector = RowCollector(paths, catalog)
-    for path in paths.judgment_files():
-        for judgment, labels in iter_judgment_labels(path):
+    with warnings.catch_warnings():  # the metric tables' pass over the same judgments said what it skipped
+        warnings.simplefilter("ignore")
+        for judgment, labels in counted_judgments(paths):
             collector.add(judgment, labels)
     return collector.result()
 

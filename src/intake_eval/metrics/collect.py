@@ -27,7 +27,7 @@ from intake_eval.metrics.figures import (
     figures,
     last_clinician_turn,
 )
-from intake_eval.metrics.reading import iter_judgment_labels
+from intake_eval.metrics.integrity import counted_judgments
 
 
 @dataclass
@@ -108,9 +108,8 @@ def collect(paths: RunPaths, also: Callable[..., None] | None = None) -> Collect
     facts = _profile_facts(paths)
     collected = Collected()
     _conversation_meta(paths, collected)
-    for path in paths.judgment_files():
-        for judgment, labels in iter_judgment_labels(path):
-            hidden, result = _collect_judgment(judgment, labels, facts.get(judgment.profile_id), collected)
-            if also is not None:
-                also(judgment, labels, hidden, result)
+    for judgment, labels in counted_judgments(paths):
+        hidden, result = _collect_judgment(judgment, labels, facts.get(judgment.profile_id), collected)
+        if also is not None:
+            also(judgment, labels, hidden, result)
     return collected

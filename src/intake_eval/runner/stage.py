@@ -36,7 +36,7 @@ from intake_eval.core.errors import ConfigChangedError
 from intake_eval.core.manifest import REBUILT, Manifest, diff_configs, now_iso
 from intake_eval.core.prompts import prompt_hashes
 from intake_eval.core.records import Usage
-from intake_eval.core.store import RunLock, RunPaths, append_record
+from intake_eval.core.store import RunLock, RunPaths, append_record, refuse_symlink
 from intake_eval.core.usage import (
     retry_totals,
     stage_aliases,
@@ -57,7 +57,7 @@ from intake_eval.runner.leakage import (
     assert_no_generator_leak,
 )
 from intake_eval.runner.prompt_snapshot import RenderedPrompt, record_prompt_texts
-from intake_eval.simulated import OfflineParticipants, check_offline_name
+from intake_eval.simulated import OfflineParticipants, check_offline_name, check_offline_role
 
 T = TypeVar("T")
 
@@ -133,6 +133,8 @@ class StageRunner:
     def __enter__(self) -> "StageRunner":
         self._lock = RunLock(self.paths).acquire()
         try:
+            for linked in self.paths.linked_record_files():  # refused before any work, not at the first append
+                refuse_symlink(linked, "record file")
             self.manifest = Manifest(self.paths)
         except BaseException:
             self._release()
@@ -185,6 +187,9 @@ class StageRunner:
         manifest = self._manifest()
         prompts = list(prompts)
         models = {role: dict(aliases) for role, aliases in (models or {}).items()}
+        for role, aliases in models.items():
+            for spec in aliases.values():
+                check_offline_role(role, spec)
         self._guard_leakage(models)
         additive = set(additive)
         full = dict(config)

@@ -47,6 +47,17 @@ def check_offline_name(name: str) -> None:
                               + ", ".join(f"offline/{key}" for key in OFFLINE_BACKENDS))
 
 
+def check_offline_role(role: str, spec: ModelSpec) -> None:
+    """Refuse an offline participant in a role it cannot play: only offline/patient answers as a patient
+    (a simulated clinician would interview itself and the run would still say "ok")."""
+    name = spec.model.removeprefix("offline/")
+    if role == "patient" and spec.is_offline and name != "patient" and name in OFFLINE_ROLES:
+        alias = spec.alias or spec.model
+        shown = alias if alias == spec.model else f"{alias} ({spec.model})"
+        raise IntakeEvalError(f"patient '{shown}' is the offline {OFFLINE_ROLES[name].split(' (')[0]}; "
+                              "it cannot play the patient: use offline/patient or a model alias")
+
+
 def build_offline(spec: ModelSpec, catalog: Catalog) -> ChatModel:
     check_offline_name(spec.model)
     return OFFLINE_BACKENDS[spec.model.removeprefix("offline/")](spec, catalog)

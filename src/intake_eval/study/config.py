@@ -29,6 +29,7 @@ from intake_eval.catalog.load import load_catalog
 from intake_eval.catalog.schema import DEFAULT_CATALOG_DIR, Catalog
 from intake_eval.catalog.subset import catalog_subset
 from intake_eval.core.errors import IntakeEvalError, describe_validation_error
+from intake_eval.core.limits import MAX_CONCURRENCY, MAX_PROFILES
 from intake_eval.core.package_data import package_folder
 from intake_eval.core.prompts import available_conditions, use_prompts
 from intake_eval.core.yamlfile import read_yaml
@@ -51,7 +52,7 @@ class Strict(BaseModel):
 
 
 class ProfilesConfig(Strict):
-    n: int = Field(108, ge=1, le=1_000_000, description="number of simulated patient profiles")
+    n: int = Field(108, ge=1, le=MAX_PROFILES, description="number of simulated patient profiles")
     mode: Literal["stratified", "weighted"] = "stratified"
     # seed: 4-5 hidden domains, inclusion ∝ cited rate; literature: each optional domain at its cited rate
     hidden_count: Literal["seed", "literature"] = "seed"
@@ -102,7 +103,7 @@ class StudyConfig(Strict):
     on_truncation: TruncationPolicy = Field(
         "keep", description="an answer cut at its token cap: keep it and flag the turn, or fail the conversation "
                             "(run --on-truncation)")
-    concurrency: int = Field(16, ge=1, le=4096)
+    concurrency: int = Field(16, ge=1, le=MAX_CONCURRENCY)
     budget: float | None = Field(None, gt=0, allow_inf_nan=False, description="dollars for the whole run folder (what its records "
                                  "already cost counts); a conversation starts only if its estimated cost fits")
     cache: bool = True
@@ -110,6 +111,13 @@ class StudyConfig(Strict):
     forks: list[ForkConfig] = Field(default_factory=list, description="could-it-ask forks, judged like any intake")
 
     _base: Path | None = PrivateAttr(None)
+
+    @field_validator("name")
+    @classmethod
+    def _a_folder_name(cls, value: str) -> str:
+        if set(value) == {"."}:  # "." and ".." would write into the current or the parent folder
+            raise ValueError(f"'{value}' is not a run name (it names an existing folder, not runs/<name>)")
+        return value
 
     @field_validator("prompts_dir", "catalog")
     @classmethod

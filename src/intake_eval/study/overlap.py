@@ -17,6 +17,7 @@ from typing import Any
 
 from intake_eval.core.shard import Shard
 from intake_eval.core.store import JsonlWriter, RunPaths
+from intake_eval.core.tasks import gather_or_cancel
 from intake_eval.forks.plan import parse_fork_at
 from intake_eval.forks.stage import run_fork_stage
 from intake_eval.interview.backfill import provider_error_formulations
@@ -133,16 +134,23 @@ async def _run_and_judge(plan: list, settings: Any, setups: list, pool: Any, pat
                     budget.judged(item[1].conversation_id, cost)  # releases its hold whatever happened
                 queue.task_done()
 
-    workers = [asyncio.create_task(worker()) for _ in range(max(1, judge_workers))]
+    count = max(1, judge_workers)
+
+    async def conversations() -> None:
+        try:
+            await run_conversations(plan, pool, paths=paths, patient=settings.patient, tracker=settings.tracker,
+                                    concurrency=settings.concurrency, budget=budget, on_done=on_done,
+                                    totals=totals, on_update=progress.update_run, stopped=pool.stopped)
+            await queue.join()
+        finally:
+            for _ in range(count):
+                queue.put_nowait(None)
+
     try:
-        await run_conversations(plan, pool, paths=paths, patient=settings.patient, tracker=settings.tracker,
-                                concurrency=settings.concurrency, budget=budget, on_done=on_done,
-                                totals=totals, on_update=progress.update_run, stopped=pool.stopped)
-        await queue.join()
+        # a judge worker that fails (an unwritable judgments/ folder) stops the conversations too and
+        # is raised once, instead of leaving queue.join() waiting for workers that are gone
+        await gather_or_cancel([conversations(), *(worker() for _ in range(count))])
     finally:
-        for _ in workers:
-            queue.put_nowait(None)
-        await asyncio.gather(*workers, return_exceptions=True)
         for writer in writers.values():
             writer.close()
     return totals

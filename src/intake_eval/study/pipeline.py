@@ -28,7 +28,7 @@ from intake_eval.metrics.tables import write_metrics
 from intake_eval.metrics.trials import write_trial_metrics
 from intake_eval.report.build import build_report
 from intake_eval.runner.stage import StageRunner
-from intake_eval.simulated import check_offline_name
+from intake_eval.simulated import check_offline_name, check_offline_role
 from intake_eval.study.config import StudyConfig, find_study_config, load_study_config, with_flags
 from intake_eval.study.estimate import StudyEstimate, estimate_study
 from intake_eval.study.overlap import run_and_judge_stages
@@ -54,6 +54,7 @@ def resolve_roles(config: StudyConfig, models_file: ModelsFiles) -> dict[str, Mo
     resolved = {name: resolve_spec(name, specs) for name in config.model_names()}
     for spec in resolved.values():
         check_offline_name(spec.model)
+    check_offline_role("patient", resolved[config.patient.model])
     generator = resolved[config.generator]
     for role, aliases in config.roles().items():
         for alias in aliases:
