@@ -1,4 +1,4 @@
-"""Two processes on one run folder: while one process holds the run (store.RunLock, its pid in
+"""Two processes on one run folder: while one process holds the run (run_lock.RunLock, its pid in
 .lock), every writing command refuses with one `error:` line naming that pid, writes nothing, and
 exits 2; `report` (atomic whole-file writes only) cooperates. Processes appending to one JSONL file
 at once never interleave half-lines (one os.write per line, O_APPEND)."""
@@ -29,7 +29,8 @@ turns: 2
 HOLDER = """
 import sys
 from pathlib import Path
-from intake_eval.core.store import RunLock, RunPaths
+from intake_eval.core.store import RunPaths
+from intake_eval.core.run_lock import RunLock
 with RunLock(RunPaths(Path(sys.argv[1]))):
     print("locked", flush=True)
     sys.stdin.read()

@@ -8,7 +8,6 @@ import csv
 import json
 import random
 from collections import Counter
-from itertools import combinations
 from math import isclose
 
 import pytest

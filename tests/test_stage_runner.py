@@ -15,7 +15,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from intake_eval.cli import app
-from intake_eval.core.store import RunLock, RunPaths, iter_json_lines
+from intake_eval.core.store import RunPaths, iter_json_lines
+from intake_eval.core.run_lock import RunLock
 from tests.fakeserver import FakeOpenAIServer, Reply
 from tests.test_run_fakeserver import setup_run, study_server
 

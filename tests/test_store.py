@@ -9,10 +9,10 @@ import pytest
 from intake_eval.core.errors import ConfigChangedError, IntakeEvalError
 from intake_eval.core.manifest import Manifest, diff_configs
 from intake_eval.core.records import Usage
+from intake_eval.core.run_lock import RunLock
 from intake_eval.core.store import (
     JsonlWriter,
     ReadStats,
-    RunLock,
     RunPaths,
     append_record,
     compact,
@@ -140,7 +140,8 @@ def test_run_lock_names_the_holder(tmp_path):
     paths = RunPaths(tmp_path / "run")
     with RunLock(paths):
         script = (
-            "import sys; from pathlib import Path; from intake_eval.core.store import RunLock, RunPaths\n"
+            "import sys; from pathlib import Path; from intake_eval.core.store import RunPaths\n"
+            "from intake_eval.core.run_lock import RunLock\n"
             "from intake_eval.core.errors import RunLockedError\n"
             "try:\n RunLock(RunPaths(Path(sys.argv[1]))).acquire()\n"
             "except RunLockedError as e:\n print(e.format_message()); sys.exit(3)\n"

@@ -37,7 +37,8 @@ def export(
     a target CI width needs is printed.
     """
     from intake_eval.commands.common import console
-    from intake_eval.core.store import RunLock, RunPaths
+    from intake_eval.core.store import RunPaths
+    from intake_eval.core.run_lock import RunLock
     from intake_eval.trust.annotate import export_pack
 
     paths = RunPaths(run_dir)
@@ -64,7 +65,7 @@ def _export_calibration(paths, n: int, judge: str | None, seed: int, ci_width: f
 
     from intake_eval.commands.common import console
     from intake_eval.core import numbers
-    from intake_eval.core.store import RunLock
+    from intake_eval.core.run_lock import RunLock
     from intake_eval.trust.calibration import (
         PLANNING_DISAGREEMENTS,
         arm_name,

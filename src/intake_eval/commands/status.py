@@ -36,7 +36,7 @@ def _usage_rows(stage: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 def facts_from_records(paths: Any, data: dict[str, Any]) -> dict[str, Any]:
     """Usage, retries, records done and the live status of each stage, from the records and the stage log
     (the manifest's copies can be stale after a kill)."""
-    from intake_eval.core.store import RunLock
+    from intake_eval.core.run_lock import RunLock
     from intake_eval.core.usage import (
         records_done,
         retry_totals,
@@ -209,7 +209,7 @@ def _provenance_table(data: dict[str, Any]):
 def _rebuild(paths: Any) -> None:
     from intake_eval.commands.common import console
     from intake_eval.core.manifest_rebuild import rebuild_manifest
-    from intake_eval.core.store import RunLock
+    from intake_eval.core.run_lock import RunLock
 
     with RunLock(paths):  # no stage may write the manifest meanwhile
         kept, data = rebuild_manifest(paths)

@@ -9,7 +9,6 @@ uninterrupted one's.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import json
@@ -23,13 +22,15 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from intake_eval.core.errors import IntakeEvalError, RunLockedError
+from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.fs import named_os_error, remove_quietly
+
 # readers import the line readers from here too
 from intake_eval.core.lines import ReadStats as ReadStats
 from intake_eval.core.lines import iter_json_lines as iter_json_lines
 from intake_eval.core.lines import iter_json_lines_at as iter_json_lines_at
 from intake_eval.core.lines import iter_records as iter_records
+from intake_eval.core.no_follow import open_no_follow, refuse_symlink
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -195,24 +196,6 @@ def dumps_record(record: BaseModel | dict[str, Any]) -> str:
     return json.dumps(data, ensure_ascii=False, sort_keys=False, separators=(",", ":"))
 
 
-def refuse_symlink(path: Path, what: str) -> None:
-    """A run-folder file that is a symlink would let writes land outside the folder (or truncate
-    what it points at): refused by name. Opening with O_NOFOLLOW closes the race after this check."""
-    if path.is_symlink():
-        raise IntakeEvalError(f"{path}: the {what} is a symbolic link; replace it with a regular file "
-                              "(intake-eval never writes through links)")
-
-
-def open_no_follow(path: Path, flags: int, what: str) -> int:
-    refuse_symlink(path, what)
-    try:
-        return os.open(path, flags | os.O_NOFOLLOW, 0o644)
-    except OSError as error:
-        if error.errno == errno.ELOOP:  # made a link between the check and the open
-            raise IntakeEvalError(f"{path}: the {what} is a symbolic link; replace it with a regular file") from None
-        raise
-
-
 def _repair_tail(path: Path) -> None:
     """Drop a half-written last line (from a crash) so the next append starts on a fresh line.
 
@@ -344,58 +327,6 @@ def stable_hash(data: Any) -> str:
 
 def file_hash(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-# ---------------------------------------------------------------- run lock
-
-class RunLock:
-    """An exclusive lock on a run folder, holding the owner's pid so a second process can name it."""
-
-    def __init__(self, paths: RunPaths):
-        self.paths = paths
-        self._fd = -1
-
-    def acquire(self) -> "RunLock":
-        self.paths.root.mkdir(parents=True, exist_ok=True)
-        fd = open_no_follow(self.paths.lock, os.O_RDWR | os.O_CREAT, "lock file")
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            owner = os.read(fd, 64).decode(errors="replace").strip() or "another process"
-            os.close(fd)
-            raise RunLockedError(
-                f"run folder {self.paths.root} is in use by pid {owner}; wait for it or stop it first"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self._fd = fd
-        return self
-
-    def release(self) -> None:
-        if self._fd >= 0:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = -1
-
-    def __enter__(self) -> "RunLock":
-        return self.acquire()
-
-    @staticmethod
-    def is_held(paths: RunPaths) -> bool:
-        """Whether a live process holds the folder's lock (a killed holder's lock is released by the OS)."""
-        if not paths.lock.exists():
-            return False
-        fd = open_no_follow(paths.lock, os.O_RDONLY, "lock file")
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)
-        return False
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
 
 
 def require_file(path: Path, what: str, hint: str) -> Path:

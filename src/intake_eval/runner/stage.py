@@ -36,7 +36,9 @@ from intake_eval.core.errors import ConfigChangedError
 from intake_eval.core.manifest import REBUILT, Manifest, diff_configs, now_iso
 from intake_eval.core.prompts import prompt_hashes
 from intake_eval.core.records import Usage
-from intake_eval.core.store import RunLock, RunPaths, append_record, refuse_symlink
+from intake_eval.core.store import RunPaths, append_record
+from intake_eval.core.no_follow import refuse_symlink
+from intake_eval.core.run_lock import RunLock
 from intake_eval.core.usage import (
     retry_totals,
     stage_aliases,

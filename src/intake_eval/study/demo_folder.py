@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 from intake_eval.core.errors import IntakeEvalError
-from intake_eval.core.store import RunLock, RunPaths
+from intake_eval.core.store import RunPaths
+from intake_eval.core.run_lock import RunLock
 
 MARKER = ".made-by-intake-eval-demo"
 MARKER_TEXT = "This run folder was made by `intake-eval demo`; a later demo moves its contents to superseded/.\n"
