@@ -105,6 +105,7 @@ class ChatResult(BaseModel):
     attempts: int = 1
     finish_reason: str | None = None
     model: str = ""  # provider id that answered
+    provider_model: str | None = None  # the model id the provider's answer named, when it names one
     structured_output: str | None = None  # the negotiation level that answered a schema request
     # The server's own account of the call when it gives one (llama.cpp: prompt_n, cache_n,
     # prompt_ms, predicted_n, predicted_ms): compute time beside latency, prompt-cache reuse.
@@ -129,11 +130,13 @@ class ModelCallError(IntakeEvalError):
     empty_after_length (length stop with no visible text), invalid_output.
     """
 
-    def __init__(self, message: str, *, kind: FailureKind, attempts: int = 1, status_code: int | None = None):
+    def __init__(self, message: str, *, kind: FailureKind, attempts: int = 1, status_code: int | None = None,
+                 usage: "CallUsage | None" = None):
         super().__init__(message)
         self.kind = kind
         self.attempts = attempts
         self.status_code = status_code
+        self.usage = usage  # what the unusable answer cost, when the provider answered (the call ledger bills it)
 
 
 @dataclass

@@ -108,7 +108,10 @@ class StageRunner:
     def pool(self) -> ModelPool:
         if self._pool is None:
             self._pool = ModelPool(self.specs, cache_path=self.paths.cache_db, use_cache=self.use_cache,
-                                   offline=OfflineParticipants(self.catalog), on_notice=self._provider_notice)
+                                   offline=OfflineParticipants(self.catalog), on_notice=self._provider_notice,
+                                   ledger_path=self.paths.calls)
+            if self._stages and self._pool.ledger is not None:
+                self._pool.ledger.stage = self._stages[-1]
         return self._pool
 
     def _provider_notice(self, message: str) -> None:
@@ -194,6 +197,9 @@ class StageRunner:
             manifest.record_seed(name, seed)
         manifest.save()
         self._stages.append(name)
+        if self._pool is not None and self._pool.ledger is not None:
+            self._pool.ledger.stage = name  # the calls from now on are this stage's (a study overlapping
+            # run and judging names the stage begun last; each line's role says whose call it was)
         self.log({"event": "begin", "stage": name, "config_hash": config_hash})
         return config_hash
 
