@@ -144,6 +144,8 @@ def _fork(out, paths, settings, at: str, nudge: str, *, models, use_cache: bool,
 def _summarize(out, paths, result, *, formulation: bool = False) -> None:
     from rich.markup import escape
 
+    from intake_eval.commands.common import print_money
+
     totals, counts = result.totals, result.counts
     spent = f"${totals.dollars:.2f}" + ("" if totals.cost_known else " (some prices unknown)")
     out.print(
@@ -152,6 +154,7 @@ def _summarize(out, paths, result, *, formulation: bool = False) -> None:
     )
     for clinician, cell in sorted(result.per_clinician.items()):
         out.print(f"  {clinician}: {cell['ok']} ok, {cell['failed']} failed, {cell['not_started']} not started")
+    print_money(out, paths)
     if totals.formulations:
         statuses = ", ".join(f"{k}: {v}" for k, v in sorted(totals.formulations.items()))
         out.print(f"formulations requested for {sum(totals.formulations.values())} conversations already on disk "

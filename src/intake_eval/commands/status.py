@@ -36,6 +36,7 @@ def _usage_rows(stage: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 def facts_from_records(paths: Any, data: dict[str, Any]) -> dict[str, Any]:
     """Usage, retries, records done and the live status of each stage, from the records and the stage log
     (the manifest's copies can be stale after a kill)."""
+    from intake_eval.core.calls import money_figures
     from intake_eval.core.store import RunLock
     from intake_eval.core.usage import (
         records_done,
@@ -56,6 +57,7 @@ def facts_from_records(paths: Any, data: dict[str, Any]) -> dict[str, Any]:
             stage["counts"] = {**(stage.get("counts") or {}), "done": done}
         if stage.get("status") == "running" and not held:
             stage["status"] = "interrupted"  # its process is gone: rerun the command to resume
+    data["spend"] = money_figures(paths, data)
     return data
 
 
@@ -65,11 +67,12 @@ def _stage_table(data: dict[str, Any]):
 
     from intake_eval.commands.common import compact_number
 
-    table = Table(title="Stages (done = records ok on disk; $ = what the records cost)", title_justify="left",
+    table = Table(title="Stages (done = records ok on disk; records' $ = what the kept records would cost to "
+                        "reproduce)", title_justify="left",
                   box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
     table.add_column("stage", overflow="fold", min_width=18)
     table.add_column("status", no_wrap=True)
-    for column in ("done", "failed", "calls", "retries", "tokens", "$"):
+    for column in ("done", "failed", "calls", "retries", "tokens", "records' $"):
         table.add_column(column, justify="right", no_wrap=True)
     for name, stage in data.get("stages", {}).items():
         counts = dict(stage.get("counts") or {})
@@ -102,7 +105,7 @@ def _model_usage_table(data: dict[str, Any]):
     table.add_column("stage · model", overflow="fold", min_width=12)
     # cached = answers from our response cache; p-cache = share of prompt tokens the provider's
     # prompt cache served
-    for column in ("calls", "cached", "retries", "prompt", "p-cache", "output", "$"):
+    for column in ("calls", "cached", "retries", "prompt", "p-cache", "output", "records' $"):
         table.add_column(column, justify="right", no_wrap=True)
     for name, stage in data.get("stages", {}).items():
         for model, usage in _usage_rows(stage):
@@ -114,6 +117,41 @@ def _model_usage_table(data: dict[str, Any]):
                           compact_number(prompt), share,
                           compact_number(usage.get("completion_tokens", 0) + usage.get("reasoning_tokens", 0)),
                           _money(usage.get("cost_usd", 0.0), usage.get("cost_known", True)))
+    return table
+
+
+def money_lines(spend: dict[str, Any]) -> list[str]:
+    """The three figures, named as everywhere: billed, saved by the cache, records' cost."""
+    records = _money(spend.get("records_cost_usd") or 0.0, spend.get("records_cost_known", True))
+    if spend.get("billed_usd") is None:
+        return [f"billed: unknown (no calls.jsonl: made before the call ledger) · records' cost {records}"]
+    billed = _money(spend["billed_usd"], spend.get("billed_known", True))
+    estimated = spend.get("billed_estimated_usd") or 0.0
+    lines = [f"billed {billed} · saved by the cache {_money(spend.get('saved_by_cache_usd') or 0.0)} · "
+             f"records' cost {records}",
+             f"provider requests {spend.get('requests', 0):,} · retries {spend.get('retries', 0):,} · "
+             f"failed attempts {spend.get('failed_attempts', 0):,} · cache hits {spend.get('cache_hits', 0):,}"]
+    if estimated:
+        lines.append(f"billed includes {_money(estimated)} estimated for {spend.get('unanswered', 0):,} requests "
+                     "whose answer never arrived (in flight at a kill) or could not be read")
+    return lines
+
+
+def _billed_table(data: dict[str, Any]):
+    from rich import box
+    from rich.table import Table
+
+    from intake_eval.commands.common import compact_number
+
+    table = Table(title="Billed per model (the call ledger, calls.jsonl)", title_justify="left",
+                  box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+    table.add_column("model", overflow="fold", min_width=12)
+    for column in ("requests", "retries", "failed", "cached", "billed $", "saved $"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for alias, calls in (data.get("spend", {}).get("by_alias") or {}).items():
+        table.add_row(alias, compact_number(calls["requests"]), compact_number(calls["retries"]),
+                      compact_number(calls["failed_attempts"]), compact_number(calls["cache_hits"]),
+                      _money(calls["billed_usd"], calls["billed_known"]), _money(calls["saved_by_cache_usd"]))
     return table
 
 
@@ -201,8 +239,9 @@ def status(
         "next run of each stage registers its configuration and resumes the records). The malformed file is kept "
         "as manifest.json.malformed-<time>. A readable manifest is refused."),
 ) -> None:
-    """Show what a run folder holds: stages with counts (done, failed, judge errors), calls, retries,
-    tokens and dollars per stage and model, models per role, config hash, seeds and versions.
+    """Show what a run folder holds: the money (billed by providers, saved by the response cache, and the
+    records' cost), stages with counts (done, failed, judge errors), calls, retries, tokens and dollars per
+    stage and model, models per role, config hash, seeds and versions.
 
     Reads runs/<name>/manifest.json only; safe while a run is in progress.
     """
@@ -224,8 +263,12 @@ def status(
         return
     out = Console()
     out.print(f"[bold]{paths.root}[/bold]  run [bold]{data.get('run_name', '')}[/bold]")
+    for line in money_lines(data["spend"]):
+        out.print(line, markup=False)
     out.print(_stage_table(data))
     out.print(_model_usage_table(data))
+    if data["spend"].get("by_alias"):
+        out.print(_billed_table(data))
     if data.get("models"):
         out.print(_models_table(data))
     if (data.get("study") or {}).get("history"):

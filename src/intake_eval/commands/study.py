@@ -46,13 +46,14 @@ def study(
 
     See the cost first: intake-eval estimate CONFIG. See progress: intake-eval status --run-dir DIR.
     """
-    from intake_eval.commands.common import console
+    from intake_eval.commands.common import console, print_money
     from intake_eval.study.pipeline import run_study
 
     out = console()
     outcome = run_study(config, run_dir=run_dir, models_file=models, force=force, use_cache=not no_cache,
                         console=out)
     typer.echo(str(outcome.report_path))
+    print_money(out, outcome.paths)
     missing = _incomplete(outcome.counts)
     if missing:
         from rich.markup import escape

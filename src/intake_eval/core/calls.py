@@ -15,6 +15,7 @@ dropped connections, garbled bodies).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -157,6 +158,22 @@ def read_ledger(path: Path) -> LedgerTotals | None:
             calls.billed_usd += dollars
             calls.estimated_usd += dollars
     return totals
+
+
+def money_figures(paths: Any, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The three figures, one name each, as ``status --json`` shows them under ``spend``: ``billed_usd``
+    (None when the folder has no ledger), ``saved_by_cache_usd``, ``records_cost_usd``; with the ledger's
+    retries, failed attempts and per-alias and per-stage figures."""
+    from intake_eval.core.usage import run_folder_spend
+
+    records, records_known = run_folder_spend(paths, manifest)
+    totals = read_ledger(paths.calls)
+    figures: dict[str, Any] = {"billed_usd": None, "billed_known": False, "saved_by_cache_usd": None,
+                               "records_cost_usd": records, "records_cost_known": records_known}
+    if totals is not None:
+        figures.update(totals.as_dict())
+        figures["records_cost_usd"], figures["records_cost_known"] = records, records_known
+    return figures
 
 
 def billed_so_far(path: Path) -> float | None:

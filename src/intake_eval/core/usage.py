@@ -119,6 +119,16 @@ def stage_usage(paths: RunPaths, name: str, stage: Mapping[str, Any]) -> dict[st
     return {}
 
 
+def records_cost_by_alias(paths: RunPaths, manifest: Mapping[str, Any]) -> dict[str, Usage]:
+    """Per model alias over every stage: what the kept records cost (the records' cost figure)."""
+    total: dict[str, Usage] = {}
+    for name, stage in (manifest.get("stages") or {}).items():
+        if isinstance(stage, Mapping):
+            for alias, usage in stage_usage(paths, name, stage).items():
+                _add(total, alias, usage)
+    return dict(sorted(total.items()))
+
+
 def run_folder_spend(paths: RunPaths, manifest: Mapping[str, Any]) -> tuple[float, bool]:
     """Dollars the records of every stage cost, and whether every price was known."""
     dollars, known = 0.0, True

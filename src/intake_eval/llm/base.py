@@ -6,11 +6,12 @@ A provider, an offline participant or a test double implements ``ChatModel.compl
 from __future__ import annotations
 
 import ipaddress
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Protocol, runtime_checkable
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import Usage
@@ -56,6 +57,15 @@ class ModelSpec(BaseModel):
     @property
     def is_local(self) -> bool:
         return self.model.startswith("local/")
+
+    @field_validator("input_cost_per_token", "output_cost_per_token", "cache_read_cost_per_token",
+                     "cache_write_cost_per_token", "batch_cost_factor")
+    @classmethod
+    def _a_price(cls, value: float | None) -> float | None:
+        """A price is a finite number of dollars ≥ 0 (a negative or NaN one would turn every figure into nonsense)."""
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"must be a finite number ≥ 0 (got {value})")
+        return value
 
     @property
     def provider(self) -> str:

@@ -38,7 +38,7 @@ from intake_eval.metrics.clinical import (
     load_default_catalog,
     write_diagnosis_metrics,
 )
-from intake_eval.metrics.cost import cost_tables
+from intake_eval.metrics.cost import COST_BILLED_COLUMNS, cost_billed_rows, cost_tables
 from intake_eval.metrics.curves import PROBE_CURVE_COLUMNS, probe_curve_rows
 from intake_eval.metrics.events import DOMAIN_EVENT_COLUMNS, domain_event_rows
 from intake_eval.metrics.figures import (
@@ -378,6 +378,7 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
         "probe_curves": (PROBE_CURVE_COLUMNS, probe_curve_rows(collected.rows, collected.outcomes, collected.last_turns)),
     }
     tables.update(cost_tables(collected.conversations, collected.rows, collected.outcomes))
+    tables["cost_billed"] = (COST_BILLED_COLUMNS, cost_billed_rows(paths))
     written = {name: write_csv(paths.metrics(name), columns, rows) for name, (columns, rows) in tables.items()}
     written[TURN_LABELS_TABLE] = turn_labels.write(paths)
     # safety.csv (+ diagnosis.csv when conversations carry formulations), see metrics/clinical.py
