@@ -3,9 +3,12 @@
 - **billed**: what providers charged — every billed attempt in the ledger, from every invocation
   and every kill. Attempts whose usage could not be read (a truncated 200 body, a timeout) and
   requests whose answer never arrived (in flight at a kill) are counted at an estimate, best first:
-  what an answered request with the same hash cost; else the request's size × the dollars per
-  character the same alias's answered calls cost; else the estimate written when it was sent.
-  ``billed_known`` is false when any estimate or unknown price is in the figure.
+  what an answered request with the same hash cost (a response-cache hit of it included); else the
+  request's size × the dollars per character the same alias's answered calls cost; else the
+  estimate written when it was sent. A request whose answer never arrived may have been answered
+  with an error that is not billed (a 429, a 5xx): its estimate is weighted by the share of the
+  same alias's answers that were billed. ``billed_known`` is false when any estimate or unknown
+  price is in the figure.
 - **saved by the cache**: what the response-cache hits would have cost; never spend.
 - **records' cost** (core/usage.py): what the kept results would cost to reproduce.
 
@@ -89,8 +92,9 @@ def _number(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
-def read_ledger(path: Path) -> LedgerTotals | None:
-    """The ledger's figures, or None when the folder has no ledger (made before it existed)."""
+def read_ledger(path: Path, in_flight: str | None = None) -> LedgerTotals | None:
+    """The ledger's figures, or None when the folder has no ledger (made before it existed). Requests whose
+    call id starts with ``in_flight`` (a live process's own) are not counted while unanswered."""
     if not path.exists():
         return None
     sent: dict[str, dict[str, Any]] = {}
@@ -104,7 +108,8 @@ def read_ledger(path: Path) -> LedgerTotals | None:
     totals = LedgerTotals()
     priced_hash: dict[str, float] = {}
     rate: dict[str, list[float]] = {}  # alias → [dollars, characters] over answered, priced calls
-    unread: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (the request's sent line, where it is counted)
+    # (the request's sent line, the line it is counted under, whether no answer arrived at all)
+    unread: list[tuple[dict[str, Any], dict[str, Any], bool]] = []
 
     def counted(line: dict[str, Any]) -> list[AliasCalls]:
         alias, stage = str(line.get("alias", "")), str(line.get("stage", ""))
@@ -114,10 +119,17 @@ def read_ledger(path: Path) -> LedgerTotals | None:
         for calls in counted(line):
             calls.requests += 1
             calls.unanswered += call not in answered
-        if call not in answered:
-            unread.append((line, line))
+        if call not in answered and not (in_flight and call.startswith(in_flight)):
+            unread.append((line, line, True))
+    answered_by: dict[str, list[int]] = {}  # alias → [billed answers, answers] from the provider
     for line in answers:
         dollars, usage = _number(line.get("dollars")), line.get("usage") if isinstance(line.get("usage"), dict) else {}
+        if line.get("cache_hit") and line.get("cost_known", True):
+            priced_hash.setdefault(str(line.get("request", "")), dollars)
+        elif not line.get("cache_hit"):
+            tally = answered_by.setdefault(str(line.get("alias", "")), [0, 0])
+            tally[0] += bool(line.get("billed"))
+            tally[1] += 1
         for calls in counted(line):
             if line.get("cache_hit"):
                 calls.cache_hits += 1
@@ -132,7 +144,7 @@ def read_ledger(path: Path) -> LedgerTotals | None:
         if line.get("cache_hit") or not line.get("billed"):
             continue
         if line.get("error") in UNREAD_BILLED:
-            unread.append((sent.get(str(line.get("call")), line), line))
+            unread.append((sent.get(str(line.get("call")), line), line, False))
             continue
         for calls in counted(line):
             calls.billed_usd += dollars
@@ -146,14 +158,18 @@ def read_ledger(path: Path) -> LedgerTotals | None:
                 pair = rate.setdefault(str(line.get("alias", "")), [0.0, 0.0])
                 pair[0] += dollars
                 pair[1] += _number(request.get("prompt_chars"))
-    for request, line in unread:
+    for request, line, unanswered in unread:
         alias = str(line.get("alias", ""))
+        billed_share = 1.0  # an answer that arrived unread (a garbled 200, a timeout) was billed
+        if unanswered and answered_by.get(alias, [0, 0])[1]:
+            billed_share = answered_by[alias][0] / answered_by[alias][1]
         if str(request.get("request", "")) in priced_hash:
             dollars = priced_hash[str(request.get("request", ""))]
         elif alias in rate and rate[alias][1] > 0 and _number(request.get("prompt_chars")) > 0:
             dollars = rate[alias][0] / rate[alias][1] * _number(request.get("prompt_chars"))
         else:
             dollars = _number(request.get("estimate_usd", line.get("dollars")))
+        dollars *= billed_share
         for calls in counted(line):
             calls.billed_usd += dollars
             calls.estimated_usd += dollars
@@ -176,7 +192,7 @@ def money_figures(paths: Any, manifest: Mapping[str, Any]) -> dict[str, Any]:
     return figures
 
 
-def billed_so_far(path: Path) -> float | None:
-    """The folder's billed dollars, or None without a ledger."""
-    totals = read_ledger(path)
+def billed_so_far(path: Path, in_flight: str | None = None) -> float | None:
+    """The folder's billed dollars, or None without a ledger (``in_flight``: see read_ledger)."""
+    totals = read_ledger(path, in_flight)
     return totals.billed_usd if totals is not None else None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -114,6 +115,9 @@ class Budget:
     billed: Callable[[], float] | None = None
     stopped_before: bool = False  # an earlier invocation stopped this folder at this limit or a larger one
     on_stop: Callable[[], None] | None = None  # told once when this budget stops starting work
+    # Reads the folder's billed figure anew (estimates of earlier kills' requests priced by their answers since)
+    refresh: Callable[[], None] | None = None
+    refreshed: float = 0.0  # monotonic time of the last refresh
     priors: dict[tuple[str, str], float] = field(default_factory=dict)  # arm → its unmargined prior (forecast scale)
 
     @property
@@ -147,6 +151,17 @@ class Budget:
     def _settle_cost(self, reservation: Reservation, dollars: float) -> None:
         if self.billed is None:
             self.settled += dollars
+
+    def _fits(self, dollars: float) -> bool:
+        """Whether ``dollars`` more fit; before saying no, the billed figure is read anew (at most once a
+        second while work is in flight: its answers settle what earlier estimates guessed)."""
+        if self.committed + dollars <= self.limit + 1e-12:
+            return True
+        if self.refresh is None or (self.open and time.monotonic() - self.refreshed < 1.0):
+            return False
+        self.refresh()
+        self.refreshed = time.monotonic()
+        return self.committed + dollars <= self.limit + 1e-12
 
     def _refused(self) -> None:
         """Nothing fits: when nothing is in flight either, this budget has stopped the folder."""
@@ -192,7 +207,7 @@ class Budget:
             self._refused()
             return None
         estimate = self.estimate(item)
-        fits = self.committed + estimate <= self.limit + 1e-12
+        fits = self._fits(estimate)
         unmeasured_first = not self.open and _arm_of(item) not in self.measured and self.spent < self.limit
         if not (fits or unmeasured_first):
             self._refused()
@@ -251,8 +266,7 @@ class Budget:
 
     def hold(self, dollars: float) -> Reservation | None:
         """A hold of ``dollars`` for work that is not a conversation, if it fits (or nothing else is held)."""
-        if not self.stopped_before and (self.committed + dollars <= self.limit + 1e-12
-                                        or not self.open and self.spent < self.limit):
+        if not self.stopped_before and (self._fits(dollars) or not self.open and self.spent < self.limit):
             reservation = Reservation(dollars)
             self.open.append(reservation)
             return reservation
@@ -334,9 +348,19 @@ def _ledger_backed(budget: Budget, runner: Any, limit: float) -> Budget:
     ledger = runner.pool.ledger
     before = billed_so_far(paths.calls)
     if ledger is not None:
-        base = before if before is not None else budget.settled
-        snapshot = ledger.billed_usd
-        budget.billed = lambda: base + ledger.billed_usd - snapshot
+        # billed = the ledger file's figure when last read + what this process was billed since
+        read = {"base": before if before is not None else budget.settled, "at": ledger.billed_usd}
+
+        def billed() -> float:
+            return read["base"] + ledger.billed_usd - read["at"]
+
+        def refresh() -> None:
+            at = ledger.billed_usd
+            now = billed_so_far(paths.calls, in_flight=ledger.prefix)
+            if now is not None:
+                read["base"], read["at"] = now, at
+
+        budget.billed, budget.refresh = billed, refresh
     budget.stopped_before = any(
         entry.get("event") == "budget_stop" and entry.get("pid") != os.getpid()
         and isinstance(entry.get("limit"), (int, float)) and entry["limit"] >= limit - 1e-9

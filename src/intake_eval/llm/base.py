@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ipaddress
 import math
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Protocol, runtime_checkable
 from urllib.parse import urlparse
@@ -17,6 +19,10 @@ from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import Usage
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": "..."}
+
+# Told when a provider request has left (its body is on the wire), by HTTP clients that can tell
+# (openai_http.py): the call ledger writes a request as sent then, so a kill before it left is no bill.
+REQUEST_SENT: ContextVar[Callable[[], None] | None] = ContextVar("intake_eval_request_sent", default=None)
 
 
 class ModelSpec(BaseModel):

@@ -49,8 +49,9 @@ class CallLedger:
         self.stage = ""  # the stage the invocation began last (set by the stage runner)
         self.billed_usd = 0.0
         self._writer: JsonlWriter | None = None
-        self._prefix = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.prefix = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"  # every call id of this process starts with it
         self._ids = itertools.count(1)
+        self._rates: dict[str, list[float]] = {}  # alias → [dollars, request characters] of priced answers
 
     def _write(self, line: dict[str, Any]) -> None:
         if self._writer is None:
@@ -63,7 +64,7 @@ class CallLedger:
 
     def sent(self, spec: ModelSpec, request: ChatRequest, request_hash: str, attempt: int) -> str:
         """Write the ``sent`` line of one request; returns its call id."""
-        call = f"{self._prefix}-{next(self._ids)}"
+        call = f"{self.prefix}-{next(self._ids)}"
         estimate = estimated_usage(spec, request)
         self._write({"event": "sent", "call": call, **self._common(spec, request, request_hash), "attempt": attempt,
                      "prompt_chars": text_chars(request), "estimate_usd": round(estimate.cost_usd, 10)})
@@ -79,6 +80,7 @@ class CallLedger:
             line.update(self._error_fields(spec, request, error))
         line["latency_s"] = round(latency_s, 6)
         line["cache_hit"] = False
+        self._calibrate(line, request)
         self._write(line)
         if line["billed"]:
             self.billed_usd += line["dollars"]
@@ -86,9 +88,20 @@ class CallLedger:
             if charge is not None:
                 charge(line["dollars"])
 
+    def _calibrate(self, line: dict[str, Any], request: ChatRequest) -> None:
+        """An attempt billed at an estimate is priced like this alias's answered calls (dollars per request
+        character) once there are some; each priced answer refines that rate."""
+        rate = self._rates.setdefault(line["alias"], [0.0, 0])
+        chars = text_chars(request)
+        if line["billed"] and line["cost_known"]:
+            rate[0] += line["dollars"]
+            rate[1] += chars
+        elif line["billed"] and rate[1] and line.get("error") is not None:
+            line["dollars"] = round(rate[0] / rate[1] * chars, 10)
+
     def cache_hit(self, spec: ModelSpec, request: ChatRequest, request_hash: str, result: ChatResult) -> None:
         """A response-cache hit: its dollars are saved by the cache, never billed."""
-        self._write({"event": "answer", "call": f"{self._prefix}-{next(self._ids)}",
+        self._write({"event": "answer", "call": f"{self.prefix}-{next(self._ids)}",
                      **self._common(spec, request, request_hash), "attempt": 0,
                      **self._result_fields(result, billed=False), "latency_s": 0.0, "cache_hit": True})
 

@@ -176,14 +176,23 @@ def estimated_usage(spec: ModelSpec, request: ChatRequest, answer_text: str | No
     return CallUsage(prompt_tokens=prompt, completion_tokens=completion, cost_usd=dollars, cost_known=False)
 
 
+def _context_tokens(spec: ModelSpec) -> int | None:
+    """The model's context window from litellm's table, for a model litellm prices (the backend imported
+    litellm for it already); None for a local server or an alias with its own prices."""
+    priced_here = spec.input_cost_per_token is not None or spec.output_cost_per_token is not None
+    if priced_here or spec.is_local or spec.is_offline or is_local_base(spec.api_base):
+        return None
+    info = _model_info(spec.model)
+    return info.get("max_input_tokens") or info.get("max_tokens")
+
+
 def counted_usage(spec: ModelSpec, request: ChatRequest, response: Any, text: str | None) -> CallUsage:
     """The answer's usage, priced: the provider's counts checked (usage_check.py; an implausible one
     fails the call, unpriced), or an estimate when the answer carries no usage."""
     usage = _field(response, "usage")
     if usage_is_missing(usage):
         return estimated_usage(spec, request, text or "")
-    info = _model_info(spec.model) if not spec.is_local and not spec.is_offline else {}
-    bound = count_bound(info.get("max_input_tokens") or info.get("max_tokens"))
+    bound = count_bound(_context_tokens(spec))
     try:
         prompt_tokens = checked_count("prompt_tokens", _field(usage, "prompt_tokens"), bound)
         completion_tokens = checked_count("completion_tokens", _field(usage, "completion_tokens"), bound)
@@ -254,6 +263,11 @@ class ProviderBackend:
             self._http = OpenAICompatibleClient(self._route.base_url, spec.timeout_s)
         elif self._anthropic is not None:
             self._http = OpenAICompatibleClient(self._anthropic.base_url, spec.timeout_s)
+
+    @property
+    def reports_sending(self) -> bool:
+        """Whether this backend tells ``REQUEST_SENT`` when a request has left (the direct HTTP paths do)."""
+        return self._http is not None
 
     def request_params(self, request: ChatRequest, level: str | None = None) -> dict[str, Any]:
         """The provider parameters; ``level`` is the structured-output level for a schema request

@@ -26,6 +26,7 @@ from typing import Any
 
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.llm.base import (
+    REQUEST_SENT,
     ChatModel,
     ChatRequest,
     ChatResult,
@@ -93,18 +94,30 @@ class PooledModel:
             return await self.backend.complete(request, level=level)
         timing["sent"] += 1
         attempt, request_hash = timing["sent"], timing["request_hash"]
-        call = self.ledger.sent(self.spec, request, request_hash, attempt)
+        ledger, spec = self.ledger, self.spec
+        call: list[str] = []
+
+        def left() -> None:  # the ``sent`` line, once: when the body is on the wire, or before sending
+            if not call:
+                call.append(ledger.sent(spec, request, request_hash, attempt))
+
+        if not getattr(self.backend, "reports_sending", False):
+            left()  # a client that cannot say when the request left: written before it goes
+        told = REQUEST_SENT.set(left)
         started = time.monotonic()
         try:
             result = await self.backend.complete(request, level=level)
         except asyncio.CancelledError:
-            raise  # no answer arrived: the ``sent`` line stays unanswered and is counted at its estimate
+            raise  # no answer arrived: a ``sent`` line stays unanswered and is counted at its estimate
         except Exception as error:
-            self.ledger.answered(call, self.spec, request, request_hash, attempt, error=error,
-                                 latency_s=time.monotonic() - started)
+            left()
+            ledger.answered(call[0], spec, request, request_hash, attempt, error=error,
+                            latency_s=time.monotonic() - started)
             raise
-        self.ledger.answered(call, self.spec, request, request_hash, attempt, result=result,
-                             latency_s=time.monotonic() - started)
+        finally:
+            REQUEST_SENT.reset(told)
+        left()
+        ledger.answered(call[0], spec, request, request_hash, attempt, result=result, latency_s=time.monotonic() - started)
         return result
 
     async def _attempt(self, request: ChatRequest, timing: dict[str, Any]) -> ChatResult:
