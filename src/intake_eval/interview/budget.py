@@ -108,7 +108,9 @@ class Budget:
     # Judged as they finish (a study): each conversation also holds its judging until every judge wrote.
     judges: int = 0
     judging_cost: float = 0.0  # estimated dollars to judge one conversation by every judge
+    judging_measured: bool = False  # judging_cost is the mean of judgments on disk (no prior margin in it)
     judging: dict[str, tuple[Reservation, int]] = field(default_factory=dict)  # conversation id → (hold, judges left)
+    judged_costs: list[float] = field(default_factory=list)  # what judging one conversation cost, as measured here
     released: asyncio.Event = field(default_factory=asyncio.Event)  # set whenever a hold is replaced by its cost
     # The folder's billed dollars now (the ledger's figure at the start + this process's billed attempts);
     # None → the records' cost, settled as work finishes (a pool without a ledger).
@@ -179,17 +181,20 @@ class Budget:
 
     def forecast(self, item: PlannedConversation) -> float:
         """The conversation's expected cost without a safety margin (the "about $X more" figure):
-        the measured mean of its arm, else its prior scaled by how measured arms compared with theirs."""
+        the measured mean of its arm, else its prior scaled by how measured arms compared with theirs;
+        its judging likewise (measured here, else the estimate without its margin)."""
+        judging = (sum(self.judged_costs) / len(self.judged_costs) if self.judged_costs
+                   else self.judging_cost / (1.0 if self.judging_measured else PRIOR_MARGIN))
         costs = self.measured.get(_arm_of(item))
         if costs:
-            return sum(costs) / len(costs) + self.judging_cost
+            return sum(costs) / len(costs) + judging
         specs = {**self.specs, "clinician": self.specs.get(f"clinician:{item.clinician}")}
         prior = prior_cost(item, specs, margin=1.0)
         compared = [(sum(c) / len(c), self.priors[arm]) for arm, c in self.measured.items()
                     if c and self.priors.get(arm)]
         if compared:
             prior *= sum(mean for mean, _ in compared) / sum(expected for _, expected in compared)
-        return prior + self.judging_cost
+        return prior + judging
 
     def remaining_cost(self, items: Iterable[PlannedConversation]) -> float:
         """Forecast dollars to run ``items``."""
@@ -245,6 +250,7 @@ class Budget:
             return
         del self.judging[conversation_id]
         self.open.remove(hold)
+        self.judged_costs.append(hold.live)
         self._settle_cost(hold, hold.live)
         self.released.set()
 
@@ -323,10 +329,11 @@ def measured_costs(paths: Any, clinicians: Iterable[str]) -> dict[tuple[str, str
     return measured
 
 
-def judging_estimate(paths: Any, judges: Mapping[str, Any], turns: int, mode: str) -> float:
+def judging_estimate(paths: Any, judges: Mapping[str, Any], turns: int, mode: str) -> tuple[float, bool]:
     """Dollars to judge one conversation by every judge (label → ModelSpec): the mean judgment cost of
-    each judge on disk, else prices × expected tokens (a per-turn judge reads the transcript once per turn)."""
-    total = 0.0
+    each judge on disk, else prices × expected tokens (a per-turn judge reads the transcript once per turn,
+    with PRIOR_MARGIN); and whether every judge's figure was measured."""
+    total, measured = 0.0, True
     for label, spec in judges.items():
         folder = paths.judge_dir(label)
         costs = [usage_of(data.get("usage")).cost_usd for data in
@@ -338,7 +345,8 @@ def judging_estimate(paths: Any, judges: Mapping[str, Any], turns: int, mode: st
         calls = turns + 1 if mode == "per-turn" else 1
         transcript = (ANSWER_TOKENS["clinician"] + ANSWER_TOKENS["patient"]) * turns
         total += PRIOR_MARGIN * _role_cost(spec, calls * (JUDGE_PROMPT_TOKENS + transcript), calls * JUDGE_ANSWER_TOKENS)
-    return total
+        measured = False
+    return total, measured
 
 
 def _ledger_backed(budget: Budget, runner: Any, limit: float) -> Budget:
@@ -361,13 +369,15 @@ def _ledger_backed(budget: Budget, runner: Any, limit: float) -> Budget:
                 read["base"], read["at"] = now, at
 
         budget.billed, budget.refresh = billed, refresh
+    invocation = ledger.prefix if ledger is not None else f"{os.getpid()}-{id(runner)}"
     budget.stopped_before = any(
-        entry.get("event") == "budget_stop" and entry.get("pid") != os.getpid()
+        entry.get("event") == "budget_stop" and entry.get("invocation") != invocation
         and isinstance(entry.get("limit"), (int, float)) and entry["limit"] >= limit - 1e-9
         for entry in iter_json_lines(paths.stage_log))
 
     def stopped() -> None:
-        runner.log({"event": "budget_stop", "limit": limit, "billed_usd": round(budget.spent, 6)})
+        runner.log({"event": "budget_stop", "invocation": invocation, "limit": limit,
+                    "billed_usd": round(budget.spent, 6)})
 
     budget.on_stop = stopped
     return budget
@@ -412,5 +422,5 @@ def judging_budget(limit: float | None, runner: Any, judges: Mapping[str, str], 
 def _hold_judging(budget: Budget, runner: Any, judges: Mapping[str, str], turns: int, judge_mode: str) -> None:
     resolved = runner.resolve(list(judges.values()))
     budget.judges = len(judges)
-    budget.judging_cost = judging_estimate(runner.paths, {label: resolved[alias] for label, alias in judges.items()},
-                                           turns, judge_mode)
+    budget.judging_cost, budget.judging_measured = judging_estimate(
+        runner.paths, {label: resolved[alias] for label, alias in judges.items()}, turns, judge_mode)
