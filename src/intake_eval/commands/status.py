@@ -61,18 +61,26 @@ def facts_from_records(paths: Any, data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _retries(data: dict[str, Any], stage_name: str) -> dict[str, int]:
+    """Retries per alias of a stage: the call ledger's count, else (a folder without one) the stage log's."""
+    ledger = (data.get("spend") or {}).get("retries_by_stage_alias")
+    if ledger is not None:
+        return dict(ledger.get(stage_name) or {})
+    stage = (data.get("stages") or {}).get(stage_name) or {}
+    return {alias: r.get("retries", 0) for alias, r in (stage.get("retries") or {}).items() if isinstance(r, dict)}
+
+
 def _stage_table(data: dict[str, Any]):
     from rich import box
     from rich.table import Table
 
     from intake_eval.commands.common import compact_number
 
-    table = Table(title="Stages (done = records ok on disk; records' $ = what the kept records would cost to "
-                        "reproduce)", title_justify="left",
+    table = Table(title="Stages (done = records ok on disk; $ = records' cost)", title_justify="left",
                   box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
     table.add_column("stage", overflow="fold", min_width=18)
     table.add_column("status", no_wrap=True)
-    for column in ("done", "failed", "calls", "retries", "tokens", "records' $"):
+    for column in ("done", "failed", "calls", "retries", "tokens", "$"):
         table.add_column(column, justify="right", no_wrap=True)
     for name, stage in data.get("stages", {}).items():
         counts = dict(stage.get("counts") or {})
@@ -85,7 +93,7 @@ def _stage_table(data: dict[str, Any]):
             for key in totals:
                 totals[key] += usage.get(key, 0) or 0
             known = known and usage.get("cost_known", True)
-        retries = sum(r.get("retries", 0) for r in (stage.get("retries") or {}).values() if isinstance(r, dict))
+        retries = sum(_retries(data, name).values())
         failed_text = f"{failed}" + (f" +{errors} judge err" if errors else "")
         table.add_row(name, str(stage.get("status", "?")), compact_number(done), failed_text,
                       compact_number(totals["calls"]), compact_number(retries),
@@ -100,16 +108,16 @@ def _model_usage_table(data: dict[str, Any]):
 
     from intake_eval.commands.common import compact_number
 
-    table = Table(title="Usage per stage and model", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
+    table = Table(title="Usage per stage and model ($ = records' cost)", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
                   pad_edge=False)
     table.add_column("stage · model", overflow="fold", min_width=12)
     # cached = answers from our response cache; p-cache = share of prompt tokens the provider's
     # prompt cache served
-    for column in ("calls", "cached", "retries", "prompt", "p-cache", "output", "records' $"):
+    for column in ("calls", "cached", "retries", "prompt", "p-cache", "output", "$"):
         table.add_column(column, justify="right", no_wrap=True)
     for name, stage in data.get("stages", {}).items():
         for model, usage in _usage_rows(stage):
-            retried = ((stage.get("retries") or {}).get(model) or {}).get("retries", 0)
+            retried = _retries(data, name).get(model, 0)
             prompt = usage.get("prompt_tokens", 0) or 0
             share = f"{(usage.get('cached_prompt_tokens', 0) or 0) / prompt:.0%}" if prompt else "—"
             table.add_row(f"{name} · {model}", compact_number(usage.get("calls", 0)),

@@ -58,6 +58,7 @@ class AliasCalls:
 class LedgerTotals:
     by_alias: dict[str, AliasCalls] = field(default_factory=dict)
     by_stage: dict[str, AliasCalls] = field(default_factory=dict)
+    by_stage_alias: dict[tuple[str, str], AliasCalls] = field(default_factory=dict)
 
     def _sum(self, name: str) -> Any:
         return sum(getattr(calls, name) for calls in self.by_alias.values())
@@ -85,7 +86,10 @@ class LedgerTotals:
                 "cache_hits": int(self._sum("cache_hits")), "retries": self.retries,
                 "failed_attempts": int(self._sum("failed_attempts")), "unanswered": int(self._sum("unanswered")),
                 "by_alias": {alias: calls.as_dict() for alias, calls in sorted(self.by_alias.items())},
-                "by_stage": {stage: calls.as_dict() for stage, calls in sorted(self.by_stage.items())}}
+                "by_stage": {stage: calls.as_dict() for stage, calls in sorted(self.by_stage.items())},
+                "retries_by_stage_alias": {stage: {alias: calls.retries for (where, alias), calls in
+                                                   sorted(self.by_stage_alias.items()) if where == stage}
+                                           for stage in sorted(self.by_stage)}}
 
 
 def _number(value: Any) -> float:
@@ -113,7 +117,8 @@ def read_ledger(path: Path, in_flight: str | None = None) -> LedgerTotals | None
 
     def counted(line: dict[str, Any]) -> list[AliasCalls]:
         alias, stage = str(line.get("alias", "")), str(line.get("stage", ""))
-        return [totals.by_alias.setdefault(alias, AliasCalls()), totals.by_stage.setdefault(stage, AliasCalls())]
+        return [totals.by_alias.setdefault(alias, AliasCalls()), totals.by_stage.setdefault(stage, AliasCalls()),
+                totals.by_stage_alias.setdefault((stage, alias), AliasCalls())]
 
     for call, line in sent.items():
         for calls in counted(line):

@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -47,11 +47,24 @@ class CallLedger:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.stage = ""  # the stage the invocation began last (set by the stage runner)
+        self._stage_of: dict[tuple[str, str], str] = {}  # (role, alias) → the stage that registered it
         self.billed_usd = 0.0
         self._writer: JsonlWriter | None = None
         self.prefix = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"  # every call id of this process starts with it
         self._ids = itertools.count(1)
         self._rates: dict[str, list[float]] = {}  # alias → [dollars, request characters] of priced answers
+
+    def begun(self, stage: str, roles: Mapping[str, Iterable[str]]) -> None:
+        """A stage began with these aliases per role: their calls are its calls from now on."""
+        self.stage = stage
+        for role, aliases in roles.items():
+            for alias in aliases:
+                self._stage_of[(role, alias)] = stage
+
+    def _stage(self, role: str, alias: str) -> str:
+        # a formulation is the clinician's call; a call of an unregistered role is the stage begun last
+        owner = "clinician" if role == "formulation" else role
+        return self._stage_of.get((role, alias)) or self._stage_of.get((owner, alias)) or self.stage
 
     def _write(self, line: dict[str, Any]) -> None:
         if self._writer is None:
@@ -59,7 +72,8 @@ class CallLedger:
         self._writer.write(line)
 
     def _common(self, spec: ModelSpec, request: ChatRequest, request_hash: str) -> dict[str, Any]:
-        return {"time": now_iso(), "stage": self.stage, "role": request.purpose, "alias": spec.alias or spec.model,
+        alias = spec.alias or spec.model
+        return {"time": now_iso(), "stage": self._stage(request.purpose, alias), "role": request.purpose, "alias": alias,
                 "provider_model": spec.model, "request": request_hash[:16]}
 
     def sent(self, spec: ModelSpec, request: ChatRequest, request_hash: str, attempt: int) -> str:

@@ -86,6 +86,7 @@ class StageRunner:
         self._pool: ModelPool | None = None
         self._lock: RunLock | None = None
         self._stages: list[str] = []
+        self._begun: list[tuple[str, dict[str, list[str]]]] = []  # stage → role → aliases, for the call ledger
         self._retries_logged: dict[str, dict[str, Any]] = {}
         self._started = time.monotonic()
         self._resolved: dict[str, ModelSpec] = {}
@@ -110,8 +111,9 @@ class StageRunner:
             self._pool = ModelPool(self.specs, cache_path=self.paths.cache_db, use_cache=self.use_cache,
                                    offline=OfflineParticipants(self.catalog), on_notice=self._provider_notice,
                                    ledger_path=self.paths.calls)
-            if self._stages and self._pool.ledger is not None:
-                self._pool.ledger.stage = self._stages[-1]
+            if self._pool.ledger is not None:
+                for name, roles in self._begun:
+                    self._pool.ledger.begun(name, roles)
         return self._pool
 
     def _provider_notice(self, message: str) -> None:
@@ -197,9 +199,10 @@ class StageRunner:
             manifest.record_seed(name, seed)
         manifest.save()
         self._stages.append(name)
+        roles = {role: sorted(aliases) for role, aliases in models.items()}
+        self._begun.append((name, roles))
         if self._pool is not None and self._pool.ledger is not None:
-            self._pool.ledger.stage = name  # the calls from now on are this stage's (a study overlapping
-            # run and judging names the stage begun last; each line's role says whose call it was)
+            self._pool.ledger.begun(name, roles)  # the calls of these roles and aliases are this stage's
         self.log({"event": "begin", "stage": name, "config_hash": config_hash})
         return config_hash
 
