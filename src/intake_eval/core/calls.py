@@ -103,10 +103,12 @@ def read_ledger(path: Path, in_flight: str | None = None) -> LedgerTotals | None
         return None
     sent: dict[str, dict[str, Any]] = {}
     answers: list[dict[str, Any]] = []
+    seen_answers: set[Any] = set()
     for line in iter_json_lines(path, model=None):
         if line.get("event") == "sent" and isinstance(line.get("call"), str):
             sent[line["call"]] = line
-        elif line.get("event") == "answer":
+        elif line.get("event") == "answer" and line.get("call") not in seen_answers:
+            seen_answers.add(line.get("call"))  # a batch answer used again by a rerun is one call
             answers.append(line)
     answered = {line.get("call") for line in answers}
     totals = LedgerTotals()

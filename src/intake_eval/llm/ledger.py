@@ -119,6 +119,16 @@ class CallLedger:
                      **self._common(spec, request, request_hash), "attempt": 0,
                      **self._result_fields(result, billed=False), "latency_s": 0.0, "cache_hit": True})
 
+    def batch_answer(self, spec: ModelSpec, request: ChatRequest, request_hash: str, result: ChatResult,
+                     answer_id: str | None) -> None:
+        """An answer taken from a provider batch (priced at the batch rate). Its call id is the provider's id of
+        the answer, so the same answer used again by a rerun is one billed call (readers keep a call's first line)."""
+        line = {"event": "answer", "call": f"batch-{answer_id or request_hash}", **self._common(spec, request, request_hash),
+                "attempt": 0, **self._result_fields(result, billed=True), "latency_s": 0.0, "cache_hit": False,
+                "batch": True}
+        self._write(line)
+        self.billed_usd += line["dollars"]
+
     @staticmethod
     def _result_fields(result: ChatResult, *, billed: bool) -> dict[str, Any]:
         return {"status": 200, "error": None, "retryable": False, "model": result.provider_model or result.model,
