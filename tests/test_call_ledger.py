@@ -64,3 +64,12 @@ def test_without_a_same_request_answer_the_alias_rate_per_character_prices_it(tm
 
 def test_a_folder_without_a_ledger_has_no_billed_figure(tmp_path):
     assert read_ledger(tmp_path / "calls.jsonl") is None
+
+
+def test_a_ledger_opened_on_a_folder_with_records_counts_what_they_cost_as_an_estimate(tmp_path):
+    path = tmp_path / "calls.jsonl"
+    write(path, [{"event": "opened", "records_cost_usd": 1.5, "cost_known": True}, sent("a", "r1"),
+                 answer("a", "r1", 0.10)])
+    totals = read_ledger(path)
+    assert totals.billed_usd == pytest.approx(1.6) and totals.billed_known is False
+    assert totals.as_dict()["by_alias"]["(before the call ledger)"]["billed_usd"] == pytest.approx(1.5)

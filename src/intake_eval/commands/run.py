@@ -150,7 +150,7 @@ def _summarize(out, paths, result, *, formulation: bool = False) -> None:
     spent = f"${totals.dollars:.2f}" + ("" if totals.cost_known else " (some prices unknown)")
     out.print(
         f"run: {counts['ok']}/{counts['planned']} conversations ok in {paths.conversations_dir} "
-        f"(this invocation: {totals.ok + totals.failed} ran, {totals.skipped} already done, {spent})"
+        f"(this invocation: {totals.ok + totals.failed} ran, {totals.skipped} already done, billed {spent})"
     )
     for clinician, cell in sorted(result.per_clinician.items()):
         out.print(f"  {clinician}: {cell['ok']} ok, {cell['failed']} failed, {cell['not_started']} not started")

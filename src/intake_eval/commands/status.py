@@ -188,7 +188,7 @@ def _study_runs_table(data: dict[str, Any]):
 
     table = Table(title="Study invocations (UTC)", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
                   pad_edge=False)
-    for column in ("started", "finished", "status", "calls", "cached", "$", "wall s"):
+    for column in ("started", "finished", "status", "calls", "cached", "billed $", "wall s"):
         table.add_column(column, justify="left" if column in ("started", "finished", "status") else "right",
                          no_wrap=True)
     for entry in (data.get("study") or {}).get("history", []):

@@ -12,6 +12,9 @@
 - **saved by the cache**: what the response-cache hits would have cost; never spend.
 - **records' cost** (core/usage.py): what the kept results would cost to reproduce.
 
+A folder made before the ledger existed starts it with an ``opened`` line naming what its records
+cost then; billed counts that as an estimate (under the alias ``BEFORE_LEDGER``).
+
 Retries are counted here too: failed attempts the retry policy repeats (429, 5xx, timeouts,
 dropped connections, garbled bodies).
 """
@@ -27,6 +30,7 @@ from intake_eval.core.lines import iter_json_lines
 
 # Errors after which the provider may have done (and billed) the work without our reading its usage.
 UNREAD_BILLED = ("bad_body", "timeout")
+BEFORE_LEDGER = "(before the call ledger)"  # where the records made before the ledger existed are counted
 
 
 @dataclass
@@ -104,8 +108,11 @@ def read_ledger(path: Path, in_flight: str | None = None) -> LedgerTotals | None
     sent: dict[str, dict[str, Any]] = {}
     answers: list[dict[str, Any]] = []
     seen_answers: set[Any] = set()
+    before = 0.0  # what records made before the ledger existed cost (its "opened" line)
     for line in iter_json_lines(path, model=None):
-        if line.get("event") == "sent" and isinstance(line.get("call"), str):
+        if line.get("event") == "opened":
+            before += _number(line.get("records_cost_usd"))
+        elif line.get("event") == "sent" and isinstance(line.get("call"), str):
             sent[line["call"]] = line
         elif line.get("event") == "answer" and line.get("call") not in seen_answers:
             seen_answers.add(line.get("call"))  # a batch answer used again by a rerun is one call
@@ -165,6 +172,10 @@ def read_ledger(path: Path, in_flight: str | None = None) -> LedgerTotals | None
                 pair = rate.setdefault(str(line.get("alias", "")), [0.0, 0.0])
                 pair[0] += dollars
                 pair[1] += _number(request.get("prompt_chars"))
+    if before:
+        earlier = totals.by_alias.setdefault(BEFORE_LEDGER, AliasCalls())
+        earlier.billed_usd += before
+        earlier.estimated_usd += before
     for request, line, unanswered in unread:
         alias = str(line.get("alias", ""))
         billed_share = 1.0  # an answer that arrived unread (a garbled 200, a timeout) was billed

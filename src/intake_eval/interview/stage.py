@@ -203,6 +203,8 @@ def finish_run_stage(runner: StageRunner, plan: list[PlannedConversation], total
     counts, per_clinician = disk_counts(runner.paths, plan)
     if budget is not None:
         totals.budget_left = budget_left(runner.paths, plan, budget)
+    if runner.pool.ledger is not None:  # what this invocation was billed, retried and garbled attempts included
+        totals.dollars = runner.pool.ledger.billed_usd
     complete = counts["ok"] == counts["planned"]
     runner.finish(RUN_STAGE, status="done" if complete else "interrupted" if interrupted else "incomplete",
                   counts=counts, extra={

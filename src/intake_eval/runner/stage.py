@@ -168,6 +168,17 @@ class StageRunner:
 
     # ------------------------------------------------------------ stages
 
+    def _open_ledger(self) -> None:
+        """Start the call ledger of a folder that has none: its first line says what the records already on
+        disk cost (a folder made before the ledger existed), which the billed figure counts as an estimate."""
+        if self.paths.calls.exists():
+            return
+        from intake_eval.core.usage import run_folder_spend
+
+        before, known = run_folder_spend(self.paths, self._manifest().data)
+        append_record(self.paths.calls, {"event": "opened", "time": now_iso(), "records_cost_usd": before,
+                                         "cost_known": known})
+
     def begin(self, name: str, config: Mapping[str, Any], *, force: bool = False, outputs: Iterable[Path] = (),
               models: Mapping[str, Mapping[str, ModelSpec]] | None = None, additive: Iterable[str] = (),
               prompts: Iterable[str] = (), seed: int | None = None) -> str:
@@ -175,6 +186,7 @@ class StageRunner:
         ``additive`` may gain aliases on a resume (clinicians), but an alias it already has may not
         change meaning. Returns the stage's config hash."""
         manifest = self._manifest()
+        self._open_ledger()
         models = {role: dict(aliases) for role, aliases in (models or {}).items()}
         self._guard_leakage(models)
         additive = set(additive)
