@@ -2,8 +2,9 @@
 
 Every record carries the usage of the calls that made it (profiles: the generator's; conversations:
 per role, formulation included; judgments: the judge's; patient-QC probes: patient and judge), so
-a sum over the latest record per key counts every invocation and every kill exactly once. The
-manifest, ``status``, the report and ``--budget`` all read these sums.
+a sum over the latest record per key counts every invocation and every kill exactly once. These
+sums are the *records' cost* (what the kept results would cost to reproduce) of the manifest, ``status``
+and the report; what providers *billed* (and what a budget counts) is the call ledger's (core/calls.py).
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """The call ledger: every provider request and every answer, appended to ``<run>/calls.jsonl`` as it happens.
 
 Two kinds of line, joined by ``call`` (an id unique to one HTTP request):
-- ``sent``, written before the request leaves: alias, role, request hash, attempt, the request's
-  size in characters and a priced estimate. A ``sent`` without its ``answer`` is a request whose
-  answer never arrived (the process was killed with it in flight): the provider may have billed
-  it, so readers count its estimate (core/calls.py).
+- ``sent``, written once the request's body is on the wire (``REQUEST_SENT``, told by the direct HTTP
+  client; before the request goes for a client that cannot tell): alias, role, request hash, attempt,
+  the request's size in characters and a priced estimate. A ``sent`` without its ``answer`` is a
+  request whose answer never arrived (the process was killed with it in flight): the provider may
+  have billed it, so readers count it at an estimate (core/calls.py).
 - ``answer``, written the moment the answer (or the error) arrives, before any record uses it:
   HTTP status, error reason, finish_reason, usage, dollars, whether the price is known, whether
   it was billed, latency. A response-cache hit is an ``answer`` with ``cache_hit: true`` and no
@@ -40,6 +41,7 @@ from intake_eval.llm.usage_check import text_chars
 
 # Told the dollars of every billed attempt made in this context (a budget's hold on one conversation).
 CHARGE: ContextVar[Callable[[float], None] | None] = ContextVar("intake_eval_charge", default=None)
+
 
 class CallLedger:
     """Appends the ledger lines of one process; ``billed_usd`` is what its billed attempts cost so far."""
