@@ -211,6 +211,14 @@ def counted_usage(spec: ModelSpec, request: ChatRequest, response: Any, text: st
                      cache_write_tokens=written, cost_usd=cost, cost_known=known)
 
 
+def served_model(spec: ModelSpec, named: Any) -> str | None:
+    """The model id the provider's answer named, as the provider spelled it (litellm prefixes its own
+    provider name, which the direct path does not see)."""
+    if not named:
+        return None
+    return str(named).removeprefix(f"{spec.provider}/")
+
+
 def normalise(spec: ModelSpec, request: ChatRequest, response: Any, latency_s: float) -> ChatResult:
     """A provider response (litellm ModelResponse or openai ChatCompletion) → ChatResult."""
     choices = _field(response, "choices") or []
@@ -238,7 +246,7 @@ def normalise(spec: ModelSpec, request: ChatRequest, response: Any, latency_s: f
         latency_s=latency_s,
         finish_reason=finish_reason,
         model=spec.model,
-        provider_model=str(served) if (served := _field(response, "model")) else None,
+        provider_model=served_model(spec, _field(response, "model")),
         server_timings={key: float(value) for key, value in timings.items() if isinstance(value, (int, float))}
         if isinstance(timings, dict) else None,
     )
