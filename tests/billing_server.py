@@ -21,7 +21,7 @@ from tests.fakeserver import FakeOpenAIServer, Reply
 QUESTIONS = ["What brings you in today, and how long has it been going on?",
              "Tell me more about how that has affected your work and your days.",
              "How is your sleep, and has your appetite or energy changed?", "Anything else you want me to know?"]
-PRICES = {"doc": (4e-5, 12e-5), "pat": (2e-5, 6e-5)}  # dollars per prompt / completion token
+PRICES = {"doc": (2e-5, 6e-5), "pat": (1e-5, 3e-5)}  # dollars per prompt / completion token
 
 
 def tokens(text: str) -> int:

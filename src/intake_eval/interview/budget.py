@@ -83,7 +83,7 @@ def prior_cost(item: PlannedConversation, specs: Mapping[str, Any], margin: floa
     return dollars * margin
 
 
-@dataclass
+@dataclass(eq=False)  # each hold is itself: two with the same figures are not one (the budget removes by identity)
 class Reservation:
     """One started conversation's hold on the budget: its estimate until it has spent more."""
 
@@ -172,10 +172,14 @@ class Budget:
             self.on_stop = None
 
     def estimate(self, item: PlannedConversation) -> float:
-        """The conversation's expected cost (and its judging, when judged as it finishes)."""
+        """What a conversation holds (and its judging, when judged as it finishes): once its arm is measured,
+        the mean cost plus one standard deviation, so that many in flight at once do not together outrun
+        their holds; else the prior."""
         costs = self.measured.get(_arm_of(item))
         if costs:
-            return sum(costs) / len(costs) + self.judging_cost
+            mean = sum(costs) / len(costs)
+            spread = (sum((cost - mean) ** 2 for cost in costs) / (len(costs) - 1)) ** 0.5 if len(costs) > 1 else 0.0
+            return mean + spread + self.judging_cost
         specs = {**self.specs, "clinician": self.specs.get(f"clinician:{item.clinician}")}
         return prior_cost(item, specs) + self.judging_cost
 
@@ -231,7 +235,9 @@ class Budget:
         cost = record_cost({role: usage.model_dump() for role, usage in conversation.usage.items()})
         self._settle_cost(reservation, cost)
         if conversation.ok:
-            self.measured.setdefault(_arm_of(item), []).append(cost)
+            # what running it again would cost: its records' cost (cache hits at full price), or what it was
+            # billed when more (retried and garbled attempts included)
+            self.measured.setdefault(_arm_of(item), []).append(max(cost, reservation.live))
             if self.judges:
                 hold = Reservation(self.judging_cost)
                 self.open.append(hold)
@@ -397,7 +403,14 @@ def folder_budget(limit: float | None, runner: Any, clinicians: Iterable[str], *
     specs["patient"] = resolved[patient]
     if tracker:
         specs["tracker"] = resolved[tracker]
-    budget = Budget(limit=limit, settled=spent, measured=measured_costs(runner.paths, clinicians), specs=specs)
+    measured = measured_costs(runner.paths, clinicians)
+    billed = billed_so_far(runner.paths.calls)
+    if billed is not None and spent > 0:
+        # records' costs leave out what was billed and not kept (retries, garbled answers, kills): scale them up
+        # by the folder's billed ÷ records' cost (never down: cache hits make records dearer than the bill)
+        scale = min(2.0, max(1.0, billed / spent))
+        measured = {arm: [cost * scale for cost in costs] for arm, costs in measured.items()}
+    budget = Budget(limit=limit, settled=spent, measured=measured, specs=specs)
     if judges:
         _hold_judging(budget, runner, judges, turns, judge_mode)
     return _ledger_backed(budget, runner, limit)
