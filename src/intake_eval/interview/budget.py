@@ -3,9 +3,10 @@
 Spend so far is the folder's billed figure from its call ledger (core/calls.py: every invocation,
 every kill, every retried or truncated attempt and every request in flight at a kill; response-cache
 hits are never spend), plus, live, every billed attempt of this process as it arrives. A folder made
-before the ledger existed counts its records' cost instead. Each conversation reserves an estimate
-before it starts: the mean records' cost of the finished ok conversations of its clinician and arm in
-this folder, else a prior from the models' prices × expected tokens. A conversation starts only if
+before the ledger existed counts its records' cost (the ledger's ``opened`` line). Each conversation reserves an estimate
+before it starts: the mean cost plus one standard deviation of the finished ok conversations of its
+clinician and arm in this folder (records' cost, scaled by billed ÷ records' cost for those on disk, or what
+one was billed when that is more), else a prior from the models' prices × expected tokens. A conversation starts only if
 spend + what its holds have not spent yet + its own estimate fit in the budget; the dollars its calls
 bill are charged to its hold as they arrive (``CHARGE``, set around the conversation), so a hold
 covers only what the conversation has not yet billed. However many run at once, and however often
