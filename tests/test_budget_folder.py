@@ -9,6 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from intake_eval.cli import app
+from intake_eval.core.calls import read_ledger
 from intake_eval.core.store import RunPaths, append_record, iter_json_lines
 from intake_eval.interview.budget import record_cost
 from tests.convo_helpers import make_profile
@@ -103,6 +104,13 @@ def study_models(tmp_path: Path, url: str) -> Path:
 
 
 def folder_spend(run_dir: Path) -> float:
+    """What the folder was billed (its call ledger): what a budget counts."""
+    totals = read_ledger(RunPaths(run_dir).calls)
+    assert totals is not None
+    return totals.billed_usd
+
+
+def records_cost(run_dir: Path) -> float:
     paths = RunPaths(run_dir)
     total = sum(record_cost(data["usage"]) for path in paths.conversation_files() for data in iter_json_lines(path))
     total += sum(data["usage"]["cost_usd"] for path in paths.judgment_files() for data in iter_json_lines(path))
@@ -140,8 +148,8 @@ def test_a_study_budget_counts_generation_and_judging_and_stops_within_one_conve
 
 
 def unjudged_study(tmp_path: Path, url: str) -> tuple[Path, Path, Path, float]:
-    """A finished 12-conversation study whose judgments are then removed, as if an earlier invocation
-    stopped before judging: (study config, models file, run folder, the dearest judgment's cost)."""
+    """A finished 12-conversation study whose judgments (with the judge's calls in the call ledger and the
+    response cache) are then removed, as if an earlier invocation stopped before judging: (study config, models file, run folder, the dearest judgment's cost)."""
     models = study_models(tmp_path, url)
     config = tmp_path / "study.yaml"
     config.write_text(STUDY.format(n=12, budget=""))
@@ -152,6 +160,10 @@ def unjudged_study(tmp_path: Path, url: str) -> tuple[Path, Path, Path, float]:
     judgments = [d["usage"]["cost_usd"] for path in paths.judgment_files() for d in iter_json_lines(path)]
     assert len(judgments) == 12 and max(judgments) > 0
     shutil.rmtree(paths.judgments_dir)
+    # nor were they billed: the call ledger forgets the judge's calls too
+    kept = [line for line in paths.calls.read_text().splitlines(keepends=True) if '"role":"judge"' not in line]
+    paths.calls.write_text("".join(kept))
+    paths.cache_db.unlink()  # and their answers are not in the response cache (hits are never billed)
     return config, models, run_dir, max(judgments)
 
 

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from intake_eval.cli import app
+from intake_eval.core.calls import read_ledger
 from intake_eval.core.store import iter_json_lines
 from tests.batchserver import FakeBatchServer, kill_once_batch_is_polled
 from tests.fakeserver import Reply
@@ -72,6 +73,11 @@ def test_batch_judgments_equal_online_and_cost_half(tmp_path):
     assert "batch batch_" in result.output and "completed" in result.output  # progress lines
     logged = [e for e in iter_json_lines(paths.stage_log) if e.get("event") == "judge_batch"]
     assert [(e["stage"], e["requests"]) for e in logged] == [("judge:fakejudge", distinct)]
+    # the call ledger bills each batch answer once, at the batch rate (an answer both conversations use: once)
+    ledger = read_ledger(paths.calls)
+    assert ledger is not None and ledger.by_alias["fakejudge"].answers == distinct
+    records = sum(record["usage"]["cost_usd"] for record in batch.values())
+    assert records / 2 <= ledger.billed_usd < records
 
 
 def test_the_models_file_sets_the_batch_rate(tmp_path):

@@ -87,6 +87,7 @@ def test_a_study_judging_its_forks_stays_within_the_budget(tmp_path):
         for path in paths.judgment_files():  # the forks' judgments are gone, the intakes' stay
             drop_records(path, lambda data: ".fork-" in str(data.get("conversation_id")))
         assert len(judgment_costs(paths)) == 6
+        paths.cache_db.unlink()  # judging them again is paid again (response-cache hits are never billed)
         budget = round(folder_spend(run_dir) + 2.5 * one, 6)
         config.write_text(forked + f"budget: {budget}\n")
         result = CliRunner().invoke(app, ["study", str(config), "--models", str(models), "--run-dir", str(run_dir)])

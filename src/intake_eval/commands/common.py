@@ -99,6 +99,24 @@ def compact_number(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:.4g}"
 
 
+def print_money(out: Any, run_dir: Any) -> None:
+    """The closing money line of a command: the folder's billed, saved-by-the-cache and records' cost figures
+    (the names status, the report and metrics/cost*.csv use)."""
+    from intake_eval.commands.status import money_lines
+    from intake_eval.core.calls import money_figures
+    from intake_eval.core.manifest import Manifest
+    from intake_eval.core.store import RunPaths
+
+    paths = run_dir if isinstance(run_dir, RunPaths) else RunPaths(run_dir)
+    if not paths.manifest.exists():
+        return
+    try:
+        manifest = Manifest(paths).data
+    except Exception:  # a malformed manifest is the status command's to explain
+        return
+    out.print(f"run folder: {money_lines(money_figures(paths, manifest))[0]}", markup=False)
+
+
 def budget_left_text(left: dict, setting: str = "--budget") -> str:
     """What a budget stop left, in the one wording of run, judge and study: '$X of $Y spent in this run
     folder; N conversations [and M judgments] left, about $Z more to finish (<setting> W or more)'."""

@@ -68,7 +68,7 @@ def generate(
     """
     from intake_eval.catalog.load import load_catalog
     from intake_eval.catalog.schema import DEFAULT_CATALOG_DIR
-    from intake_eval.commands.common import console
+    from intake_eval.commands.common import console, print_money
     from intake_eval.core.store import RunPaths
     from intake_eval.generate.stage import check_settings
 
@@ -84,6 +84,7 @@ def generate(
                    models_file=models, use_cache=not no_cache, force=force, concurrency=concurrency,
                    max_attempts=max_attempts, qc_threshold=qc_threshold, out=out, hidden_count=hidden_count)
     _print_summary(out, RunPaths(Path(run_dir)), catalog, summary)
+    print_money(out, Path(run_dir))
     if summary.interrupted:
         raise typer.Exit(130)
     if summary.failed:

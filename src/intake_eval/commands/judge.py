@@ -167,7 +167,10 @@ def _summarize(out: Any, paths: Any, outcome: Any, tables: dict[str, Path]) -> N
             dollars = f"${usage.cost_usd:.2f}" + ("" if usage.cost_known else " (some prices unknown)")
             out.print(f"judge {label}: {result.judged[label]} judged ok, {result.skipped[label]} already done, "
                       f"{result.judge_errors[label]} judge errors, {result.provider_errors[label]} provider errors "
-                      f"· {usage.prompt_tokens + usage.completion_tokens:,} tokens · {dollars}")
+                      f"· {usage.prompt_tokens + usage.completion_tokens:,} tokens · records' cost {dollars}")
+    from intake_eval.commands.common import print_money
+
+    print_money(out, paths)
     with open(tables["clinicians"], encoding="utf-8") as handle:
         rows = [row for row in csv.DictReader(handle) if row["judge"] == outcome.labels[0]]
     if rows:

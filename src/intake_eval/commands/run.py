@@ -176,15 +176,18 @@ def _answers_summary(out, paths) -> None:
 def _summarize(out, paths, result, *, formulation: bool = False) -> None:
     from rich.markup import escape
 
+    from intake_eval.commands.common import print_money
+
     totals, counts = result.totals, result.counts
     spent = f"${totals.dollars:.2f}" + ("" if totals.cost_known else " (some prices unknown)")
     out.print(
         f"run: {counts['ok']}/{counts['planned']} conversations ok in {paths.conversations_dir} "
-        f"(this invocation: {totals.ok + totals.failed} ran, {totals.skipped} already done, {spent})"
+        f"(this invocation: {totals.ok + totals.failed} ran, {totals.skipped} already done, billed {spent})"
     )
     for clinician, cell in sorted(result.per_clinician.items()):
         out.print(f"  {clinician}: {cell['ok']} ok, {cell['failed']} failed, {cell['not_started']} not started")
     _answers_summary(out, paths)
+    print_money(out, paths)
     if totals.formulations:
         statuses = ", ".join(f"{k}: {v}" for k, v in sorted(totals.formulations.items()))
         out.print(f"formulations requested for {sum(totals.formulations.values())} conversations already on disk "

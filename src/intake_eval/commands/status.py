@@ -36,6 +36,7 @@ def _usage_rows(stage: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 def facts_from_records(paths: Any, data: dict[str, Any]) -> dict[str, Any]:
     """Usage, retries, records done and the live status of each stage, from the records and the stage log
     (the manifest's copies can be stale after a kill)."""
+    from intake_eval.core.calls import money_figures
     from intake_eval.core.run_lock import RunLock
     from intake_eval.core.usage import (
         records_done,
@@ -56,7 +57,17 @@ def facts_from_records(paths: Any, data: dict[str, Any]) -> dict[str, Any]:
             stage["counts"] = {**(stage.get("counts") or {}), "done": done}
         if stage.get("status") == "running" and not held:
             stage["status"] = "interrupted"  # its process is gone: rerun the command to resume
+    data["spend"] = money_figures(paths, data)
     return data
+
+
+def _retries(data: dict[str, Any], stage_name: str) -> dict[str, int]:
+    """Retries per alias of a stage: the call ledger's count, else (a folder without one) the stage log's."""
+    ledger = (data.get("spend") or {}).get("retries_by_stage_alias")
+    if ledger is not None:
+        return dict(ledger.get(stage_name) or {})
+    stage = (data.get("stages") or {}).get(stage_name) or {}
+    return {alias: r.get("retries", 0) for alias, r in (stage.get("retries") or {}).items() if isinstance(r, dict)}
 
 
 def _stage_table(data: dict[str, Any]):
@@ -65,7 +76,7 @@ def _stage_table(data: dict[str, Any]):
 
     from intake_eval.commands.common import compact_number
 
-    table = Table(title="Stages (done = records ok on disk; $ = what the records cost)", title_justify="left",
+    table = Table(title="Stages (done = records ok on disk; $ = records' cost)", title_justify="left",
                   box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
     # numbers keep their width (no_wrap); the text columns wrap to make room at 80 columns
     table.add_column("stage", overflow="fold")
@@ -83,7 +94,7 @@ def _stage_table(data: dict[str, Any]):
             for key in totals:
                 totals[key] += usage.get(key, 0) or 0
             known = known and usage.get("cost_known", True)
-        retries = sum(r.get("retries", 0) for r in (stage.get("retries") or {}).values() if isinstance(r, dict))
+        retries = sum(_retries(data, name).values())
         failed_text = f"{failed}" + (f" +{errors} judge err" if errors else "")
         table.add_row(name, str(stage.get("status", "?")), compact_number(done), failed_text,
                       compact_number(totals["calls"]), compact_number(retries),
@@ -98,7 +109,7 @@ def _model_usage_table(data: dict[str, Any]):
 
     from intake_eval.commands.common import compact_number
 
-    table = Table(title="Usage per stage and model", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
+    table = Table(title="Usage per stage and model ($ = records' cost)", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
                   pad_edge=False)
     table.add_column("stage · model", overflow="fold")
     # cached = answers from our response cache; p-cache = share of prompt tokens the provider's
@@ -107,7 +118,7 @@ def _model_usage_table(data: dict[str, Any]):
         table.add_column(column, justify="right", no_wrap=True)
     for name, stage in data.get("stages", {}).items():
         for model, usage in _usage_rows(stage):
-            retried = ((stage.get("retries") or {}).get(model) or {}).get("retries", 0)
+            retried = _retries(data, name).get(model, 0)
             prompt = usage.get("prompt_tokens", 0) or 0
             share = f"{(usage.get('cached_prompt_tokens', 0) or 0) / prompt:.0%}" if prompt else "—"
             table.add_row(f"{name} · {model}", compact_number(usage.get("calls", 0)),
@@ -140,6 +151,40 @@ def _answers_table(rows: list[dict[str, Any]]):
                       f"{refused}" + (f" ({row['clinician_refused']} clinician)" if refused else ""),
                       f"{empty}" + (f" ({row['clinician_empty_answer']} clinician)" if empty else ""),
                       str(row["failed_truncated"]), cut["clinician"], cut["patient"])
+
+
+def money_lines(spend: dict[str, Any]) -> list[str]:
+    """The three figures, named as everywhere: billed, saved by the cache, records' cost."""
+    records = _money(spend.get("records_cost_usd") or 0.0, spend.get("records_cost_known", True))
+    if spend.get("billed_usd") is None:
+        return [f"billed: unknown (no calls.jsonl: made before the call ledger) · records' cost {records}"]
+    billed = _money(spend["billed_usd"], spend.get("billed_known", True))
+    estimated = spend.get("billed_estimated_usd") or 0.0
+    lines = [f"billed {billed} · saved by the cache {_money(spend.get('saved_by_cache_usd') or 0.0)} · "
+             f"records' cost {records}",
+             f"provider requests {spend.get('requests', 0):,} · retries {spend.get('retries', 0):,} · "
+             f"failed attempts {spend.get('failed_attempts', 0):,} · cache hits {spend.get('cache_hits', 0):,}"]
+    if estimated:
+        lines.append(f"billed includes {_money(estimated)} estimated for {spend.get('unanswered', 0):,} requests "
+                     "whose answer never arrived (in flight at a kill) or could not be read")
+    return lines
+
+
+def _billed_table(data: dict[str, Any]):
+    from rich import box
+    from rich.table import Table
+
+    from intake_eval.commands.common import compact_number
+
+    table = Table(title="Billed per model (the call ledger, calls.jsonl)", title_justify="left",
+                  box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+    table.add_column("model", overflow="fold", min_width=12)
+    for column in ("requests", "retries", "failed", "cached", "billed $", "saved $"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for alias, calls in (data.get("spend", {}).get("by_alias") or {}).items():
+        table.add_row(alias, compact_number(calls["requests"]), compact_number(calls["retries"]),
+                      compact_number(calls["failed_attempts"]), compact_number(calls["cache_hits"]),
+                      _money(calls["billed_usd"], calls["billed_known"]), _money(calls["saved_by_cache_usd"]))
     return table
 
 
@@ -168,7 +213,7 @@ def _study_runs_table(data: dict[str, Any]):
 
     table = Table(title="Study invocations (UTC)", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
                   pad_edge=False)
-    for column in ("started", "finished", "status", "calls", "cached", "$", "wall s"):
+    for column in ("started", "finished", "status", "calls", "cached", "billed $", "wall s"):
         table.add_column(column, justify="left" if column in ("started", "finished", "status") else "right",
                          no_wrap=True)
     for entry in (data.get("study") or {}).get("history", []):
@@ -227,8 +272,9 @@ def status(
         "next run of each stage registers its configuration and resumes the records). The malformed file is kept "
         "as manifest.json.malformed-<time>. A readable manifest is refused."),
 ) -> None:
-    """Show what a run folder holds: stages with counts (done, failed, judge errors), calls, retries,
-    tokens and dollars per stage and model, models per role, config hash, seeds and versions.
+    """Show what a run folder holds: the money (billed by providers, saved by the response cache, and the
+    records' cost), stages with counts (done, failed, judge errors), calls, retries, tokens and dollars per
+    stage and model, models per role, config hash, seeds and versions.
 
     Also counts, per clinician and judge, answers refused, empty or cut at the token cap (from the
     records). Reads the manifest and the records only; safe while a run is in progress.
@@ -256,6 +302,8 @@ def status(
         return
     out = Console()
     out.print(f"[bold]{paths.root}[/bold]  run [bold]{data.get('run_name', '')}[/bold]")
+    for line in money_lines(data["spend"]):
+        out.print(line, markup=False)
     print_fitted(out, _stage_table(data))
     print_fitted(out, _model_usage_table(data))
     if answers:
@@ -264,6 +312,8 @@ def status(
         if row["refused"] or row["truncated_answers"]:
             out.print(f"judge {row['judge']} on {row['clinician']}: {row['refused']} of {row['judgments']} judgments "
                       f"refused; {row['truncated_answers']} judge answers cut at the token cap")
+    if data["spend"].get("by_alias"):
+        print_fitted(out, _billed_table(data))
     if data.get("models"):
         out.print(_models_table(data))
     if (data.get("study") or {}).get("history"):

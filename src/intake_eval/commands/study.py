@@ -57,7 +57,7 @@ def study(
 
     See the cost first: intake-eval estimate CONFIG. See progress: intake-eval status --run-dir DIR.
     """
-    from intake_eval.commands.common import console
+    from intake_eval.commands.common import console, print_money
     from intake_eval.core.shard import parse_shard
     from intake_eval.study.pipeline import run_study
 
@@ -65,6 +65,7 @@ def study(
     outcome = run_study(config, run_dir=run_dir, models_file=models, force=force, use_cache=not no_cache,
                         console=out, catalog_dir=catalog, shard=parse_shard(shard))
     typer.echo(str(outcome.report_path))
+    print_money(out, outcome.paths)
     missing = _incomplete(outcome.counts)
     if missing:
         from rich.markup import escape

@@ -120,6 +120,11 @@ class RunPaths:
         return self.root / "stage_log.jsonl"
 
     @property
+    def calls(self) -> Path:
+        """Append-only call ledger: every provider request and answer as it happens (llm/ledger.py)."""
+        return self.root / "calls.jsonl"
+
+    @property
     def lock(self) -> Path:
         return self.root / ".lock"
 

@@ -2,8 +2,9 @@
 
 Every record carries the usage of the calls that made it (profiles: the generator's; conversations:
 per role, formulation included; judgments: the judge's; patient-QC probes: patient and judge), so
-a sum over the latest record per key counts every invocation and every kill exactly once. The
-manifest, ``status``, the report and ``--budget`` all read these sums.
+a sum over the latest record per key counts every invocation and every kill exactly once. These
+sums are the *records' cost* (what the kept results would cost to reproduce) of the manifest, ``status``
+and the report; what providers *billed* (and what a budget counts) is the call ledger's (core/calls.py).
 """
 
 from __future__ import annotations
@@ -117,6 +118,16 @@ def stage_usage(paths: RunPaths, name: str, stage: Mapping[str, Any]) -> dict[st
         owners = {"patient": str(config.get("patient", "patient")), "judge": str(config.get("judge", "judge"))}
         return probe_usage(paths, owners["patient"], str(config.get("mode", "prompted")), owners)
     return {}
+
+
+def records_cost_by_alias(paths: RunPaths, manifest: Mapping[str, Any]) -> dict[str, Usage]:
+    """Per model alias over every stage: what the kept records cost (the records' cost figure)."""
+    total: dict[str, Usage] = {}
+    for name, stage in (manifest.get("stages") or {}).items():
+        if isinstance(stage, Mapping):
+            for alias, usage in stage_usage(paths, name, stage).items():
+                _add(total, alias, usage)
+    return dict(sorted(total.items()))
 
 
 def run_folder_spend(paths: RunPaths, manifest: Mapping[str, Any]) -> tuple[float, bool]:

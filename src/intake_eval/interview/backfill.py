@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -112,8 +113,9 @@ async def request_missing_formulations(plan: list[PlannedConversation], pool: An
             item, conversation = todo.popleft()
             spent = None
             try:
-                updated, spent = await complete_formulation(item, conversation, pool.get(item.clinician),
-                                                            on_call=on_call)
+                with budget.charging(hold) if budget is not None else nullcontext():
+                    updated, spent = await complete_formulation(item, conversation, pool.get(item.clinician),
+                                                                on_call=on_call)
             finally:
                 if budget is not None and hold is not None:
                     budget.release(hold, spent.cost_usd if spent is not None else hold.estimate)

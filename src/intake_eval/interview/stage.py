@@ -19,6 +19,7 @@ import inspect
 import time
 from collections import deque
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,15 +116,16 @@ async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, 
 
             def on_call(_role: str, result: ChatResult, hold: Reservation | None = hold) -> None:
                 totals.count_call(result)
-                if hold is not None:
-                    hold.live += result.usage.cost_usd
+                if hold is not None and budget is not None and budget.billed is None:
+                    hold.live += result.usage.cost_usd  # with a call ledger, billed attempts are charged instead
                 refresh(totals)
 
             totals.in_flight += 1
             refresh(totals)
             conversation = None
             try:
-                conversation = await run_conversation(item, participants, openings=openings, on_call=on_call)
+                with budget.charging(hold) if budget is not None else nullcontext():
+                    conversation = await run_conversation(item, participants, openings=openings, on_call=on_call)
             finally:
                 totals.in_flight -= 1
                 if budget is not None and hold is not None:
@@ -203,6 +205,8 @@ def finish_run_stage(runner: StageRunner, plan: list[PlannedConversation], total
     counts, per_clinician = disk_counts(runner.paths, plan)
     if budget is not None:
         totals.budget_left = budget_left(runner.paths, plan, budget)
+    if runner.pool.ledger is not None:  # what this invocation was billed, retried and garbled attempts included
+        totals.dollars = runner.pool.ledger.billed_usd
     complete = counts["ok"] == counts["planned"]
     runner.finish(RUN_STAGE, status="done" if complete else "interrupted" if interrupted else "incomplete",
                   counts=counts, extra={

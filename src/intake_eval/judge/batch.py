@@ -30,6 +30,7 @@ from intake_eval.llm.anthropic_http import anthropic_route
 from intake_eval.llm.base import ChatModel, ChatRequest, ChatResult, ModelSpec
 from intake_eval.llm.batch import DEFAULT_WAIT_S, BatchClient, BatchStillRunning, NoBatchAPI, batch_route
 from intake_eval.llm.cache import cache_key
+from intake_eval.llm.ledger import CallLedger
 from intake_eval.llm.openai_http import ProviderHTTPError
 
 if TYPE_CHECKING:
@@ -98,19 +99,25 @@ class _Recorder:
 class BatchAnswers:
     """The judge model during the answer pass: batch output first, the provider online otherwise."""
 
-    def __init__(self, online: ChatModel, client: BatchClient, answers: dict[str, dict[str, Any]]):
+    def __init__(self, online: ChatModel, client: BatchClient, answers: dict[str, dict[str, Any]],
+                 ledger: CallLedger | None = None):
         self.spec = online.spec
         self.online = online
         self.client = client
         self.answers = answers
         self.from_batch = 0
+        self.ledger = ledger  # the run folder's call ledger: each batch answer is a billed call
 
     async def complete(self, request: ChatRequest) -> ChatResult:
-        body = self.answers.get(cache_key(self.spec, request))
+        key = cache_key(self.spec, request)
+        body = self.answers.get(key)
         if body is None:
             return await self.online.complete(request)
         self.from_batch += 1
-        return self.client.result(request, body)
+        result = self.client.result(request, body)
+        if self.ledger is not None:
+            self.ledger.batch_answer(self.spec, request, key, result, str(body.get("id") or "") or None)
+        return result
 
 
 def _todo(paths: RunPaths, label: str, limit: int | None,
@@ -231,7 +238,7 @@ async def _answers_for(runner: "StageRunner", setup: Any, *, limit: int | None,
                 for line in await client.results(batch):
                     if line.body is not None and line.custom_id in keys:
                         answers[line.custom_id] = line.body
-    return BatchAnswers(setup.model, client, answers)
+    return BatchAnswers(setup.model, client, answers, runner.pool.ledger)
 
 
 async def batch_judges(runner: "StageRunner", setups: Sequence[Any], *, limit: int | None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -65,6 +66,7 @@ class SpendGate(Protocol):
 
     def admit(self) -> object | None: ...  # a hold, or None while nothing more fits
     def settle(self, hold: object, dollars: float) -> None: ...
+    def charging(self, hold: object) -> AbstractContextManager[None]: ...  # billed attempts go to the hold
 
 
 async def _admitted(spend_gate: SpendGate, in_flight: set[asyncio.Task]) -> object | None:
@@ -143,10 +145,11 @@ async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concur
         try:
             if halted(setup):
                 return
-            judgment = await judge_conversation(
-                conversation, profile, setup.model, setup.mode, judge=setup.label, catalog=catalog,
-                attempt=attempts.get(setup.label, {}).get(conversation.conversation_id, 0),
-            )
+            with spend_gate.charging(hold) if hold is not None and spend_gate is not None else nullcontext():
+                judgment = await judge_conversation(
+                    conversation, profile, setup.model, setup.mode, judge=setup.label, catalog=catalog,
+                    attempt=attempts.get(setup.label, {}).get(conversation.conversation_id, 0),
+                )
             out = paths.judgments(setup.label, conversation.clinician)
             if out not in writers:
                 writers[out] = JsonlWriter(out)

@@ -168,19 +168,29 @@ def openai_shape(payload: dict[str, Any], json_mode: bool) -> dict[str, Any]:
             text, reasoning, finish = json.dumps(answer), None, "stop"
         else:
             text = text + json.dumps(answer) if text else json.dumps(answer)
-    usage = payload.get("usage") or {}
-    read = int(usage.get("cache_read_input_tokens") or 0)
-    written = int(usage.get("cache_creation_input_tokens") or 0)
-    completion = int(usage.get("output_tokens") or 0)
-    prompt = int(usage.get("input_tokens") or 0) + read + written  # Anthropic's input_tokens leave the cache out
+    usage = payload.get("usage")
+    shaped = _usage_shape(usage, reasoning) if isinstance(usage, dict) else None
     return {
         "id": payload.get("id"), "model": payload.get("model"),
         "choices": [{"index": 0, "finish_reason": finish,
                      "message": {"role": "assistant", "content": text or None, "reasoning_content": reasoning,
                                  "refusal": refusal, "tool_calls": _tool_calls(tools, schema_calls if json_mode else [])}}],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-                  "prompt_tokens_details": {"cached_tokens": read, "cache_creation_tokens": written},
-                  "cache_creation_input_tokens": written, "cache_read_input_tokens": read,
-                  "completion_tokens_details": {"reasoning_tokens": _reasoning_tokens(
-                      usage, reasoning, completion)}},
+        "usage": shaped,
     }
+
+
+def _usage_shape(usage: dict[str, Any], reasoning: str | None) -> dict[str, Any] | None:
+    """Anthropic's usage in the OpenAI shape (None when it has no counts). Counts that are not whole
+    numbers are passed on as they are, for the normalisation's check to name."""
+    if usage.get("input_tokens") is None and usage.get("output_tokens") is None:
+        return None
+    counts = [usage.get(name) or 0 for name in ("input_tokens", "cache_read_input_tokens",
+                                                 "cache_creation_input_tokens", "output_tokens")]
+    if not all(isinstance(value, int) and not isinstance(value, bool) for value in counts):
+        return {"prompt_tokens": usage.get("input_tokens"), "completion_tokens": usage.get("output_tokens")}
+    fresh, read, written, completion = counts
+    prompt = fresh + read + written  # Anthropic's input_tokens leave the cache out
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": read, "cache_creation_tokens": written},
+            "cache_creation_input_tokens": written, "cache_read_input_tokens": read,
+            "completion_tokens_details": {"reasoning_tokens": _reasoning_tokens(usage, reasoning, max(0, completion))}}

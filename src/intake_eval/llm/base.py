@@ -6,16 +6,23 @@ A provider, an offline participant or a test double implements ``ChatModel.compl
 from __future__ import annotations
 
 import ipaddress
+import math
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Protocol, runtime_checkable
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import Usage
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": "..."}
+
+# Told when a provider request has left (its body is on the wire), by HTTP clients that can tell
+# (openai_http.py): the call ledger writes a request as sent then, so a kill before it left is no bill.
+REQUEST_SENT: ContextVar[Callable[[], None] | None] = ContextVar("intake_eval_request_sent", default=None)
 
 
 class ModelSpec(BaseModel):
@@ -56,6 +63,15 @@ class ModelSpec(BaseModel):
     @property
     def is_local(self) -> bool:
         return self.model.startswith("local/")
+
+    @field_validator("input_cost_per_token", "output_cost_per_token", "cache_read_cost_per_token",
+                     "cache_write_cost_per_token", "batch_cost_factor")
+    @classmethod
+    def _a_price(cls, value: float | None) -> float | None:
+        """A price is a finite number of dollars ≥ 0 (a negative or NaN one would turn every figure into nonsense)."""
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"must be a finite number ≥ 0 (got {value})")
+        return value
 
     @property
     def provider(self) -> str:
@@ -116,6 +132,7 @@ class ChatResult(BaseModel):
     refusal: str | None = None  # the provider's own refusal (OpenAI message.refusal, Claude stop_reason refusal)
     tool_calls: int = 0  # tool calls the answer made instead of (or beside) text
     model: str = ""  # provider id that answered
+    provider_model: str | None = None  # the model id the provider's answer named, when it names one
     structured_output: str | None = None  # the negotiation level that answered a schema request
     # The server's own account of the call when it gives one (llama.cpp: prompt_n, cache_n,
     # prompt_ms, predicted_n, predicted_ms): compute time beside latency, prompt-cache reuse.
@@ -146,7 +163,8 @@ class ModelCallError(IntakeEvalError):
     """
 
     def __init__(self, message: str, *, kind: FailureKind, attempts: int = 1, status_code: int | None = None,
-                 finish_reason: str | None = None, refusal: str | None = None):
+                 finish_reason: str | None = None, refusal: str | None = None,
+                 usage: "CallUsage | None" = None):
         super().__init__(message)
         self.kind = kind
         self.attempts = attempts
@@ -154,6 +172,7 @@ class ModelCallError(IntakeEvalError):
         self.finish_reason = finish_reason
         self.refusal = refusal
         self.role: str | None = None  # set where one step runs several roles (the tracker inside a patient reply)
+        self.usage = usage  # what the unusable answer cost, when the provider answered (the call ledger bills it)
 
 
 @dataclass

@@ -31,6 +31,13 @@ from intake_eval.llm.prompt_cache import with_breakpoints
 from intake_eval.llm.providers import direct_route
 from intake_eval.llm.reasoning import split_reasoning
 from intake_eval.llm.structured import response_format, starting_level
+from intake_eval.llm.usage_check import (
+    ImplausibleUsage,
+    checked_count,
+    count_bound,
+    estimate_tokens,
+    usage_is_missing,
+)
 
 _NO_KEY = "not-needed"  # OpenAI-compatible servers expect some Bearer value; local ones ignore it
 
@@ -130,12 +137,13 @@ def call_cost(spec: ModelSpec, prompt_tokens: int, completion_tokens: int, *, ca
     return prompt_cost + float(completion_cost), True
 
 
-def cache_tokens(response: Any, usage: Any) -> tuple[int, int]:
+def cache_tokens(response: Any, usage: Any) -> tuple[Any, Any]:
     """(read from, written to) the provider's prompt cache, from its own usage shape: OpenAI and vLLM
     ``prompt_tokens_details.cached_tokens`` (also litellm's mapping of Anthropic's and Gemini's counts),
     Anthropic ``cache_read_input_tokens`` / ``cache_creation_input_tokens``, Together's top-level
-    ``usage.cached_tokens``, llama.cpp ``timings.cache_n``. A zero in one field does not hide a
-    count in another (Together sends ``cached_tokens`` beside an empty details object)."""
+    ``usage.cached_tokens``, llama.cpp ``timings.cache_n``, as the provider sent them (checked by the caller).
+    A zero in one field does not hide a count in another (Together sends ``cached_tokens`` beside an empty
+    details object)."""
     details = _field(usage, "prompt_tokens_details")
     read = _field(details, "cached_tokens") or None
     if read is None:
@@ -147,7 +155,7 @@ def cache_tokens(response: Any, usage: Any) -> tuple[int, int]:
     written = _field(usage, "cache_creation_input_tokens")
     if written is None:
         written = _field(details, "cache_creation_tokens")
-    return int(read or 0), int(written or 0)
+    return read, written
 
 
 def _field(obj: Any, name: str) -> Any:
@@ -162,6 +170,59 @@ def _field(obj: Any, name: str) -> Any:
     return value
 
 
+def estimated_usage(spec: ModelSpec, request: ChatRequest, answer_text: str | None = None) -> CallUsage:
+    """Usage and dollars estimated from the request's own size (and the answer's, when there is one;
+    else the request's max_tokens), ``cost_known: false``: what a call is held at when the provider's
+    count is missing or unreadable."""
+    max_tokens = request.max_tokens if request.max_tokens is not None else spec.max_tokens
+    prompt, completion = estimate_tokens(request, answer_text, max_tokens)
+    dollars, _known = call_cost(spec, prompt, completion)
+    return CallUsage(prompt_tokens=prompt, completion_tokens=completion, cost_usd=dollars, cost_known=False)
+
+
+def _context_tokens(spec: ModelSpec) -> int | None:
+    """The model's context window from litellm's table, for a model litellm prices (the backend imported
+    litellm for it already); None for a local server or an alias with its own prices."""
+    priced_here = spec.input_cost_per_token is not None or spec.output_cost_per_token is not None
+    if priced_here or spec.is_local or spec.is_offline or is_local_base(spec.api_base):
+        return None
+    info = _model_info(spec.model)
+    return info.get("max_input_tokens") or info.get("max_tokens")
+
+
+def counted_usage(spec: ModelSpec, request: ChatRequest, response: Any, text: str | None) -> CallUsage:
+    """The answer's usage, priced: the provider's counts checked (usage_check.py; an implausible one
+    fails the call, unpriced), or an estimate when the answer carries no usage."""
+    usage = _field(response, "usage")
+    if usage_is_missing(usage):
+        return estimated_usage(spec, request, text or "")
+    bound = count_bound(_context_tokens(spec))
+    try:
+        prompt_tokens = checked_count("prompt_tokens", _field(usage, "prompt_tokens"), bound)
+        completion_tokens = checked_count("completion_tokens", _field(usage, "completion_tokens"), bound)
+        reasoning_tokens = checked_count("completion_tokens_details.reasoning_tokens",
+                                         _field(_field(usage, "completion_tokens_details"), "reasoning_tokens"), bound)
+        read, written = cache_tokens(response, usage)
+        cached = checked_count("cached_tokens", read, bound)
+        written = checked_count("cache_write_tokens", written, bound)
+    except ImplausibleUsage as error:
+        raise ModelCallError(f"model '{spec.alias or spec.model}' answered with unusable usage: {error}; "
+                             "the call is not priced from it", kind="invalid_output",
+                             usage=estimated_usage(spec, request, text or "")) from None
+    cost, known = call_cost(spec, prompt_tokens, completion_tokens, cached_tokens=cached, cache_write_tokens=written)
+    return CallUsage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                     reasoning_tokens=reasoning_tokens, cached_prompt_tokens=min(cached, prompt_tokens),
+                     cache_write_tokens=written, cost_usd=cost, cost_known=known)
+
+
+def served_model(spec: ModelSpec, named: Any) -> str | None:
+    """The model id the provider's answer named, as the provider spelled it (litellm prefixes its own
+    provider name, which the direct path does not see)."""
+    if not named:
+        return None
+    return str(named).removeprefix(f"{spec.provider}/")
+
+
 def normalise(spec: ModelSpec, request: ChatRequest, response: Any, latency_s: float) -> ChatResult:
     """A provider response (litellm ModelResponse or openai ChatCompletion) → ChatResult."""
     choices = _field(response, "choices") or []
@@ -174,31 +235,26 @@ def normalise(spec: ModelSpec, request: ChatRequest, response: Any, latency_s: f
         _field(message, "content"), _field(message, "reasoning_content"), _field(message, "reasoning"))
     refusal = _field(message, "refusal")  # OpenAI's structured refusal; Claude's via anthropic_http
     tool_calls = _field(message, "tool_calls")
-    usage = _field(response, "usage")
-    prompt_tokens = int(_field(usage, "prompt_tokens") or 0)
-    completion_tokens = int(_field(usage, "completion_tokens") or 0)
-    reasoning_tokens = int(_field(_field(usage, "completion_tokens_details"), "reasoning_tokens") or 0)
-    cached, written = cache_tokens(response, usage)
+    usage = counted_usage(spec, request, response, text)
     if not text and finish_reason == "length":
         limit = request.max_tokens if request.max_tokens is not None else spec.max_tokens
         raise ModelCallError(
             f"model '{spec.alias or spec.model}' stopped at max_tokens={limit} with no visible answer "
-            f"({reasoning_tokens or completion_tokens} tokens spent, reasoning included); raise max_tokens for this alias",
-            kind="empty_after_length",
+            f"({usage.reasoning_tokens or usage.completion_tokens} tokens spent, reasoning included); "
+            "raise max_tokens for this alias",
+            kind="empty_after_length", usage=usage,
         )
-    cost, known = call_cost(spec, prompt_tokens, completion_tokens, cached_tokens=cached, cache_write_tokens=written)
     timings = _field(response, "timings")
     return ChatResult(
         text=text,
         reasoning=reasoning,
-        usage=CallUsage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                        reasoning_tokens=reasoning_tokens, cached_prompt_tokens=min(cached, prompt_tokens),
-                        cache_write_tokens=written, cost_usd=cost, cost_known=known),
+        usage=usage,
         latency_s=latency_s,
         finish_reason=finish_reason,
         refusal=str(refusal) if refusal else None,
         tool_calls=len(tool_calls) if isinstance(tool_calls, list) else 0,
         model=spec.model,
+        provider_model=served_model(spec, _field(response, "model")),
         server_timings={key: float(value) for key, value in timings.items() if isinstance(value, (int, float))}
         if isinstance(timings, dict) else None,
     )
@@ -223,6 +279,11 @@ class ProviderBackend:
             self._http = OpenAICompatibleClient(self._route.base_url, spec.timeout_s)
         elif self._anthropic is not None:
             self._http = OpenAICompatibleClient(self._anthropic.base_url, spec.timeout_s)
+
+    @property
+    def reports_sending(self) -> bool:
+        """Whether this backend tells ``REQUEST_SENT`` when a request has left (the direct HTTP paths do)."""
+        return self._http is not None
 
     def request_params(self, request: ChatRequest, level: str | None = None) -> dict[str, Any]:
         """The provider parameters; ``level`` is the structured-output level for a schema request

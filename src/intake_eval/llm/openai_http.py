@@ -16,6 +16,7 @@ from typing import Any
 
 import aiohttp
 
+from intake_eval.llm.base import REQUEST_SENT
 from intake_eval.llm.error_body import ErrorBody
 
 
@@ -53,7 +54,8 @@ class OpenAICompatibleClient:
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:
             # limit=0: the endpoint limiter, not the connector, decides how many are in flight.
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
+                                                  trace_configs=[_sent_trace()])
             self._loop = loop
             # asyncio.run() cancels pending tasks at its end; this one then closes the session, so
             # a caller that forgets pool.aclose() still leaves no "unclosed session" noise.
@@ -80,6 +82,18 @@ class OpenAICompatibleClient:
         if self._session is not None and not self._session.closed:
             await self._session.close()
         self._session = None
+
+
+def _sent_trace() -> aiohttp.TraceConfig:
+    """Tells ``REQUEST_SENT`` (the call ledger) once a request's body is on the wire."""
+    async def body_sent(_session: Any, _context: Any, _params: Any) -> None:
+        told = REQUEST_SENT.get()
+        if told is not None:
+            told()
+
+    config = aiohttp.TraceConfig()
+    config.on_request_chunk_sent.append(body_sent)
+    return config
 
 
 async def _close_at_loop_end(session: aiohttp.ClientSession) -> None:

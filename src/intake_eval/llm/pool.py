@@ -8,10 +8,16 @@ the endpoint's rate and in-flight caps and a backoff wait holds no slot. A resul
 runs from sending the answered request to its answer; the time spent waiting for a limiter slot
 is ``queue_s``. Offline participants skip cache and limiter (instant, deterministic) but are
 metered like the rest.
+
+With a call ledger (llm/ledger.py, the run folder's calls.jsonl), every request this pool sends is
+written before it leaves and its answer (or error) the moment it arrives — innermost, around the
+backend, so each retry and each response_format fallback is its own line — and every response-cache
+hit is written as one. Offline participants make no provider call and are not in the ledger.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -20,6 +26,7 @@ from typing import Any
 
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.llm.base import (
+    REQUEST_SENT,
     ChatModel,
     ChatRequest,
     ChatResult,
@@ -30,6 +37,7 @@ from intake_eval.llm.base import (
 )
 from intake_eval.llm.cache import ResponseCache, cache_key
 from intake_eval.llm.health import EndpointHealth
+from intake_eval.llm.ledger import CallLedger
 from intake_eval.llm.limiter import EndpointLimiter
 from intake_eval.llm.litellm_backend import ProviderBackend
 from intake_eval.llm.local_server import SERVERS, LocalBackend, ServerSettings, gguf_path
@@ -58,7 +66,8 @@ class PooledModel:
     def __init__(self, spec: ModelSpec, backend: Any, *, limiter: EndpointLimiter | None,
                  policy: RetryPolicy, stats: RetryStats, meter: UsageMeter,
                  cache: ResponseCache | None, use_cache: bool,
-                 structured: StructuredOutput | None = None, health: EndpointHealth | None = None):
+                 structured: StructuredOutput | None = None, health: EndpointHealth | None = None,
+                 ledger: CallLedger | None = None):
         self.spec = spec
         self.backend = backend
         self.limiter = limiter
@@ -69,22 +78,51 @@ class PooledModel:
         self.use_cache = use_cache
         self.structured = structured or StructuredOutput(endpoint_label((spec.model, spec.api_base)), levels_for(spec))
         self.health = health
+        self.ledger = ledger
         self.start_level = starting_level(spec)
 
-    async def _send(self, request: ChatRequest, level: str | None, timing: dict[str, float]) -> ChatResult:
+    async def _send(self, request: ChatRequest, level: str | None, timing: dict[str, Any]) -> ChatResult:
         if self.limiter is None:
-            return await self._post(request, level)
+            return await self._post(request, level, timing)
         asked = time.monotonic()
         async with self.limiter.slot():
             timing["queue_s"] += time.monotonic() - asked
-            return await self._post(request, level)
+            return await self._post(request, level, timing)
 
-    async def _post(self, request: ChatRequest, level: str | None) -> ChatResult:
+    async def _post(self, request: ChatRequest, level: str | None, timing: dict[str, Any]) -> ChatResult:
         if self.health is not None:
             self.health.check()  # the breaker may have opened while this request waited its turn
-        return await self.backend.complete(request, level=level)
+        if self.ledger is None:
+            return await self.backend.complete(request, level=level)
+        timing["sent"] += 1
+        attempt, request_hash = timing["sent"], timing["request_hash"]
+        ledger, spec = self.ledger, self.spec
+        call: list[str] = []
 
-    async def _attempt(self, request: ChatRequest, timing: dict[str, float]) -> ChatResult:
+        def left() -> None:  # the ``sent`` line, once: when the body is on the wire, or before sending
+            if not call:
+                call.append(ledger.sent(spec, request, request_hash, attempt))
+
+        if not getattr(self.backend, "reports_sending", False):
+            left()  # a client that cannot say when the request left: written before it goes
+        told = REQUEST_SENT.set(left)
+        started = time.monotonic()
+        try:
+            result = await self.backend.complete(request, level=level)
+        except asyncio.CancelledError:
+            raise  # no answer arrived: a ``sent`` line stays unanswered and is counted at its estimate
+        except Exception as error:
+            left()
+            ledger.answered(call[0], spec, request, request_hash, attempt, error=error,
+                            latency_s=time.monotonic() - started)
+            raise
+        finally:
+            REQUEST_SENT.reset(told)
+        left()
+        ledger.answered(call[0], spec, request, request_hash, attempt, result=result, latency_s=time.monotonic() - started)
+        return result
+
+    async def _attempt(self, request: ChatRequest, timing: dict[str, Any]) -> ChatResult:
         """One attempt; for a schema request, as many requests as the negotiation needs (a refused
         response_format is not a failed attempt: the next level goes out at once)."""
         if request.response_schema is None:
@@ -119,19 +157,19 @@ class PooledModel:
                 f"sending {LEVEL_NAMES[following]} from now on")
 
     async def complete(self, request: ChatRequest) -> ChatResult:
-        key = None
-        if self.cache is not None:
-            key = cache_key(self.spec, request)
-            if self.use_cache:
-                hit = self.cache.get(key)
-                if hit is not None:
-                    # The call keeps its price (the record it lands in cost that much to make);
-                    # ``cached`` says this process did not pay for it again.
-                    result = hit.model_copy(update={"cached": True, "attempts": 0, "latency_s": 0.0, "queue_s": 0.0})
-                    self.meter.add(result)
-                    return result
+        key = cache_key(self.spec, request) if self.cache is not None or self.ledger is not None else None
+        if self.cache is not None and key is not None and self.use_cache:
+            hit = self.cache.get(key)
+            if hit is not None:
+                # The call keeps its price (the record it lands in cost that much to make);
+                # ``cached`` says this process did not pay for it again.
+                result = hit.model_copy(update={"cached": True, "attempts": 0, "latency_s": 0.0, "queue_s": 0.0})
+                if self.ledger is not None:
+                    self.ledger.cache_hit(self.spec, request, key, result)
+                self.meter.add(result)
+                return result
         pause = self.limiter.pause_for if self.limiter is not None else None
-        timing = {"queue_s": 0.0}
+        timing: dict[str, Any] = {"queue_s": 0.0, "sent": 0, "request_hash": key or ""}
         result, attempts = await call_with_retry(
             lambda: self._attempt(request, timing), spec=self.spec, policy=self.policy, stats=self.stats,
             on_retry_after=pause, health=self.health)
@@ -162,7 +200,7 @@ class ModelPool:
     def __init__(self, specs: Mapping[str, ModelSpec], cache_path: Path | None = None, use_cache: bool = True,
                  offline: "Callable[[ModelSpec], ChatModel] | None" = None, *, retry_policy: RetryPolicy | None = None,
                  max_concurrency: int | None = None, rpm: float | None = None, client: str = "auto",
-                 on_notice: Callable[[str], None] | None = None):
+                 on_notice: Callable[[str], None] | None = None, ledger_path: Path | None = None):
         self.specs = dict(specs)
         self.use_cache = use_cache
         self.offline = offline  # builds offline/… participants (they live above this layer)
@@ -180,6 +218,7 @@ class ModelPool:
         self._meters: dict[str, UsageMeter] = {}
         self.on_notice = on_notice  # a console line for each provider problem worth telling the user
         self.notices: list[str] = []
+        self.ledger = CallLedger(ledger_path) if ledger_path is not None else None  # calls.jsonl
 
     def _notify(self, message: str) -> None:
         self.notices.append(message)
@@ -231,7 +270,8 @@ class ModelPool:
             model = PooledModel(
                 spec, backend, limiter=limiter,
                 policy=self.retry_policy, stats=self._stats.setdefault(name, RetryStats()), meter=meter,
-                cache=self._cache_db(), use_cache=self.use_cache, structured=structured, health=health)
+                cache=self._cache_db(), use_cache=self.use_cache, structured=structured, health=health,
+                ledger=self.ledger)
         self._models[name] = model
         return model
 
@@ -278,6 +318,8 @@ class ModelPool:
 
     def close(self) -> None:
         SERVERS.release(self)  # stops the embedded servers no other pool uses
+        if self.ledger is not None:
+            self.ledger.close()
         if self._cache is not None:
             self._cache.close()
             self._cache = None

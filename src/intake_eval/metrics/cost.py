@@ -10,15 +10,23 @@ is a lower bound (``cost_known`` false).
 - cost.csv: per clinician arm × role (and ``all``), totals and per-conversation means.
 - cost_per_domain.csv: per judge × clinician arm, dollars (all roles) per hidden domain that
   judge saw actively surfaced.
+
+The dollars of these three are the *records' cost*: what the kept results would cost to reproduce.
+What providers *billed* (every retried, truncated or lost attempt included) and what the response cache
+*saved* are the call ledger's (core/calls.py), in cost_billed.csv: one row per model alias and ``all``.
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from intake_eval.core.calls import read_ledger
 from intake_eval.core.records import Usage
+from intake_eval.core.store import RunPaths
+from intake_eval.core.usage import records_cost_by_alias
 from intake_eval.metrics.figures import DomainOutcome
 
 ROLES = ("clinician", "formulation", "patient", "tracker", "judge")
@@ -32,6 +40,9 @@ COST_CONVERSATION_COLUMNS = (
 COST_COLUMNS = (*ARM, "role", "conversations", "calls", "prompt_tokens", "completion_tokens", "tokens", "cost_usd",
                 "cost_known", "share_of_cost", "tokens_per_conversation", "cost_usd_per_conversation",
                 "cached_prompt_tokens", "prompt_cache_share")
+COST_BILLED_COLUMNS = ("alias", "requests", "retries", "failed_attempts", "unanswered", "cache_hits", "billed_usd",
+                       "billed_estimated_usd", "billed_known", "saved_by_cache_usd", "records_cost_usd",
+                       "records_cost_known")
 COST_PER_DOMAIN_COLUMNS = ("judge", *ARM, "conversations", "surfaced_domains", "hidden_domains", "calls", "tokens",
                            "cost_usd", "cost_known", "cost_usd_per_surfaced_domain", "tokens_per_surfaced_domain",
                            "calls_per_surfaced_domain")
@@ -167,3 +178,42 @@ def cost_tables(conversations: Mapping[str, Mapping[str, Any]], judgment_rows: M
         "cost": (COST_COLUMNS, cost_rows(spend, conversations, by_cid)),
         "cost_per_domain": (COST_PER_DOMAIN_COLUMNS, cost_per_domain_rows(spend, conversations, judgment_rows, outcomes)),
     }
+
+
+def cost_billed_rows(paths: RunPaths) -> list[dict[str, Any]]:
+    """Per model alias (and ``all``): the call ledger's billed and saved-by-the-cache dollars, retries and
+    failed attempts beside the records' cost. Without a ledger the billed columns are empty."""
+    try:
+        manifest = json.loads(paths.manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = {}  # no readable manifest: the records' cost per stage cannot be attributed
+    manifest = manifest if isinstance(manifest, dict) else {}
+    ledger = read_ledger(paths.calls)
+    calls = {alias: figures.as_dict() for alias, figures in ledger.by_alias.items()} if ledger is not None else {}
+    records = records_cost_by_alias(paths, manifest)
+    rows = []
+    for alias in sorted(set(calls) | set(records)):
+        rows.append(_billed_row(alias, calls.get(alias), records.get(alias), known_ledger=ledger is not None))
+    total_calls = ledger.as_dict() if ledger is not None else None
+    total_records = Usage()
+    for usage in records.values():
+        total_records = total_records.add(usage)
+    if rows:
+        rows.append(_billed_row(ALL_ROLES, total_calls, total_records, known_ledger=ledger is not None))
+    return rows
+
+
+def _billed_row(alias: str, calls: Mapping[str, Any] | None, records: Usage | None, *, known_ledger: bool
+                ) -> dict[str, Any]:
+    row: dict[str, Any] = {"alias": alias, "records_cost_usd": records.cost_usd if records is not None else 0.0,
+                           "records_cost_known": records.cost_known if records is not None else True}
+    if calls is None:
+        empty = 0 if known_ledger else None  # an alias without a provider call (offline) billed nothing
+        row.update({name: empty for name in ("requests", "retries", "failed_attempts", "unanswered", "cache_hits",
+                                             "billed_usd", "billed_estimated_usd", "saved_by_cache_usd")})
+        row["billed_known"] = known_ledger
+        return row
+    row.update({name: calls[name] for name in ("requests", "retries", "failed_attempts", "unanswered", "cache_hits",
+                                               "billed_usd", "billed_estimated_usd", "billed_known",
+                                               "saved_by_cache_usd")})
+    return row

@@ -35,7 +35,7 @@ from intake_eval.metrics.clinical import (
     write_diagnosis_metrics,
 )
 from intake_eval.metrics.collect import Collected, collect
-from intake_eval.metrics.cost import cost_tables
+from intake_eval.metrics.cost import COST_BILLED_COLUMNS, cost_billed_rows, cost_tables
 from intake_eval.metrics.curves import PROBE_CURVE_COLUMNS, probe_curve_rows
 from intake_eval.metrics.events import DOMAIN_EVENT_COLUMNS, domain_event_rows
 from intake_eval.metrics.forks import write_capacity_gap
@@ -321,6 +321,7 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
         "probe_curves": (PROBE_CURVE_COLUMNS, probe_curve_rows(collected.rows, collected.outcomes, collected.last_turns)),
     }
     tables.update(cost_tables(collected.conversations, collected.rows, collected.outcomes))
+    tables["cost_billed"] = (COST_BILLED_COLUMNS, cost_billed_rows(paths))
     written = {name: write_csv(paths.metrics(name), columns, rows) for name, (columns, rows) in tables.items()}
     written[TURN_LABELS_TABLE] = turn_labels.write(paths)
     # safety.csv (+ diagnosis.csv when conversations carry formulations), see metrics/clinical.py

@@ -114,14 +114,14 @@ def probe_section(data: RunData) -> Section | None:
 
 COST_TITLE = "Cost by role"
 COST_DEFINITIONS = (
-    "Calls, tokens and dollars per role, summed from the records (failed conversations and judgments included: they "
+    "Calls, tokens and records' cost per role, summed from the records (failed conversations and judgments included: they "
     "were paid for). The judge role sums every judge of the run. A dollar figure marked ≥ had calls without a known "
     "price. Per surfaced domain: the arm's spend over all roles ÷ hidden domains the report judge saw actively "
     "surfaced. Simulated (offline) participants make calls but use no tokens and cost nothing. Prompt cache: the "
     "share of prompt tokens the provider served from its prompt cache (the repeated prefix: instructions and the "
     "conversation so far), billed at its cached rate.")
-COST_HEADER = ["Clinician", "Role", "Calls", "Tokens", "Tokens / conversation", "Prompt cache", "Cost",
-               "Cost / conversation", "Share of cost"]
+COST_HEADER = ["Clinician", "Role", "Calls", "Tokens", "Tokens / conversation", "Prompt cache", "Records' cost",
+               "Records' cost / conversation", "Share of cost"]
 PER_DOMAIN_HEADER = ["Clinician", "Surfaced / hidden domains", "Calls / surfaced domain", "Tokens / surfaced domain",
                      "Cost / surfaced domain"]
 
@@ -149,13 +149,33 @@ def per_domain_rows(table) -> list[list[str]]:
     return rows
 
 
+def money_sentence(data: RunData) -> str | None:
+    """The run folder's three money figures in one sentence (metrics/cost_billed.csv, row ``all``)."""
+    billed = _read(data, "cost_billed")
+    if billed is None or not len(billed):
+        return None
+    total = billed[billed["alias"].astype(str) == "all"]
+    if not len(total):
+        return None
+    row = total.iloc[0]
+    records = fmt.dollars(row["records_cost_usd"], str(row["records_cost_known"]).lower() == "true")
+    if str(row["billed_usd"]) in ("", "nan", "None"):
+        return f"Records' cost {records} (what the kept results would cost to reproduce); billed: unknown (no call ledger)."
+    return (f"Billed {fmt.dollars(row['billed_usd'], str(row['billed_known']).lower() == 'true')} (what providers "
+            f"charged, from calls.jsonl: retried and truncated attempts and calls in flight at a kill included) · "
+            f"saved by the cache {fmt.dollars(row['saved_by_cache_usd'], True)} · records' cost {records} (what the "
+            "kept results would cost to reproduce: the tables below).")
+
+
 def cost_section(data: RunData) -> Section | None:
     table = _read(data, "cost")
     if table is None or not len(table):
         return None
     judge = _primary(data)
-    parts = [f"<p class='lede'>{_esc(COST_DEFINITIONS)} Judge: {_esc(judge)}.</p>",
-             _html_table(COST_HEADER, cost_table_rows(table), strong=6)]
+    money = money_sentence(data)
+    parts = ([f"<p class='lede'>{_esc(money)}</p>"] if money else []) + [
+        f"<p class='lede'>{_esc(COST_DEFINITIONS)} Judge: {_esc(judge)}.</p>",
+        _html_table(COST_HEADER, cost_table_rows(table), strong=6)]
     per_domain = _for_judge(_read(data, "cost_per_domain"), judge)
     if per_domain is not None and len(per_domain):
         parts.append(_html_table(PER_DOMAIN_HEADER, per_domain_rows(per_domain), strong=4))
@@ -176,7 +196,8 @@ def summary_markdown(data: RunData) -> list[str]:
                 *md_table(PER_DOMAIN_HEADER, per_domain_rows(per_domain)), ""]
     cost = _read(data, "cost")
     if cost is not None and len(cost):
-        out += [f"## {COST_TITLE}", "", *md_table(COST_HEADER, cost_table_rows(cost)), ""]
+        money = money_sentence(data)
+        out += [f"## {COST_TITLE}", "", *([money, ""] if money else []), *md_table(COST_HEADER, cost_table_rows(cost)), ""]
     return out
 
 

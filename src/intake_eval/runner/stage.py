@@ -92,6 +92,7 @@ class StageRunner:
         self._pool: ModelPool | None = None
         self._lock: RunLock | None = None
         self._stages: list[str] = []
+        self._begun: list[tuple[str, dict[str, list[str]]]] = []  # stage → role → aliases, for the call ledger
         self._retries_logged: dict[str, dict[str, Any]] = {}
         self._started = time.monotonic()
         self._resolved: dict[str, ModelSpec] = {}
@@ -121,7 +122,11 @@ class StageRunner:
     def pool(self) -> ModelPool:
         if self._pool is None:
             self._pool = ModelPool(self.specs, cache_path=self.paths.cache_db, use_cache=self.use_cache,
-                                   offline=OfflineParticipants(lambda: self.catalog), on_notice=self._provider_notice)
+                                   offline=OfflineParticipants(lambda: self.catalog), on_notice=self._provider_notice,
+                                   ledger_path=self.paths.calls)
+            if self._pool.ledger is not None:
+                for name, roles in self._begun:
+                    self._pool.ledger.begun(name, roles)
         return self._pool
 
     def _provider_notice(self, message: str) -> None:
@@ -178,6 +183,17 @@ class StageRunner:
 
     # ------------------------------------------------------------ stages
 
+    def _open_ledger(self) -> None:
+        """Start the call ledger of a folder that has none: its first line says what the records already on
+        disk cost (a folder made before the ledger existed), which the billed figure counts as an estimate."""
+        if self.paths.calls.exists():
+            return
+        from intake_eval.core.usage import run_folder_spend
+
+        before, known = run_folder_spend(self.paths, self._manifest().data)
+        append_record(self.paths.calls, {"event": "opened", "time": now_iso(), "records_cost_usd": before,
+                                         "cost_known": known})
+
     def begin(self, name: str, config: Mapping[str, Any], *, force: bool = False, outputs: Iterable[Path] = (),
               models: Mapping[str, Mapping[str, ModelSpec]] | None = None, additive: Iterable[str] = (),
               prompts: Iterable[str] = (), rendered: Iterable[RenderedPrompt] = (), seed: int | None = None) -> str:
@@ -188,6 +204,7 @@ class StageRunner:
         stage's config hash."""
         manifest = self._manifest()
         prompts = list(prompts)
+        self._open_ledger()
         models = {role: dict(aliases) for role, aliases in (models or {}).items()}
         for role, aliases in models.items():
             for spec in aliases.values():
@@ -216,6 +233,10 @@ class StageRunner:
             manifest.record_seed(name, seed)
         manifest.save()
         self._stages.append(name)
+        roles = {role: sorted(aliases) for role, aliases in models.items()}
+        self._begun.append((name, roles))
+        if self._pool is not None and self._pool.ledger is not None:
+            self._pool.ledger.begun(name, roles)  # the calls of these roles and aliases are this stage's
         self.log({"event": "begin", "stage": name, "config_hash": config_hash,
                   "version": manifest.data["versions"].get("intake-eval"), "source": manifest.data.get("source")})
         return config_hash

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -121,8 +122,10 @@ async def _run_and_judge(plan: list, settings: Any, setups: list, pool: Any, pat
                 setup, conversation = item
                 if pool.stopped(setup.alias):
                     continue  # its endpoint takes no more requests; the sweep reports why
-                judgment = await judge_conversation(conversation, profiles[conversation.profile_id], setup.model,
-                                                    setup.mode, judge=setup.label, catalog=catalog)
+                charged = budget.charging(budget.judging_hold(conversation.conversation_id)) if budget else nullcontext()
+                with charged:
+                    judgment = await judge_conversation(conversation, profiles[conversation.profile_id], setup.model,
+                                                        setup.mode, judge=setup.label, catalog=catalog)
                 out = paths.judgments(setup.label, conversation.clinician)
                 if out not in writers:
                     writers[out] = JsonlWriter(out)

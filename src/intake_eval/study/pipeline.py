@@ -43,7 +43,8 @@ class StudyOutcome:
     report_path: Path
     calls: int = 0  # model calls this invocation actually made (cache hits excluded)
     cache_hits: int = 0
-    cost_usd: float = 0.0  # paid by this invocation
+    cost_usd: float = 0.0  # billed by this invocation
+    saved_by_cache_usd: float = 0.0  # what this invocation's response-cache hits would have cost
     cost_known: bool = True
     counts: dict[str, Any] = field(default_factory=dict)
 
@@ -100,11 +101,15 @@ def _history_entry(runner: StageRunner, outcome: StudyOutcome, *, started: str, 
     meters = pool.usage
     outcome.calls = sum(m.calls - m.cache_hits for m in meters.values())
     outcome.cache_hits = sum(m.cache_hits for m in meters.values())
-    outcome.cost_usd = round(sum(m.paid_usd for m in meters.values()), 6)
+    # billed by this invocation: the call ledger's count (retried and truncated attempts included)
+    billed = pool.ledger.billed_usd if pool.ledger is not None else sum(m.paid_usd for m in meters.values())
+    outcome.cost_usd = round(billed, 6)
+    outcome.saved_by_cache_usd = round(sum(m.cost_usd - m.paid_usd for m in meters.values()), 6)
     outcome.cost_known = all(m.cost_known for m in meters.values())
     return {
         "started": started, "finished": now_iso(), "status": status, "calls": outcome.calls,
-        "cache_hits": outcome.cache_hits, "cost_usd": outcome.cost_usd, "cost_known": outcome.cost_known,
+        "cache_hits": outcome.cache_hits, "cost_usd": outcome.cost_usd, "billed_usd": outcome.cost_usd,
+        "saved_by_cache_usd": outcome.saved_by_cache_usd, "cost_known": outcome.cost_known,
         "wall_s": round(time.monotonic() - wall, 2), "phases_s": phases,
         "usage": {alias: m.to_usage().model_dump() for alias, m in sorted(meters.items()) if m.calls},
         # every HTTP attempt, retry and give-up per alias, by reason (429, 5xx, timeout, bad_body, …)
@@ -206,5 +211,6 @@ def _run_study(config: StudyConfig, config_path: Path, *, run_dir: Path | None, 
             manifest.save()
     part = "" if shard is None else f" (shard {shard})"
     say(f"study {config.name}{part}: {outcome.counts.get('run', {}).get('ok', 0)} conversations ok, "
-        f"{outcome.calls} model calls this time ({outcome.cache_hits} from cache), ${outcome.cost_usd:.4f}")
+        f"{outcome.calls} model calls this time ({outcome.cache_hits} from cache): billed ${outcome.cost_usd:.4f}, "
+        f"saved by the cache ${outcome.saved_by_cache_usd:.4f}")
     return outcome

@@ -1,0 +1,216 @@
+"""The three money figures of a run folder, read from its call ledger (calls.jsonl, see llm/ledger.py).
+
+- **billed**: what providers charged — every billed attempt in the ledger, from every invocation
+  and every kill. Attempts whose usage could not be read (a truncated 200 body, a timeout) and
+  requests whose answer never arrived (in flight at a kill) are counted at an estimate, best first:
+  what an answered request with the same hash cost (a response-cache hit of it included); else the
+  request's size × the dollars per character the same alias's answered calls cost; else the
+  estimate written when it was sent. A request whose answer never arrived may have been answered
+  with an error that is not billed (a 429, a 5xx): its estimate is weighted by the share of the
+  same alias's answers that were billed. ``billed_known`` is false when any estimate or unknown
+  price is in the figure.
+- **saved by the cache**: what the response-cache hits would have cost; never spend.
+- **records' cost** (core/usage.py): what the kept results would cost to reproduce.
+
+A folder made before the ledger existed starts it with an ``opened`` line naming what its records
+cost then; billed counts that as an estimate (under the alias ``BEFORE_LEDGER``).
+
+Retries are counted here too: failed attempts the retry policy repeats (429, 5xx, timeouts,
+dropped connections, garbled bodies).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from intake_eval.core.lines import iter_json_lines
+
+# Errors after which the provider may have done (and billed) the work without our reading its usage.
+UNREAD_BILLED = ("bad_body", "timeout")
+BEFORE_LEDGER = "(before the call ledger)"  # where the records made before the ledger existed are counted
+
+
+@dataclass
+class AliasCalls:
+    requests: int = 0  # sent lines
+    answers: int = 0  # answer lines from the provider (errors included)
+    cache_hits: int = 0
+    unanswered: int = 0  # sent, no answer (in flight at a kill, or in flight now)
+    retries: int = 0
+    failed_attempts: int = 0
+    billed_usd: float = 0.0
+    estimated_usd: float = 0.0  # the part of billed_usd that is an estimate
+    saved_by_cache_usd: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_known: bool = True
+    by_reason: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"requests": self.requests, "answers": self.answers, "cache_hits": self.cache_hits,
+                "unanswered": self.unanswered, "retries": self.retries, "failed_attempts": self.failed_attempts,
+                "billed_usd": round(self.billed_usd, 8), "billed_estimated_usd": round(self.estimated_usd, 8),
+                "billed_known": self.cost_known and self.estimated_usd == 0,
+                "saved_by_cache_usd": round(self.saved_by_cache_usd, 8), "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "failures_by_reason": dict(sorted(self.by_reason.items()))}
+
+
+@dataclass
+class LedgerTotals:
+    by_alias: dict[str, AliasCalls] = field(default_factory=dict)
+    by_stage: dict[str, AliasCalls] = field(default_factory=dict)
+    by_stage_alias: dict[tuple[str, str], AliasCalls] = field(default_factory=dict)
+
+    def _sum(self, name: str) -> Any:
+        return sum(getattr(calls, name) for calls in self.by_alias.values())
+
+    @property
+    def billed_usd(self) -> float:
+        return round(self._sum("billed_usd"), 8)
+
+    @property
+    def billed_known(self) -> bool:
+        return all(calls.cost_known and calls.estimated_usd == 0 for calls in self.by_alias.values())
+
+    @property
+    def saved_by_cache_usd(self) -> float:
+        return round(self._sum("saved_by_cache_usd"), 8)
+
+    @property
+    def retries(self) -> int:
+        return int(self._sum("retries"))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"billed_usd": self.billed_usd, "billed_known": self.billed_known,
+                "billed_estimated_usd": round(self._sum("estimated_usd"), 8),
+                "saved_by_cache_usd": self.saved_by_cache_usd, "requests": int(self._sum("requests")),
+                "cache_hits": int(self._sum("cache_hits")), "retries": self.retries,
+                "failed_attempts": int(self._sum("failed_attempts")), "unanswered": int(self._sum("unanswered")),
+                "by_alias": {alias: calls.as_dict() for alias, calls in sorted(self.by_alias.items())},
+                "by_stage": {stage: calls.as_dict() for stage, calls in sorted(self.by_stage.items())},
+                "retries_by_stage_alias": {stage: {alias: calls.retries for (where, alias), calls in
+                                                   sorted(self.by_stage_alias.items()) if where == stage}
+                                           for stage in sorted(self.by_stage)}}
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+def read_ledger(path: Path, in_flight: str | None = None) -> LedgerTotals | None:
+    """The ledger's figures, or None when the folder has no ledger (made before it existed). Requests whose
+    call id starts with ``in_flight`` (a live process's own) are not counted while unanswered."""
+    if not path.exists():
+        return None
+    sent: dict[str, dict[str, Any]] = {}
+    answers: list[dict[str, Any]] = []
+    seen_answers: set[Any] = set()
+    before = 0.0  # what records made before the ledger existed cost (its "opened" line)
+    for line in iter_json_lines(path, model=None):
+        if line.get("event") == "opened":
+            before += _number(line.get("records_cost_usd"))
+        elif line.get("event") == "sent" and isinstance(line.get("call"), str):
+            sent[line["call"]] = line
+        elif line.get("event") == "answer" and line.get("call") not in seen_answers:
+            seen_answers.add(line.get("call"))  # a batch answer used again by a rerun is one call
+            answers.append(line)
+    answered = {line.get("call") for line in answers}
+    totals = LedgerTotals()
+    priced_hash: dict[str, float] = {}
+    rate: dict[str, list[float]] = {}  # alias → [dollars, characters] over answered, priced calls
+    # (the request's sent line, the line it is counted under, whether no answer arrived at all)
+    unread: list[tuple[dict[str, Any], dict[str, Any], bool]] = []
+
+    def counted(line: dict[str, Any]) -> list[AliasCalls]:
+        alias, stage = str(line.get("alias", "")), str(line.get("stage", ""))
+        return [totals.by_alias.setdefault(alias, AliasCalls()), totals.by_stage.setdefault(stage, AliasCalls()),
+                totals.by_stage_alias.setdefault((stage, alias), AliasCalls())]
+
+    for call, line in sent.items():
+        for calls in counted(line):
+            calls.requests += 1
+            calls.unanswered += call not in answered
+        if call not in answered and not (in_flight and call.startswith(in_flight)):
+            unread.append((line, line, True))
+    answered_by: dict[str, list[int]] = {}  # alias → [billed answers, answers] from the provider
+    for line in answers:
+        dollars, usage = _number(line.get("dollars")), line.get("usage") if isinstance(line.get("usage"), dict) else {}
+        if line.get("cache_hit") and line.get("cost_known", True):
+            priced_hash.setdefault(str(line.get("request", "")), dollars)
+        elif not line.get("cache_hit"):
+            tally = answered_by.setdefault(str(line.get("alias", "")), [0, 0])
+            tally[0] += bool(line.get("billed"))
+            tally[1] += 1
+        for calls in counted(line):
+            if line.get("cache_hit"):
+                calls.cache_hits += 1
+                calls.saved_by_cache_usd += dollars
+                continue
+            calls.answers += 1
+            if line.get("error") is not None:
+                calls.failed_attempts += 1
+                calls.retries += bool(line.get("retryable"))
+                reason = str(line.get("error"))
+                calls.by_reason[reason] = calls.by_reason.get(reason, 0) + 1
+        if line.get("cache_hit") or not line.get("billed"):
+            continue
+        if line.get("error") in UNREAD_BILLED:
+            unread.append((sent.get(str(line.get("call")), line), line, False))
+            continue
+        for calls in counted(line):
+            calls.billed_usd += dollars
+            calls.cost_known = calls.cost_known and bool(line.get("cost_known", True))
+            calls.prompt_tokens += int(_number(usage.get("prompt_tokens")))
+            calls.completion_tokens += int(_number(usage.get("completion_tokens")))
+        if line.get("cost_known", True):
+            priced_hash[str(line.get("request", ""))] = dollars
+            request = sent.get(str(line.get("call")))
+            if request is not None and _number(request.get("prompt_chars")) > 0:
+                pair = rate.setdefault(str(line.get("alias", "")), [0.0, 0.0])
+                pair[0] += dollars
+                pair[1] += _number(request.get("prompt_chars"))
+    if before:
+        earlier = totals.by_alias.setdefault(BEFORE_LEDGER, AliasCalls())
+        earlier.billed_usd += before
+        earlier.estimated_usd += before
+    for request, line, unanswered in unread:
+        alias = str(line.get("alias", ""))
+        billed_share = 1.0  # an answer that arrived unread (a garbled 200, a timeout) was billed
+        if unanswered and answered_by.get(alias, [0, 0])[1]:
+            billed_share = answered_by[alias][0] / answered_by[alias][1]
+        if str(request.get("request", "")) in priced_hash:
+            dollars = priced_hash[str(request.get("request", ""))]
+        elif alias in rate and rate[alias][1] > 0 and _number(request.get("prompt_chars")) > 0:
+            dollars = rate[alias][0] / rate[alias][1] * _number(request.get("prompt_chars"))
+        else:
+            dollars = _number(request.get("estimate_usd", line.get("dollars")))
+        dollars *= billed_share
+        for calls in counted(line):
+            calls.billed_usd += dollars
+            calls.estimated_usd += dollars
+    return totals
+
+
+def money_figures(paths: Any, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The three figures, one name each, as ``status --json`` shows them under ``spend``: ``billed_usd``
+    (None when the folder has no ledger), ``saved_by_cache_usd``, ``records_cost_usd``; with the ledger's
+    retries, failed attempts and per-alias and per-stage figures."""
+    from intake_eval.core.usage import run_folder_spend
+
+    records, records_known = run_folder_spend(paths, manifest)
+    totals = read_ledger(paths.calls)
+    figures: dict[str, Any] = {"billed_usd": None, "billed_known": False, "saved_by_cache_usd": None,
+                               "records_cost_usd": records, "records_cost_known": records_known}
+    if totals is not None:
+        figures.update(totals.as_dict())
+        figures["records_cost_usd"], figures["records_cost_known"] = records, records_known
+    return figures
+
+
+def billed_so_far(path: Path, in_flight: str | None = None) -> float | None:
+    """The folder's billed dollars, or None without a ledger (``in_flight``: see read_ledger)."""
+    totals = read_ledger(path, in_flight)
+    return totals.billed_usd if totals is not None else None

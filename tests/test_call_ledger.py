@@ -1,0 +1,75 @@
+"""The call ledger read back by hand-worked cases: a torn last line (a kill mid-write) is skipped, a request
+whose answer never arrived is priced by the same request's later answer and weighted by how often the alias
+was billed, a garbled 200 is billed, errors are not, cache hits are saved, never spent."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+from intake_eval.core.calls import read_ledger
+
+
+def sent(call, request, alias="doc", chars=400, estimate=0.5):
+    return {"event": "sent", "call": call, "stage": "run", "role": "clinician", "alias": alias, "request": request,
+            "attempt": 1, "prompt_chars": chars, "estimate_usd": estimate}
+
+
+def answer(call, request, dollars, *, alias="doc", error=None, billed=True, known=True, cache_hit=False,
+           retryable=False):
+    return {"event": "answer", "call": call, "stage": "run", "role": "clinician", "alias": alias,
+            "request": request, "attempt": 1, "status": 200, "error": error, "retryable": retryable,
+            "usage": {"prompt_tokens": 100, "completion_tokens": 10}, "dollars": dollars, "cost_known": known,
+            "billed": billed, "cache_hit": cache_hit}
+
+
+def write(path, lines, tail=""):
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines) + tail)
+
+
+def test_hand_worked_ledger(tmp_path):
+    path = tmp_path / "calls.jsonl"
+    write(path, [
+        sent("a", "r1"), answer("a", "r1", 0.10),                       # billed $0.10
+        sent("b", "r2"), answer("b", "r2", 0.0, error="429", billed=False, retryable=True),  # a retry, not billed
+        sent("c", "r2"), answer("c", "r2", 0.20),                       # billed $0.20
+        sent("d", "r3"), answer("d", "r3", 0.0, error="bad_body", known=False, retryable=True),  # garbled 200
+        sent("e", "r3"), answer("e", "r3", 0.30),                       # its retry: the garbled one cost $0.30 too
+        sent("f", "r1"),                                                # killed in flight: same request as "a"
+        answer("g", "r4", 0.05, cache_hit=True, billed=False),          # saved by the cache
+    ], tail='{"event": "sent", "call": "h", "alias": "doc", "est')   # a torn last line
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        totals = read_ledger(path)
+    assert totals is not None
+    figures = totals.as_dict()
+    # answers from the provider: 5, of which 4 billed → an unanswered request counts 4/5 of its twin's $0.10
+    assert figures["billed_usd"] == pytest.approx(0.10 + 0.20 + 0.30 + 0.30 + 0.10 * 4 / 5)
+    assert figures["billed_estimated_usd"] == pytest.approx(0.30 + 0.08)
+    assert figures["billed_known"] is False
+    assert figures["saved_by_cache_usd"] == pytest.approx(0.05)
+    assert (figures["requests"], figures["retries"], figures["failed_attempts"], figures["unanswered"]) == (6, 2, 2, 1)
+    assert figures["cache_hits"] == 1
+    assert figures["by_alias"]["doc"]["failures_by_reason"] == {"429": 1, "bad_body": 1}
+
+
+def test_without_a_same_request_answer_the_alias_rate_per_character_prices_it(tmp_path):
+    path = tmp_path / "calls.jsonl"
+    write(path, [sent("a", "r1", chars=1000), answer("a", "r1", 0.10),
+                 sent("b", "r9", chars=3000, estimate=9.0)])  # no answer, no twin: 3000 chars × $0.10/1000 chars
+    assert read_ledger(path).billed_usd == pytest.approx(0.10 + 0.30)
+
+
+def test_a_folder_without_a_ledger_has_no_billed_figure(tmp_path):
+    assert read_ledger(tmp_path / "calls.jsonl") is None
+
+
+def test_a_ledger_opened_on_a_folder_with_records_counts_what_they_cost_as_an_estimate(tmp_path):
+    path = tmp_path / "calls.jsonl"
+    write(path, [{"event": "opened", "records_cost_usd": 1.5, "cost_known": True}, sent("a", "r1"),
+                 answer("a", "r1", 0.10)])
+    totals = read_ledger(path)
+    assert totals.billed_usd == pytest.approx(1.6) and totals.billed_known is False
+    assert totals.as_dict()["by_alias"]["(before the call ledger)"]["billed_usd"] == pytest.approx(1.5)
