@@ -99,10 +99,34 @@ def compact_number(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:.4g}"
 
 
+def money_text(value: float, known: bool = True) -> str:
+    """Dollars as every table writes them; an unknown price shows as a floor (≥) or 'unknown'."""
+    text = "$0" if value == 0 else f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
+    if not known:
+        return f"≥{text}" if value else "unknown"
+    return text
+
+
+def money_lines(spend: dict[str, Any]) -> list[str]:
+    """The three figures, named as everywhere: billed, saved by the cache, records' cost."""
+    records = money_text(spend.get("records_cost_usd") or 0.0, spend.get("records_cost_known", True))
+    if spend.get("billed_usd") is None:
+        return [f"billed: unknown (no calls.jsonl: made before the call ledger) · records' cost {records}"]
+    billed = money_text(spend["billed_usd"], spend.get("billed_known", True))
+    estimated = spend.get("billed_estimated_usd") or 0.0
+    lines = [f"billed {billed} · saved by the cache {money_text(spend.get('saved_by_cache_usd') or 0.0)} · "
+             f"records' cost {records}",
+             f"provider requests {spend.get('requests', 0):,} · retries {spend.get('retries', 0):,} · "
+             f"failed attempts {spend.get('failed_attempts', 0):,} · cache hits {spend.get('cache_hits', 0):,}"]
+    if estimated:
+        lines.append(f"billed includes {money_text(estimated)} estimated for {spend.get('unanswered', 0):,} requests "
+                     "whose answer never arrived (in flight at a kill) or could not be read")
+    return lines
+
+
 def print_money(out: Any, run_dir: Any) -> None:
     """The closing money line of a command: the folder's billed, saved-by-the-cache and records' cost figures
     (the names status, the report and metrics/cost*.csv use)."""
-    from intake_eval.commands.status import money_lines
     from intake_eval.core.calls import money_figures
     from intake_eval.core.manifest import Manifest
     from intake_eval.core.store import RunPaths

@@ -8,20 +8,13 @@ from typing import Annotated, Any
 
 import typer
 
-from intake_eval.commands.common import DEFAULT_RUN_DIR, checked_run_dir
+from intake_eval.commands.common import DEFAULT_RUN_DIR, checked_run_dir, money_lines, money_text
 
 RunDirOption = Annotated[Path, typer.Option("--run-dir", help="Run folder whose manifest.json to show.",
                                             callback=checked_run_dir)]
 
 
 SHOWN_PARAMS = ("temperature", "max_tokens", "reasoning", "api_base", "api_key_env", "rpm", "tpm")
-
-
-def _money(value: float, known: bool = True) -> str:
-    text = "$0" if value == 0 else f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
-    if not known:
-        return f"≥{text}" if value else "unknown"
-    return text
 
 
 def _when(stamp: Any) -> str:
@@ -99,7 +92,7 @@ def _stage_table(data: dict[str, Any]):
         table.add_row(name, str(stage.get("status", "?")), compact_number(done), failed_text,
                       compact_number(totals["calls"]), compact_number(retries),
                       compact_number(totals["prompt_tokens"] + totals["completion_tokens"]),
-                      _money(totals["cost_usd"], known))
+                      money_text(totals["cost_usd"], known))
     return table
 
 
@@ -125,7 +118,7 @@ def _model_usage_table(data: dict[str, Any]):
                           compact_number(usage.get("cache_hits", 0)), compact_number(retried),
                           compact_number(prompt), share,
                           compact_number(usage.get("completion_tokens", 0) + usage.get("reasoning_tokens", 0)),
-                          _money(usage.get("cost_usd", 0.0), usage.get("cost_known", True)))
+                          money_text(usage.get("cost_usd", 0.0), usage.get("cost_known", True)))
     return table
 
 
@@ -151,23 +144,7 @@ def _answers_table(rows: list[dict[str, Any]]):
                       f"{refused}" + (f" ({row['clinician_refused']} clinician)" if refused else ""),
                       f"{empty}" + (f" ({row['clinician_empty_answer']} clinician)" if empty else ""),
                       str(row["failed_truncated"]), cut["clinician"], cut["patient"])
-
-
-def money_lines(spend: dict[str, Any]) -> list[str]:
-    """The three figures, named as everywhere: billed, saved by the cache, records' cost."""
-    records = _money(spend.get("records_cost_usd") or 0.0, spend.get("records_cost_known", True))
-    if spend.get("billed_usd") is None:
-        return [f"billed: unknown (no calls.jsonl: made before the call ledger) · records' cost {records}"]
-    billed = _money(spend["billed_usd"], spend.get("billed_known", True))
-    estimated = spend.get("billed_estimated_usd") or 0.0
-    lines = [f"billed {billed} · saved by the cache {_money(spend.get('saved_by_cache_usd') or 0.0)} · "
-             f"records' cost {records}",
-             f"provider requests {spend.get('requests', 0):,} · retries {spend.get('retries', 0):,} · "
-             f"failed attempts {spend.get('failed_attempts', 0):,} · cache hits {spend.get('cache_hits', 0):,}"]
-    if estimated:
-        lines.append(f"billed includes {_money(estimated)} estimated for {spend.get('unanswered', 0):,} requests "
-                     "whose answer never arrived (in flight at a kill) or could not be read")
-    return lines
+    return table
 
 
 def _billed_table(data: dict[str, Any]):
@@ -184,7 +161,7 @@ def _billed_table(data: dict[str, Any]):
     for alias, calls in (data.get("spend", {}).get("by_alias") or {}).items():
         table.add_row(alias, compact_number(calls["requests"]), compact_number(calls["retries"]),
                       compact_number(calls["failed_attempts"]), compact_number(calls["cache_hits"]),
-                      _money(calls["billed_usd"], calls["billed_known"]), _money(calls["saved_by_cache_usd"]))
+                      money_text(calls["billed_usd"], calls["billed_known"]), money_text(calls["saved_by_cache_usd"]))
     return table
 
 
@@ -222,7 +199,7 @@ def _study_runs_table(data: dict[str, Any]):
             finished = finished[11:]  # the same day: the time says it
         table.add_row(started, finished, str(entry.get("status", "")), compact_number(entry.get("calls", 0)),
                       compact_number(entry.get("cache_hits", 0)),
-                      _money(entry.get("cost_usd", 0.0), entry.get("cost_known", True)),
+                      money_text(entry.get("cost_usd", 0.0), entry.get("cost_known", True)),
                       compact_number(round(float(entry.get("wall_s", 0) or 0), 1)))
     return table
 

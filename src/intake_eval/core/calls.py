@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.lines import iter_json_lines
+from intake_eval.core.usage import run_folder_spend
 
 # Errors after which the provider may have done (and billed) the work without our reading its usage.
 UNREAD_BILLED = ("bad_body", "timeout")
@@ -198,8 +199,6 @@ def money_figures(paths: Any, manifest: Mapping[str, Any]) -> dict[str, Any]:
     """The three figures, one name each, as ``status --json`` shows them under ``spend``: ``billed_usd``
     (None when the folder has no ledger), ``saved_by_cache_usd``, ``records_cost_usd``; with the ledger's
     retries, failed attempts and per-alias and per-stage figures."""
-    from intake_eval.core.usage import run_folder_spend
-
     records, records_known = run_folder_spend(paths, manifest)
     totals = read_ledger(paths.calls)
     figures: dict[str, Any] = {"billed_usd": None, "billed_known": False, "saved_by_cache_usd": None,

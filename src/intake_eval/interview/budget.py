@@ -29,59 +29,23 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from intake_eval.core.records import Conversation, arm_condition
 from intake_eval.core.calls import billed_so_far
+from intake_eval.core.records import Conversation
 from intake_eval.core.store import iter_json_lines
-from intake_eval.core.usage import latest_lines, run_folder_spend, usage_of
+from intake_eval.core.usage import run_folder_spend
 from intake_eval.interview.conversation import PlannedConversation
+from intake_eval.interview.cost_forecast import (
+    ANSWER_TOKENS,
+    BASE_PROMPT_TOKENS,
+    PRIOR_MARGIN,
+    arm_of,
+    judging_estimate,
+    measured_costs,
+    prior_cost,
+    record_cost,
+    role_cost,
+)
 from intake_eval.llm.ledger import CHARGE
-from intake_eval.llm.litellm_backend import call_cost
-
-# The prior, before any conversation of a clinician/arm is measured: a prompt's fixed part per role
-# (system prompt, the patient's profile), the answer lengths of the cost estimate, and a margin so
-# that the first conversations rather under- than overspend (over-reserving only delays starts
-# until the first conversation has measured the real cost).
-BASE_PROMPT_TOKENS = {"clinician": 500, "patient": 2000, "tracker": 1500}
-ANSWER_TOKENS = {"clinician": 80, "patient": 90, "tracker": 25, "formulation": 300}
-PRIOR_MARGIN = 2.0
-JUDGE_PROMPT_TOKENS = 2500  # the judge's instructions and the hidden domains
-JUDGE_ANSWER_TOKENS = 400
-
-
-def record_cost(usage: Mapping[str, Any] | None) -> float:
-    """Dollars of a conversation record's usage (role → usage dict)."""
-    return sum(usage_of(raw).cost_usd for raw in (usage or {}).values())
-
-
-def _arm_of(item: PlannedConversation) -> tuple[str, str]:
-    fork = {"at": item.fork.at, "nudge": item.fork.nudge} if item.fork is not None else None
-    return item.clinician, arm_condition(item.condition, fork)
-
-
-def _role_cost(spec: Any, prompt_tokens: int, completion_tokens: int) -> float:
-    if spec is None or getattr(spec, "is_offline", False):
-        return 0.0
-    dollars, _known = call_cost(spec, prompt_tokens, completion_tokens)
-    return dollars
-
-
-def prior_cost(item: PlannedConversation, specs: Mapping[str, Any], margin: float = PRIOR_MARGIN) -> float:
-    """Dollars one conversation is expected to cost from prices × expected tokens (``specs``: role →
-    ModelSpec or None), times ``margin``."""
-    turns = item.max_turns
-    exchange = ANSWER_TOKENS["clinician"] + ANSWER_TOKENS["patient"]
-    history = exchange * turns * (turns + 1) // 2  # the transcript grows by one exchange per turn
-    tokens = {
-        "clinician": (BASE_PROMPT_TOKENS["clinician"] * turns + history, ANSWER_TOKENS["clinician"] * turns),
-        "patient": (BASE_PROMPT_TOKENS["patient"] * (turns + 1) + history, ANSWER_TOKENS["patient"] * (turns + 1)),
-    }
-    if specs.get("tracker") is not None:
-        tokens["tracker"] = (BASE_PROMPT_TOKENS["tracker"] * turns + history, ANSWER_TOKENS["tracker"] * turns)
-    dollars = sum(_role_cost(specs.get(role), *counts) for role, counts in tokens.items())
-    if item.formulation:
-        dollars += _role_cost(specs.get("clinician"), BASE_PROMPT_TOKENS["clinician"] + exchange * turns,
-                              ANSWER_TOKENS["formulation"])
-    return dollars * margin
 
 
 @dataclass(eq=False)  # each hold is itself: two with the same figures are not one (the budget removes by identity)
@@ -176,7 +140,7 @@ class Budget:
         """What a conversation holds (and its judging, when judged as it finishes): once its arm is measured,
         the mean cost plus one standard deviation, so that many in flight at once do not together outrun
         their holds; else the prior."""
-        costs = self.measured.get(_arm_of(item))
+        costs = self.measured.get(arm_of(item))
         if costs:
             mean = sum(costs) / len(costs)
             spread = (sum((cost - mean) ** 2 for cost in costs) / (len(costs) - 1)) ** 0.5 if len(costs) > 1 else 0.0
@@ -190,7 +154,7 @@ class Budget:
         its judging likewise (measured here, else the estimate without its margin)."""
         judging = (sum(self.judged_costs) / len(self.judged_costs) if self.judged_costs
                    else self.judging_cost / (1.0 if self.judging_measured else PRIOR_MARGIN))
-        costs = self.measured.get(_arm_of(item))
+        costs = self.measured.get(arm_of(item))
         if costs:
             return sum(costs) / len(costs) + judging
         specs = {**self.specs, "clinician": self.specs.get(f"clinician:{item.clinician}")}
@@ -206,7 +170,7 @@ class Budget:
         items = list(items)
         for item in items:
             specs = {**self.specs, "clinician": self.specs.get(f"clinician:{item.clinician}")}
-            self.priors.setdefault(_arm_of(item), prior_cost(item, specs, margin=1.0))
+            self.priors.setdefault(arm_of(item), prior_cost(item, specs, margin=1.0))
         return sum(self.forecast(item) for item in items)
 
     def reserve(self, item: PlannedConversation) -> Reservation | None:
@@ -218,7 +182,7 @@ class Budget:
             return None
         estimate = self.estimate(item)
         fits = self._fits(estimate)
-        unmeasured_first = not self.open and _arm_of(item) not in self.measured and self.spent < self.limit
+        unmeasured_first = not self.open and arm_of(item) not in self.measured and self.spent < self.limit
         if not (fits or unmeasured_first):
             self._refused()
             return None
@@ -238,7 +202,7 @@ class Budget:
         if conversation.ok:
             # what running it again would cost: its records' cost (cache hits at full price), or what it was
             # billed when more (retried and garbled attempts included)
-            self.measured.setdefault(_arm_of(item), []).append(max(cost, reservation.live))
+            self.measured.setdefault(arm_of(item), []).append(max(cost, reservation.live))
             if self.judges:
                 hold = Reservation(self.judging_cost)
                 self.open.append(hold)
@@ -273,7 +237,7 @@ class Budget:
     def formulation_estimate(self, item: PlannedConversation) -> float:
         """A formulation asked for a conversation on disk: the clinician reads the whole intake once."""
         exchange = ANSWER_TOKENS["clinician"] + ANSWER_TOKENS["patient"]
-        return PRIOR_MARGIN * _role_cost(self.specs.get(f"clinician:{item.clinician}"),
+        return PRIOR_MARGIN * role_cost(self.specs.get(f"clinician:{item.clinician}"),
                                          BASE_PROMPT_TOKENS["clinician"] + exchange * item.max_turns,
                                          ANSWER_TOKENS["formulation"])
 
@@ -321,39 +285,6 @@ class JudgingGate:
         """What a stop left: the judgments not started and the estimated dollars to make them."""
         return {"limit": self.budget.limit, "spent": round(self.budget.spent, 6), "conversations": 0,
                 "judgments": judgments, "dollars_to_finish": round(judgments * self.per_judgment, 6)}
-
-
-def measured_costs(paths: Any, clinicians: Iterable[str]) -> dict[tuple[str, str], list[float]]:
-    """Cost of every finished ok conversation on disk, by (clinician, arm)."""
-    measured: dict[tuple[str, str], list[float]] = {}
-    files = [paths.conversations(alias) for alias in sorted(set(clinicians))]
-    for data in latest_lines(files, "conversation_id").values():
-        if data.get("status", "ok") != "ok":
-            continue
-        fork = data.get("fork") if isinstance(data.get("fork"), dict) else None
-        key = (str(data.get("clinician", "")), arm_condition(str(data.get("condition", "minimal")), fork))
-        measured.setdefault(key, []).append(record_cost(data.get("usage")))
-    return measured
-
-
-def judging_estimate(paths: Any, judges: Mapping[str, Any], turns: int, mode: str) -> tuple[float, bool]:
-    """Dollars to judge one conversation by every judge (label → ModelSpec): the mean judgment cost of
-    each judge on disk, else prices × expected tokens (a per-turn judge reads the transcript once per turn,
-    with PRIOR_MARGIN); and whether every judge's figure was measured."""
-    total, measured = 0.0, True
-    for label, spec in judges.items():
-        folder = paths.judge_dir(label)
-        costs = [usage_of(data.get("usage")).cost_usd for data in
-                 latest_lines(sorted(folder.glob("*.jsonl")) if folder.is_dir() else [], "conversation_id").values()
-                 if data.get("status", "ok") == "ok"]
-        if costs:
-            total += sum(costs) / len(costs)
-            continue
-        calls = turns + 1 if mode == "per-turn" else 1
-        transcript = (ANSWER_TOKENS["clinician"] + ANSWER_TOKENS["patient"]) * turns
-        total += PRIOR_MARGIN * _role_cost(spec, calls * (JUDGE_PROMPT_TOKENS + transcript), calls * JUDGE_ANSWER_TOKENS)
-        measured = False
-    return total, measured
 
 
 def _ledger_backed(budget: Budget, runner: Any, limit: float) -> Budget:

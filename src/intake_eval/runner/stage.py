@@ -43,6 +43,7 @@ from intake_eval.core.usage import (
     retry_totals,
     stage_aliases,
     stage_usage,
+    run_folder_spend,
     subtract_retry_stats,
 )
 from intake_eval.llm.base import ModelSpec, public_url
@@ -188,8 +189,6 @@ class StageRunner:
         disk cost (a folder made before the ledger existed), which the billed figure counts as an estimate."""
         if self.paths.calls.exists():
             return
-        from intake_eval.core.usage import run_folder_spend
-
         before, known = run_folder_spend(self.paths, self._manifest().data)
         append_record(self.paths.calls, {"event": "opened", "time": now_iso(), "records_cost_usd": before,
                                          "cost_known": known})
