@@ -89,7 +89,8 @@ def test_turns_hold_the_transcript_text(demo, exported):
     assert mine.patient_text.iloc[0] == conversation["opening"] and pd.isna(mine.clinician_text.iloc[0])
     assert list(mine.clinician_text.iloc[1:]) == [t["clinician"] for t in conversation["turns"]]
     assert list(mine.patient_text.iloc[1:]) == [t["patient"] for t in conversation["turns"]]
-    assert set(turns.arm) == {f"{c} · {k} · {m}" for c, k, m in zip(turns.clinician, turns.condition, turns.patient_mode)}
+    arms = zip(turns.clinician, turns.condition, turns.patient_mode)
+    assert list(turns.arm) == [f"{clinician} · {condition} · {mode}" for clinician, condition, mode in arms]
 
 
 def _front_matter(card: Path) -> dict:
@@ -109,6 +110,7 @@ def test_hf_card_lists_existing_files_and_states_what_it_must(exported):
     for heading in ("## Tables", "## Methods", "### Judging", "## Study configuration", "## Licence"):
         assert heading in card
     assert "no real patient" in card and "| `asked_about` | bool |" in card
+    assert "| `active_coverage_rate` | double | Hidden domains with some turn where asked_about" in card
     assert not (exported["parquet"] / "README.md").exists()
 
 

@@ -23,7 +23,7 @@ from intake_eval import __version__
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.store import RunPaths, write_text_atomic
 from intake_eval.export.card import ExportedTable, dataset_card, declared_fields, without_secrets
-from intake_eval.export.columns import LABELS, METRICS_FOLDER, PROFILES, TURNS, Table
+from intake_eval.export.columns import LABELS, METRICS_FOLDER, PROFILES, TURNS, Table, metric_meaning
 from intake_eval.export.parquet import copy_csv, copy_parquet, pyarrow_modules, write_rows
 from intake_eval.export.rows import label_rows, profile_rows, turn_rows
 from intake_eval.metrics.turn_labels import TURN_LABELS_TABLE
@@ -90,7 +90,8 @@ def _metric_table(folder: Path, name: str, source: Path) -> ExportedTable:
     except pa.ArrowInvalid as error:
         raise IntakeEvalError(f"{source}: unreadable as a table ({str(error).splitlines()[0]})") from None
     about = f"metrics/{source.name} of the run (DESIGN.md and the project README define each metric)."
-    return ExportedTable(f"metrics_{name}", file, rows, about, [(f.name, str(f.type), "") for f in schema])
+    fields = [(column.name, str(column.type), metric_meaning(column.name)) for column in schema]
+    return ExportedTable(f"metrics_{name}", file, rows, about, fields)
 
 
 def _methods_lines(paths: RunPaths) -> list[str] | None:

@@ -34,14 +34,17 @@ PROFILES = Table("profiles", "profiles.parquet", "One row per simulated patient 
     Column("index", "int64", "Position of the profile in the generated set."),
     Column("seed", "int64", "Seed the profile was sampled with."),
     Column("phenotype", "string", "Phenotype (clinical presentation family) the profile was drawn from."),
-    Column("alignment", "string", "masked or aligned: whether the presenting complaint points away from the hidden domains."),
+    Column("alignment", "string", "The phenotype's declared alignment, masked or aligned (the report's "
+                                  "masked-vs-aligned comparison)."),
     Column("presenting_domain", "string", "The domain the patient presents with (disclosed freely)."),
     Column("presenting_severity", "string", "mild, moderate or severe."),
     Column("presenting_symptoms", "strings", "Symptom texts of the presenting domain (paraphrased criteria)."),
-    Column("presenting_phenomenology", "string", "First-person text of the presenting domain written by the generator."),
+    Column("presenting_phenomenology", "string",
+           "First-person text of the presenting domain written by the generator."),
     Column("hidden_domains", "strings", "Hidden comorbid domains, disclosed only when asked about."),
     Column("hidden_severities", "strings", "Severity of each hidden domain, in the order of hidden_domains."),
-    Column("hidden_symptoms", "strings", "Symptom texts of each hidden domain joined by ' | ', in the order of hidden_domains."),
+    Column("hidden_symptoms", "strings",
+           "Symptom texts of each hidden domain joined by ' | ', in the order of hidden_domains."),
     Column("age", "int64", "Demographics: age in years."),
     Column("sex", "string", "Demographics: female or male."),
     Column("occupation", "string", "Demographics: occupation."),
@@ -61,7 +64,8 @@ TURNS = Table("turns", "turns.parquet", (
     Column("clinician", "string", "Clinician model alias."),
     Column("clinician_model", "string", "Clinician provider model id."),
     Column("condition", "string", "Analysis condition: the prompt condition, or condition+nudge@point for a fork."),
-    Column("patient_mode", "string", "prompted (the patient model decides what to disclose) or tracked (a tracker decides)."),
+    Column("patient_mode", "string",
+           "prompted (the patient model decides what to disclose) or tracked (a tracker decides)."),
     Column("arm", "string", "clinician · condition · patient mode: the unit every figure is computed per."),
     Column("trial", "int64", "Repeat number of the same profile in the same arm."),
     Column("patient", "string", "Patient model alias."),
@@ -75,8 +79,10 @@ TURNS = Table("turns", "turns.parquet", (
     Column("clinician_reasoning", "string", "The clinician model's reasoning text when the provider returned one."),
     Column("nudge", "string", "A fork's supervisor note given to the clinician just before this turn."),
     Column("tracker_question_type", "string", "Tracked mode: the tracker's question type for this turn."),
-    Column("tracker_asked_domains", "strings", "Tracked mode: hidden domains the tracker read the turn as asking about."),
-    Column("finish_reasons", "string", "Per-role finish reasons of this turn's model answers as JSON, when the record has them."),
+    Column("tracker_asked_domains", "strings",
+           "Tracked mode: hidden domains the tracker read the turn as asking about."),
+    Column("finish_reasons", "string",
+           "Per-role finish reasons of this turn's model answers as JSON, when the record has them."),
 ))
 
 LABELS = Table("labels", "labels.parquet", (
@@ -105,3 +111,28 @@ LABELS = Table("labels", "labels.parquet", (
 
 RECORD_TABLES = (PROFILES, TURNS, LABELS)
 METRICS_FOLDER = "metrics"
+
+# Metrics columns DESIGN.md defines (the definitions of the study, quoted); a metrics column named like a
+# record table's column means what it means there.
+METRIC_MEANINGS = {
+    "active_coverage_rate": "Hidden domains with some turn where asked_about and disclosed are both true, ÷ hidden "
+                            "domains.",
+    "bleed_rate": "Passive disclosure: hidden domains with some turn where disclosed is true and asked_about false, "
+                  "÷ hidden domains.",
+    "first_treatment_planning_turn": "Smallest turn whose question_type is treatment_planning (empty: none).",
+    "premature_closure_turn": "Smallest t such that every turn from t to the last is treatment_planning or other "
+                              "(empty: none).",
+    "patient_leak_count": "Turns the judge marked patient_faithful = false.",
+    "kappa": "Cohen's κ between the two judges for the label.",
+}
+
+
+def metric_meaning(column: str) -> str:
+    """What a metrics table's column means, where it is declared; empty otherwise (see the project README)."""
+    if column in METRIC_MEANINGS:
+        return METRIC_MEANINGS[column]
+    for table in RECORD_TABLES:
+        for declared in table.columns:
+            if declared.name == column:
+                return declared.meaning
+    return ""

@@ -27,7 +27,8 @@ def pyarrow_modules() -> tuple[Any, Any, Any]:
         import pyarrow.csv
         import pyarrow.parquet
     except ImportError:
-        raise IntakeEvalError(f"export needs pyarrow, which is not installed; install it with: {INSTALL_HINT}") from None
+        raise IntakeEvalError(f"export needs pyarrow, which is not installed; install it with: "
+                              f"{INSTALL_HINT}") from None
     return pyarrow, pyarrow.parquet, pyarrow.csv
 
 
