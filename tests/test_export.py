@@ -181,3 +181,16 @@ def test_missing_pyarrow_is_one_install_line(demo, tmp_path, monkeypatch):
 def test_cli_start_does_not_import_pyarrow():
     code = "import sys, intake_eval.cli; assert 'pyarrow' not in sys.modules, 'pyarrow imported at start'"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_a_metrics_column_empty_in_the_first_block_streams(tmp_path, monkeypatch):
+    from intake_eval.export import parquet
+
+    monkeypatch.setattr(parquet, "CSV_BLOCK_BYTES", 256)  # many blocks; the first sees the column empty
+    source = tmp_path / "conversations.csv"
+    rows = [f"c{i},{'' if i < 100 else i}" for i in range(200)]
+    source.write_text("conversation_id,premature_closure_turn\n" + "\n".join(rows) + "\n")
+    written, _schema = parquet.copy_csv(source, tmp_path / "conversations.parquet")
+    frame = pd.read_parquet(tmp_path / "conversations.parquet")
+    assert written == len(frame) == 200 and frame.premature_closure_turn.iloc[199] == "199"
+    assert frame.premature_closure_turn.iloc[:100].isna().all()

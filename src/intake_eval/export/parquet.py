@@ -61,11 +61,23 @@ def write_rows(path: Path, table: Table, rows: Iterable[dict[str, Any]]) -> int:
     return written
 
 
+def _csv_reader(source: Path) -> Any:
+    """A streaming reader whose column types come from the first block; a column empty there (an undefined
+    turn metric in the first rows) is read as text, so a value in a later block cannot break the stream."""
+    pa, _parquet, csv = pyarrow_modules()
+    read_options = csv.ReadOptions(block_size=CSV_BLOCK_BYTES)
+    convert = csv.ConvertOptions(strings_can_be_null=True)  # an empty cell is an undefined value, as pandas reads it
+    first = csv.open_csv(source, read_options=read_options, convert_options=convert)
+    convert.column_types = {field.name: pa.string() for field in first.schema if pa.types.is_null(field.type)}
+    first.close()
+    return csv.open_csv(source, read_options=read_options, convert_options=convert)
+
+
 def copy_csv(source: Path, path: Path) -> tuple[int, Any]:
     """A metrics CSV as Parquet, streamed block by block; (rows, arrow schema)."""
-    _pa, parquet, csv = pyarrow_modules()
+    _pa, parquet, _csv = pyarrow_modules()
     written = 0
-    reader = csv.open_csv(source, read_options=csv.ReadOptions(block_size=CSV_BLOCK_BYTES))
+    reader = _csv_reader(source)
     with parquet.ParquetWriter(path, reader.schema, compression=COMPRESSION) as writer:
         for batch in reader:
             writer.write_batch(batch)
