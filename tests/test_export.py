@@ -106,6 +106,8 @@ def test_hf_card_lists_existing_files_and_states_what_it_must(exported):
     paths = [item["path"] for config in meta["configs"] for item in config["data_files"]]
     assert {"profiles.parquet", "turns.parquet", "labels.parquet", "metrics/conversations.parquet"} <= set(paths)
     assert all((out / path).is_file() for path in paths)
+    index = json.loads((out / "export.json").read_text())
+    assert {t["file"] for t in index["tables"] if t["rows"]} == set(paths)  # every non-empty table, no empty one
     card = (out / "README.md").read_text(encoding="utf-8")
     for heading in ("## Tables", "## Methods", "### Judging", "## Study configuration", "## Licence"):
         assert heading in card
@@ -121,8 +123,10 @@ def test_datasets_loads_the_export(exported, tmp_path, monkeypatch):
     turns = datasets.load_dataset("parquet", data_files=str(out / "turns.parquet"), split="train",
                                   cache_dir=str(tmp_path / "cache"))
     assert turns.num_rows == len(pd.read_parquet(out / "turns.parquet"))
-    labels = datasets.load_dataset(str(out), "labels", split="train", cache_dir=str(tmp_path / "cache"))
-    assert labels.num_rows == len(pd.read_parquet(out / "labels.parquet"))
+    meta = _front_matter(out / "README.md")
+    for config in meta["configs"]:  # every configuration of the card loads, as the hub's viewer would
+        table = datasets.load_dataset(str(out), config["config_name"], split="train", cache_dir=str(tmp_path / "c"))
+        assert table.num_rows == len(pd.read_parquet(out / config["data_files"][0]["path"]))
 
 
 def test_secrets_never_exported(demo, tmp_path):

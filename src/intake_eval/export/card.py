@@ -49,7 +49,8 @@ def declared_fields(table: Table) -> list[tuple[str, str, str]]:
 
 
 def front_matter(tables: list[ExportedTable], license_id: str, pretty_name: str) -> str:
-    configs = [{"config_name": table.name, "data_files": [{"split": "train", "path": table.file}]} for table in tables]
+    configs = [{"config_name": table.name, "data_files": [{"split": "train", "path": table.file}]} for table in tables
+               if table.rows]  # datasets refuses a split with no rows, so an empty table is no configuration
     if configs:
         configs[0]["default"] = True
     meta = {"license": license_id, "pretty_name": pretty_name, "tags": TAGS, "configs": configs}
@@ -61,7 +62,8 @@ def _cell(text: Any) -> str:
 
 
 def _fields_markdown(table: ExportedTable) -> list[str]:
-    out = [f"### `{table.name}` — `{table.file}` ({table.rows:,} rows)", "", table.about, "",
+    empty = " This table is empty in this run, so it is not listed as a configuration." if not table.rows else ""
+    out = [f"### `{table.name}` — `{table.file}` ({table.rows:,} rows)", "", table.about + empty, "",
            "| Field | Type | Meaning |", "|---|---|---|"]
     out += [f"| `{name}` | {_cell(kind)} | {_cell(meaning)} |" for name, kind, meaning in table.fields]
     return out + [""]
