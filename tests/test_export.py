@@ -198,3 +198,30 @@ def test_a_metrics_column_empty_in_the_first_block_streams(tmp_path, monkeypatch
     frame = pd.read_parquet(tmp_path / "conversations.parquet")
     assert written == len(frame) == 200 and frame.premature_closure_turn.iloc[199] == "199"
     assert frame.premature_closure_turn.iloc[:100].isna().all()
+
+
+def test_an_uncompacted_file_exports_the_latest_record_once(demo, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(demo.root, run, ignore=shutil.ignore_patterns("report", ".lock", "cache.sqlite*"))
+    paths = RunPaths(run)
+    file = paths.conversation_files()[0]
+    first = next(iter_json_lines(file))
+    newer = {**first, "opening": "A newer opening (the record was redone after a crash)."}
+    with open(file, "a", encoding="utf-8") as handle:  # as a killed stage leaves it: an older line, then the new
+        handle.write("{not json\n" + json.dumps(newer) + "\n")
+    for path in paths.metrics_dir.iterdir():
+        path.touch()  # the metrics stand for these records (the table counts do not change)
+    out = tmp_path / "out"
+    with pytest.warns(UserWarning, match="corrupt line"):
+        result = CliRunner().invoke(app, ["export", str(run), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    turns = pd.read_parquet(out / "turns.parquet")
+    assert len(turns) == len(pd.read_parquet(exports_of(demo, tmp_path) / "turns.parquet"))
+    openings = turns[(turns.conversation_id == first["conversation_id"]) & (turns.turn == 0)].patient_text
+    assert list(openings) == [newer["opening"]]
+
+
+def exports_of(demo: RunPaths, tmp_path: Path) -> Path:
+    out = tmp_path / "reference"
+    assert CliRunner().invoke(app, ["export", str(demo.root), "--out", str(out)]).exit_code == 0
+    return out

@@ -144,6 +144,7 @@ def export_run(run_dir: Path, out: Path, fmt: str, license_id: str = DEFAULT_LIC
     manifest = _checked_run(paths)
     _checked_out(paths, out, force)
     pyarrow_modules()  # the install hint before any work
+    out = out.absolute()  # `--out .` has a name to stage beside
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.with_name(f".{out.name}.partial-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)  # a previous export of this process id that died

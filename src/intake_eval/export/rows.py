@@ -9,10 +9,12 @@ domains per profile, never the records.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import arm_condition
 from intake_eval.core.store import RunPaths, iter_json_lines_at
 
@@ -20,14 +22,25 @@ ARM_SEPARATOR = " · "
 
 
 def latest_lines(path: Path, key: str) -> Iterator[dict[str, Any]]:
-    """The latest valid record per ``key`` of a JSONL record file, in file order of those latest lines."""
-    latest: dict[str, int] = {}
-    for data, offset, _length in iter_json_lines_at(path):
-        latest[str(data.get(key))] = offset
-    wanted = set(latest.values())
-    for data, offset, _length in iter_json_lines_at(path):
-        if offset in wanted:
-            yield data
+    """The latest valid record per ``key`` of a JSONL record file, in file order of those latest lines.
+
+    The first pass validates every line (a bad one is skipped with its warning there); the second parses
+    only the wanted lines, from the same file: one compacted meanwhile (a stage still running) is refused."""
+    if not path.exists():
+        return
+    with open(path, "rb") as handle:
+        latest: dict[str, int] = {}
+        for data, offset, _length in iter_json_lines_at(path):
+            latest[str(data.get(key))] = offset
+        if os.fstat(handle.fileno()).st_ino != os.stat(path).st_ino:
+            raise IntakeEvalError(f"{path}: replaced while it was read (a stage is still running); export again "
+                                  "when it has finished")
+        wanted = set(latest.values())
+        offset = 0
+        for raw in handle:
+            if offset in wanted:
+                yield json.loads(raw)
+            offset += len(raw)
 
 
 def _arm(clinician: str, condition: str, patient_mode: str) -> str:
