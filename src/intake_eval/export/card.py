@@ -91,12 +91,12 @@ def _config_markdown(manifest: dict[str, Any]) -> list[str]:
 
 
 def _loading_markdown(tables: list[ExportedTable]) -> list[str]:
-    first = tables[0] if tables else None
-    if first is None:
+    shown = next((table for table in tables if table.name == "turns"), tables[0] if tables else None)
+    if shown is None:
         return []
     return ["## Loading", "", "```python", "import datasets, pandas",
-            f'turns = datasets.load_dataset("parquet", data_files="{first.file}", split="train")',
-            f'frame = pandas.read_parquet("{first.file}")', "```", "",
+            f'{shown.name} = datasets.load_dataset("parquet", data_files="{shown.file}", split="train")',
+            f'frame = pandas.read_parquet("{shown.file}")', "```", "",
             "On the hub, each table is a configuration: `datasets.load_dataset(REPO, \"labels\")`.", ""]
 
 

@@ -101,7 +101,8 @@ LABELS = Table("labels", "labels.parquet", (
     Column("judge_status", "string", "ok, judge_error (some turn could not be labelled) or a provider failure."),
     Column("turn", "int64", "Turn number (0 = the patient's opening: never asked about)."),
     Column("question_type", "string", "closed_hypothesis, open, clarifying, treatment_planning or other."),
-    Column("patient_faithful", "bool", "False when the patient disclosed a hidden domain it was not asked about."),
+    Column("patient_faithful", "bool", "False when the patient's reply volunteers a hidden domain the clinician "
+                                       "did not ask about this turn and that had not come up earlier."),
     Column("domain", "string", "The labelled domain."),
     Column("hidden", "bool", "The domain is one of the profile's hidden domains (the ones coverage counts)."),
     Column("asked_about", "bool", "The clinician's utterance this turn asked about the domain."),
