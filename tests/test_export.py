@@ -207,6 +207,8 @@ def test_an_uncompacted_file_exports_the_latest_record_once(demo, tmp_path):
     file = paths.conversation_files()[0]
     first = next(iter_json_lines(file))
     newer = {**first, "opening": "A newer opening (the record was redone after a crash)."}
+    newer["turns"][0] = {**newer["turns"][0], "finish_reason": {"clinician": "length", "patient": "stop"},
+                         "truncated": ["clinician"]}
     with open(file, "a", encoding="utf-8") as handle:  # as a killed stage leaves it: an older line, then the new
         handle.write("{not json\n" + json.dumps(newer) + "\n")
     for path in paths.metrics_dir.iterdir():
@@ -219,6 +221,9 @@ def test_an_uncompacted_file_exports_the_latest_record_once(demo, tmp_path):
     assert len(turns) == len(pd.read_parquet(exports_of(demo, tmp_path) / "turns.parquet"))
     openings = turns[(turns.conversation_id == first["conversation_id"]) & (turns.turn == 0)].patient_text
     assert list(openings) == [newer["opening"]]
+    cut = turns[(turns.conversation_id == first["conversation_id"]) & (turns.turn == 1)].iloc[0]
+    assert json.loads(cut.finish_reasons) == {"clinician": "length", "patient": "stop"}
+    assert list(cut.truncated) == ["clinician"]
 
 
 def exports_of(demo: RunPaths, tmp_path: Path) -> Path:

@@ -81,8 +81,9 @@ TURNS = Table("turns", "turns.parquet", (
     Column("tracker_question_type", "string", "Tracked mode: the tracker's question type for this turn."),
     Column("tracker_asked_domains", "strings",
            "Tracked mode: hidden domains the tracker read the turn as asking about."),
-    Column("finish_reasons", "string",
-           "Per-role finish reasons of this turn's model answers as JSON, when the record has them."),
+    Column("finish_reasons", "string", "Why each role's answer of this turn ended, in the provider's words, as "
+                                       "JSON (role → stop, length, …), when the record has them."),
+    Column("truncated", "strings", "Roles whose answer this turn was cut at the token cap, when the record says."),
 ))
 
 LABELS = Table("labels", "labels.parquet", (

@@ -102,15 +102,18 @@ def turn_rows(paths: RunPaths) -> Iterator[dict[str, Any]]:
     for path in paths.conversation_files():
         for conversation in latest_lines(path, "conversation_id"):
             shared = _conversation_columns(conversation)
+            opening_reason = conversation.get("opening_finish_reason")
             yield {**shared, "turn": 0, "clinician_text": None, "patient_text": conversation.get("opening"),
-                   "tracker_asked_domains": []}
+                   "tracker_asked_domains": [], "truncated": [],
+                   "finish_reasons": _finish_reasons({"finish_reason": {"patient": opening_reason}}
+                                                     if opening_reason else {})}
             for turn in conversation.get("turns") or []:
                 tracker = turn.get("tracker") or {}
                 yield {**shared, "turn": turn.get("turn"), "clinician_text": turn.get("clinician"),
                        "patient_text": turn.get("patient"), "clinician_reasoning": turn.get("clinician_reasoning"),
                        "nudge": turn.get("nudge"), "tracker_question_type": tracker.get("question_type"),
                        "tracker_asked_domains": _list(tracker.get("asked_domains")),
-                       "finish_reasons": _finish_reasons(turn)}
+                       "finish_reasons": _finish_reasons(turn), "truncated": _list(turn.get("truncated"))}
 
 
 def label_rows(paths: RunPaths) -> Iterator[dict[str, Any]]:
