@@ -1,7 +1,8 @@
 """A loopback server speaking the OpenAI batch protocol on top of tests/fakeserver.py's chat endpoint.
 
 POST /v1/files (multipart, purpose=batch), POST /v1/batches, GET /v1/batches/{id},
-GET /v1/files/{id}/content; POST /v1/chat/completions stays the online endpoint. Each batch line is
+GET /v1/files/{id}/content; POST /v1/chat/completions stays the online endpoint (``dialect="together"``:
+Together's wrapped creation and upper-case statuses). Each batch line is
 answered by the same responder the online endpoint uses, so a batch and an online run of the same
 requests get the same answers. ``hold`` keeps batches in progress until a test releases them.
 
@@ -43,7 +44,8 @@ def completion_body(body: dict[str, Any], reply: Reply, index: int) -> dict[str,
             "model": body.get("model", "fake"),
             "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.content},
                          "finish_reason": reply.finish_reason}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+                      **(reply.usage or {})}}  # a provider's own usage fields, as online
 
 
 class _BatchHandler(_Handler):
@@ -91,9 +93,24 @@ class _BatchHandler(_Handler):
             super().do_POST()
 
 
+def together_job(batch: dict[str, Any]) -> dict[str, Any]:
+    """A batch as Together's API shows it (tests/conformance: together_batch_create_shape): its own field
+    names, no request_counts, the status in upper case."""
+    return {"id": batch["id"], "user_id": "user-fake", "input_file_id": batch["input_file_id"],
+            "file_size_bytes": 0, "status": batch["status"].upper(), "job_deadline": "2026-01-02T00:00:00Z",
+            "created_at": "2026-01-01T00:00:00Z", "endpoint": batch["endpoint"], "progress": 0.0,
+            "model_id": "", "output_file_id": batch["output_file_id"], "error_file_id": batch["error_file_id"],
+            "error": None, "completed_at": None}
+
+
 class FakeBatchServer(FakeOpenAIServer):
-    def __init__(self, responder: Responder | None = None, *, hold: bool = False, polls_to_finish: int = 2):
+    """``dialect="together"``: batches are created as ``{"job": {…}, "warning": null}`` and shown in
+    Together's shape (``together_job``), as Together's API answers."""
+
+    def __init__(self, responder: Responder | None = None, *, hold: bool = False, polls_to_finish: int = 2,
+                 dialect: str = "openai"):
         super().__init__(responder)
+        self.dialect = dialect
         self._server.server_close()
         self._server = _Server(("127.0.0.1", 0), _BatchHandler)
         self._server.owner = self
@@ -130,6 +147,8 @@ class FakeBatchServer(FakeOpenAIServer):
                      "_lines": lines, "_polls": 0}
             self.batches[batch["id"]] = batch
             self.batch_auth.append(auth)
+            if self.dialect == "together":
+                return {"job": together_job(batch), "warning": None}
             return self._public(batch)
 
     @staticmethod
@@ -146,7 +165,7 @@ class FakeBatchServer(FakeOpenAIServer):
                 batch["status"] = "in_progress"
             elif batch["status"] == "in_progress" and not self.hold and batch["_polls"] >= self.polls_to_finish:
                 self._finish(batch)
-            return self._public(batch)
+            return together_job(batch) if self.dialect == "together" else self._public(batch)
 
     def _finish(self, batch: dict[str, Any]) -> None:
         out = []

@@ -6,6 +6,8 @@ Retry-After, 500s, a hang, a truncated JSON body or an empty length-stopped answ
 body is recorded in ``server.requests`` (its path in ``server.paths``) so tests can assert the
 prompts that were sent. A POST to ``…/messages`` is answered in Anthropic's Messages shape and one to
 ``…:generateContent`` in Gemini's, so litellm's own providers can be pointed here with ``api_base``.
+Scripted errors come in the real provider's shape for the path (``error_body``): Anthropic's error
+envelope, Google's error object, Gemini's OpenAI-compatible root array, OpenAI's error object.
 """
 
 from __future__ import annotations
@@ -89,6 +91,31 @@ def _gemini_payload(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
                             "index": 0}], "usageMetadata": usage, "modelVersion": "fake", **reply.extra}
 
 
+# Anthropic's error type for each status (https://docs.anthropic.com/en/api/errors)
+ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                         404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
+                         500: "api_error", 529: "overloaded_error"}
+# Google's status names, as its error bodies spell them
+GOOGLE_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+                 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
+
+
+def error_body(path: str, reply: Reply) -> Any:
+    """A scripted error in the shape the real provider sends on that path (the shapes recorded in
+    tests/conformance): Anthropic's envelope on /messages, Google's error object on :generateContent
+    and inside a root JSON array on Gemini's OpenAI-compatible endpoint, OpenAI's object elsewhere."""
+    if path.endswith("/messages"):
+        return {"type": "error", "error": {"type": ANTHROPIC_ERROR_TYPES.get(reply.status, "api_error"),
+                                           "message": reply.error_message}, "request_id": "req_fake"}
+    google = {"error": {"code": reply.status, "message": reply.error_message,
+                        "status": GOOGLE_STATUS.get(reply.status, "UNKNOWN")}}
+    if path.endswith(":generateContent"):
+        return google
+    if "/v1beta/openai/" in path:
+        return [google]
+    return {"error": {"message": reply.error_message, "type": "scripted", "param": None, "code": reply.status}}
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body go out in separate writes: no 40 ms stall
@@ -131,11 +158,10 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.raw_body is not None:
             self._send(reply.status, reply.raw_body, reply.headers)
             return
-        if reply.status != 200:
-            error = {"error": {"message": reply.error_message, "type": "scripted", "code": reply.status}}
-            self._send(reply.status, json.dumps(error).encode(), reply.headers)
-            return
         path = self.path.split("?", 1)[0]
+        if reply.status != 200:
+            self._send(reply.status, json.dumps(error_body(path, reply)).encode(), reply.headers)
+            return
         if path.endswith("/messages"):
             self._send(200, json.dumps(_anthropic_payload(body, reply, index)).encode(), reply.headers)
             return
@@ -187,9 +213,10 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeOpenAIServer:
-    """Start with ``with FakeOpenAIServer(responder) as server: ... server.url``."""
+    """Start with ``with FakeOpenAIServer(responder) as server: ... server.url``. ``port`` brings a
+    server back where an earlier one listened (a resumed run must meet the same api_base)."""
 
-    def __init__(self, responder: Responder | None = None):
+    def __init__(self, responder: Responder | None = None, port: int = 0):
         self.responder: Responder = responder or (lambda body, index: Reply())
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -197,7 +224,7 @@ class FakeOpenAIServer:
         self.errors: list[str] = []  # unexpected handler exceptions
         self._lock = threading.Lock()
         self._counter = itertools.count()
-        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server = _Server(("127.0.0.1", port), _Handler)
         self._server.owner = self
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 

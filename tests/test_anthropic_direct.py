@@ -91,8 +91,15 @@ def test_direct_and_litellm_send_and_normalise_alike(shape):
     model, schema, raw = SHAPES[shape]
     results, bodies, headers = _both(model, schema, raw)
     assert "aiohttp" in headers["auto"]["user-agent"] and "litellm" in headers["litellm"]["user-agent"]
-    assert bodies["auto"] == bodies["litellm"]  # the same request on the wire
-    for name in ("x-api-key", "anthropic-version", "anthropic-beta"):
+    # the same request on the wire, but for the schema: GA output_config.format where litellm still
+    # sends the beta output_format (and its header)
+    ga = {**bodies["auto"]}
+    if "output_config" in ga:
+        ga["output_format"] = ga.pop("output_config")["format"]
+        assert headers["auto"].get("anthropic-beta") is None
+        assert headers["litellm"]["anthropic-beta"] == STRUCTURED_OUTPUTS_BETA
+    assert ga == bodies["litellm"]
+    for name in ("x-api-key", "anthropic-version", *(() if schema is not None else ("anthropic-beta",))):
         assert headers["auto"].get(name) == headers["litellm"].get(name), name
     direct, routed = (results[c].model_dump(exclude={"latency_s"}) for c in ("auto", "litellm"))
     assert direct == routed
@@ -102,8 +109,8 @@ def test_direct_and_litellm_send_and_normalise_alike(shape):
     if schema is not None:
         assert direct["text"] and json.loads(direct["text"]) == ANSWER
         if model == SONNET:
-            assert "output_format" in body and headers["auto"]["anthropic-beta"] == STRUCTURED_OUTPUTS_BETA
-            assert "maxLength" not in json.dumps(body["output_format"])  # what Anthropic's grammar refuses
+            assert body["output_config"]["format"]["type"] == "json_schema" and "output_format" not in body
+            assert "maxLength" not in json.dumps(body["output_config"])  # what Anthropic's grammar refuses
         else:
             assert body["tool_choice"] == {"name": "json_tool_call", "type": "tool"}
 

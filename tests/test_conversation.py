@@ -120,16 +120,20 @@ def test_model_failure_after_retries_is_recorded_with_its_reason_and_turns_so_fa
     assert record.error.startswith("clinician doc at turn 3: server kept failing")
 
 
-def test_empty_answer_after_length_stop_is_a_failure_but_a_plain_empty_turn_ends_the_session():
+def test_empty_answer_after_length_stop_and_a_twice_empty_turn_are_failures_never_an_ended_session():
     truncated = ChatResult(text="", reasoning="thinking...", finish_reason="length")
     record = run(PlannedConversation(profile=make_profile(), clinician="doc"),
                  Participants(clinician=ScriptedModel("doc", ["Q1?", truncated]), patient=ScriptedModel("pat", ["Hi."])))
-    assert record.status == "empty_after_length" and len(record.turns) == 1
+    assert record.status == "empty_after_length" and len(record.turns) == 1 and record.failed_role == "clinician"
 
+    # whitespace is no answer: one fresh sample, then the conversation fails (it once ended "ok")
     ended = ChatResult(text="  ", finish_reason="stop")
+    clinician = ScriptedModel("doc", ["Q1?", "Q2?", ended, ended])
     record = run(PlannedConversation(profile=make_profile(), clinician="doc"),
-                 Participants(clinician=ScriptedModel("doc", ["Q1?", "Q2?", ended]), patient=ScriptedModel("pat", ["Hi."])))
-    assert record.status == "ok" and record.termination == "clinician_ended" and len(record.turns) == 2
+                 Participants(clinician=clinician, patient=ScriptedModel("pat", ["Hi."])))
+    assert record.status == "empty_answer" and record.termination == "empty_answer" and len(record.turns) == 2
+    assert record.failed_role == "clinician" and "after 2 samples" in record.error
+    assert clinician.requests[-1].answer_retry == 1 and record.usage["clinician"].calls == 4
 
 
 def test_clinicians_of_one_profile_share_one_opening_and_only_the_first_records_its_usage():

@@ -36,7 +36,7 @@ def is_formulation(body: dict) -> bool:
     return "case formulation" in last or "could not be used" in last
 
 
-def server(formulation_reply) -> FakeOpenAIServer:
+def server(formulation_reply, port: int = 0) -> FakeOpenAIServer:
     """doc asks QUESTIONS; pat answers as DanielN; a formulation request gets formulation_reply(name)."""
 
     def respond(body, _index):
@@ -49,7 +49,7 @@ def server(formulation_reply) -> FakeOpenAIServer:
         name = "Daniel1" if "Daniel1" in body["messages"][0]["content"] else "Daniel2"
         return Reply(content=f"I'm {name} and I've mostly been feeling low and tired.")
 
-    return FakeOpenAIServer(respond)
+    return FakeOpenAIServer(respond, port=port)
 
 
 def records(run_dir: Path, alias: str = "doc") -> dict[str, Conversation]:
@@ -81,8 +81,7 @@ def test_provider_error_formulation_is_requested_again_in_the_same_context_inval
     assert two.ok and two.formulation["status"] == "invalid"
     assert len(failed_context) == 1
 
-    with server(lambda name: Reply(content=json.dumps(VALID))) as fake:
-        models.write_text(models.read_text().replace(models.read_text().split("'")[1], fake.url))
+    with server(lambda name: Reply(content=json.dumps(VALID)), port=fake.port) as fake:  # the same api_base
         again = invoke(*args)
         bodies = list(fake.requests)
     assert again.exit_code == 0, again.output

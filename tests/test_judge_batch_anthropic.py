@@ -83,9 +83,9 @@ def test_message_batches_give_the_online_judgments_at_half_price(tmp_path, claud
     assert len(server.batches) == 1 and next(iter(server.batches)).startswith("msgbatch_")
     headers = server.batch_headers[0]
     assert headers["x-api-key"] == "sk-ant-batch-test" and headers["anthropic-version"] == "2023-06-01"
-    assert headers["anthropic-beta"] == "structured-outputs-2025-11-13"  # the lines ask for output_format
+    assert "anthropic-beta" not in headers  # the lines ask for the GA output_config.format: no beta header
     line = next(iter(server.batches.values()))["_lines"][0]
-    assert line["params"]["model"] == "claude-sonnet-4-6" and "output_format" in line["params"]
+    assert line["params"]["model"] == "claude-sonnet-4-6" and "format" in line["params"]["output_config"]
     assert "ended" in result.output  # progress lines
     batch = _judgments(paths)
     _same_labels(batch, online)

@@ -49,6 +49,9 @@ def tables(tmp_path):
     err = judgment([(OT, {})], hidden=HIDDEN, conversation_id="P00001.x", judge="primary", clinician="anchored",
                    profile_id="P00001", status="judge_error")
     append_record(paths.judgments("primary", "anchored"), err.model_copy(update={"conversation_id": "P00001.extra"}))
+    # its conversation is on disk: a judgment of no conversation would be skipped as an orphan
+    extra = conversation([("q", "a")] * 3, profile_id="P00001", clinician="anchored")
+    append_record(paths.conversations("anchored"), extra.model_copy(update={"conversation_id": "P00001.extra"}))
     return {name: _read(path) for name, path in write_metrics(paths).items()}
 
 

@@ -99,7 +99,7 @@ def test_provider_shape_over_direct_http(provider, monkeypatch):
     assert (usage.prompt_tokens, usage.completion_tokens, usage.reasoning_tokens) == (
         prompt_tokens, completion_tokens, reasoning_tokens)
     expected_cost, known = call_cost(spec, prompt_tokens, completion_tokens, cached_tokens=usage.cached_prompt_tokens)
-    assert usage.cached_prompt_tokens == {"deepseek": 32}.get(provider, 0)  # DeepSeek's own field, mapped
+    assert usage.cached_prompt_tokens == {"deepseek": 32, "together_ai": 16}.get(provider, 0)  # their own fields, mapped
     assert usage.cost_known == known and usage.cost_usd == pytest.approx(expected_cost)
     # litellm's bundled table prices none of OpenRouter's ids: unknown, as on the litellm path
     assert known == (provider != "openrouter") and (expected_cost > 0) == known

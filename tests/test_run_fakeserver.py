@@ -26,7 +26,7 @@ MINIMAL = (
 QUESTIONS = ["What brings you in today?", "Tell me more about that.", "How is your sleep?", "Anything else?"]
 
 
-def study_server(fail_profile: str | None = None) -> FakeOpenAIServer:
+def study_server(fail_profile: str | None = None, port: int = 0) -> FakeOpenAIServer:
     """doc asks QUESTIONS in order (with hidden reasoning); pat answers; the tracker answers JSON."""
 
     def respond(body, _index):
@@ -45,7 +45,7 @@ def study_server(fail_profile: str | None = None) -> FakeOpenAIServer:
         name = re.findall(r"You are (Daniel\d)", messages[0]["content"])[0]
         return Reply(content=f"I'm {name} and I've mostly been feeling low and tired.")
 
-    return FakeOpenAIServer(respond)
+    return FakeOpenAIServer(respond, port=port)
 
 
 def setup_run(tmp_path: Path, server: FakeOpenAIServer, cost: float | None = None) -> tuple[Path, Path]:
@@ -135,8 +135,7 @@ def test_failed_conversation_is_recorded_and_retried_by_the_next_run(tmp_path):
         records = {r.conversation_id: r for r in iter_records(RunPaths(run_dir).conversations("doc"), Conversation)}
         failed = records["P00002.doc.minimal.prompted.t0"]
         assert failed.status == "model_error" and ("400" in failed.error or "context too long" in failed.error)
-    with study_server() as server:
-        models.write_text(models.read_text().replace(re.search(r"http://[^']+", models.read_text()).group(0), server.url))
+    with study_server(port=server.port) as server:  # the same api_base: the alias keeps its meaning
         result = invoke(*args)
         assert result.exit_code == 0, result.output
         assert "1 ran, 1 already done" in result.output

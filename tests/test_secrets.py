@@ -83,3 +83,32 @@ def test_a_full_loopback_run_writes_the_api_key_nowhere(tmp_path):
     assert not any(leaks.values()), {k: v for k, v in leaks.items() if v}
     for result in outputs:
         assert not scan(result.stdout) and not scan(result.stderr), (result.args, result.stdout[-500:], result.stderr[-500:])
+
+
+PASSWORD = "pw-SECRET-9d1e77c0b3"
+
+
+@pytest.mark.parametrize("command", [["study", "{config}"], ["run", "--clinician", "s-chat", "--patient", "offline/patient"],
+                                     ["models"], ["estimate", "{config}"]])
+def test_credentials_inside_an_api_base_are_refused_unechoed_and_reach_no_artifact(tmp_path, command):
+    """`api_base: http://user:PASSWORD@host/v1`: one line naming the file and alias, never the
+    password; nothing is written that could keep it (manifest, records, report, stage log)."""
+    models = tmp_path / "models.yaml"
+    models.write_text(f"models:\n  s-chat:\n    model: openai/chat\n"
+                      f"    api_base: http://proxy-user:{PASSWORD}@127.0.0.1:9/v1\n")
+    config = tmp_path / "study.yaml"
+    config.write_text(CONFIG.replace("s-gen", "offline/generator").replace("s-patient", "offline/patient")
+                      .replace(", tracker: s-tracker", "").replace("[s-chat, s-rejected]", "[s-chat]")
+                      .replace("[s-judge, s-cross]", "[offline/judge]"))
+    run_dir = tmp_path / "run"
+    args = [part.format(config=config) for part in command]
+    extra = ["--models", str(models)] + ([] if command[0] in ("models", "estimate") else ["--run-dir", str(run_dir)])
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_MODE": "PRODUCTION"}
+    done = subprocess.run([sys.executable, "-m", "intake_eval.cli", *args, *extra], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, lines
+    assert str(models) in lines[0] and "models.s-chat.api_base" in lines[0] and "credentials" in lines[0]
+    assert PASSWORD not in done.stdout + done.stderr and "proxy-user" not in done.stdout + done.stderr
+    leaks = [str(p) for p in tmp_path.rglob("*") if p.is_file() and p != models and PASSWORD.encode() in p.read_bytes()]
+    assert not leaks, leaks

@@ -1,5 +1,10 @@
 """Thin Typer CLI. Each command lives in intake_eval/commands/<name>.py; heavy imports happen
-inside commands so `intake-eval --help` answers fast."""
+inside commands so `intake-eval --help` answers fast.
+
+Before any command runs, a `.env` in the working folder fills the variables the environment lacks
+(the real environment wins); the names it set travel in the click context (``ctx.obj``) so
+`models` can say where each key came from. Typer's shell completion is on
+(`--install-completion`, `--show-completion`)."""
 
 from __future__ import annotations
 
@@ -9,14 +14,15 @@ import warnings
 import typer
 from typer.core import TyperGroup
 
-from intake_eval import __version__
 from intake_eval.commands import (
     annotate,
     classify,
     compare,
     export,
     generate,
+    init,
     judge,
+    merge,
     models,
     phenotypes,
     qc,
@@ -63,7 +69,7 @@ app = typer.Typer(
         "Pipeline: generate → run → judge → report (or `study CONFIG` for all of them; `demo` offline)."
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # errors print as one `error: …` line (IntakeEvalError.show), not a truncating box
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -72,6 +78,8 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
+        from intake_eval import __version__
+
         typer.echo(f"intake-eval {__version__}")
         raise typer.Exit()
 
@@ -93,12 +101,16 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
     """intake-eval: measure intake interviews by LLM clinicians."""
     import warnings
 
+    from intake_eval.core.envfile import load_env_file
+
     warnings.showwarning = _show_warning
+    ctx.obj = {"env_file_keys": load_env_file()}
 
 
 def _register() -> None:
@@ -113,6 +125,7 @@ def _register() -> None:
     app.command("study")(study.study)
     app.command("demo")(study.demo)
     app.command("estimate")(study.estimate)
+    app.command("merge")(merge.merge)
     app.command("status")(status.status)
     app.command("models")(models.models)
     app.command("classify")(classify.classify)
@@ -120,6 +133,7 @@ def _register() -> None:
     app.command("export")(export.export)
     app.command("qc-patient")(qc.qc_patient)
     app.add_typer(annotate.app, name="annotate")
+    app.command("init")(init.init)
 
 
 _register()

@@ -31,8 +31,8 @@ from intake_eval.catalog.schema import (
     allowed,
 )
 from intake_eval.catalog.describes import check_describes
+from intake_eval.catalog.identity import catalog_content_hash
 from intake_eval.core.errors import IntakeEvalError
-from intake_eval.core.store import stable_hash
 from intake_eval.core.yamlfile import YamlError, parse_yaml
 
 DOMAINS_FILE = "domains.yaml"
@@ -384,13 +384,8 @@ def load_and_validate(directory: Path) -> Catalog:
         )
     assert domain_catalog is not None
     ordered = dict(sorted(phenotypes.items()))
-    content = {
-        "domains": [d.model_dump(mode="json") for d in domain_catalog.domains],
-        "context": domain_catalog.context.model_dump(mode="json"),
-        "phenotypes": [p.model_dump(mode="json") for p in ordered.values()],
-    }
     return Catalog(directory=directory, domains=domains, phenotypes=ordered, context=domain_catalog.context,
-                   content_hash=stable_hash(content)[:16])
+                   content_hash=catalog_content_hash(domains.values(), domain_catalog.context, ordered.values()))
 
 
 @lru_cache(maxsize=8)

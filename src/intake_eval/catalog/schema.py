@@ -7,7 +7,7 @@ Unknown keys are forbidden everywhere so a typo'd key is an error, not a silentl
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,6 +17,12 @@ Severity = Literal["mild", "moderate", "severe"]
 SEVERITIES: tuple[str, ...] = ("mild", "moderate", "severe")
 
 DEFAULT_CATALOG_DIR = package_folder("phenotypes")
+
+# Bounds checked while parsing, before any loop or draw uses the value (an age range of
+# [19, 1e20] would otherwise be walked year by year). Finer clinical checks live in catalog.load.
+Age = Annotated[int, Field(ge=0, le=130)]
+Weeks = Annotated[int, Field(ge=0, le=520)]
+Count = Annotated[int, Field(ge=0, le=1000)]
 
 
 class Strict(BaseModel):
@@ -39,8 +45,8 @@ class Diagnosis(Strict):
 
 class Prerequisites(Strict):
     sex: Literal["female", "male"] | None = None
-    min_age: int | None = None
-    max_age: int | None = None
+    min_age: Age | None = None
+    max_age: Age | None = None
     postpartum: bool | None = None
 
 
@@ -51,10 +57,10 @@ class Domain(Strict):
     safety_critical: bool = False
     description: str = ""
     symptoms: list[Symptom]
-    min_symptoms: int | None = None  # minimum count where the diagnosis needs one
+    min_symptoms: Count | None = None  # minimum count where the diagnosis needs one
     severity_prior: dict[Severity, float]
     severity_source: str = ""  # where the severity prior comes from (or "clinical judgement")
-    symptom_counts: dict[Severity, tuple[int, int]] = Field(
+    symptom_counts: dict[Severity, tuple[Count, Count]] = Field(
         default_factory=lambda: {"mild": (2, 3), "moderate": (3, 4), "severe": (4, 6)}
     )  # inclusive range of symptoms drawn per severity band
     prerequisites: Prerequisites = Field(default_factory=Prerequisites)
@@ -101,10 +107,10 @@ class ConflictRule(Strict):
 
 
 class DemographicConstraints(Strict):
-    age: tuple[int, int] = (18, 70)
+    age: tuple[Age, Age] = (18, 70)
     sex_weights: dict[Literal["female", "male"], float] = Field(default_factory=lambda: {"female": 0.5, "male": 0.5})
     postpartum: bool = False
-    weeks_postpartum: tuple[int, int] = (2, 26)  # only used when postpartum
+    weeks_postpartum: tuple[Weeks, Weeks] = (2, 26)  # only used when postpartum
     occupations: list[str] = Field(default_factory=list)  # optional phenotype-specific pool
     life_context: list[str] = Field(default_factory=list)  # phenotype-specific life-context seeds
 
@@ -125,7 +131,7 @@ class Phenotype(Strict):
     presenting: list[str]  # presenting-domain pool
     hidden_required: list[str] = Field(default_factory=list)
     hidden_optional: list[OptionalDomain] = Field(default_factory=list)
-    hidden_count: tuple[int, int] = (4, 5)
+    hidden_count: tuple[Count, Count] = (4, 5)
     conflicts: list[ConflictRule] = Field(default_factory=list)
     demographics: DemographicConstraints = Field(default_factory=DemographicConstraints)
     principal_diagnosis: PrincipalDiagnosis

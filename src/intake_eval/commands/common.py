@@ -39,6 +39,46 @@ ForceOption = Annotated[
 ]
 NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Bypass the response cache (still writes to it).")]
 
+
+def use_prompts_option(ctx: typer.Context, value: Path | None) -> Path | None:
+    """--prompts DIR: the user's templates win over the shipped ones until the command ends."""
+    if value is not None:
+        from intake_eval.core.prompts import use_prompts
+
+        ctx.with_resource(use_prompts(value))
+    return value
+
+
+PromptsOption = Annotated[
+    Path | None,
+    typer.Option("--prompts", metavar="DIR", show_default=False, callback=use_prompts_option,
+                 help="Your prompt templates: a template in DIR (e.g. clinician_<condition>.j2) replaces the shipped "
+                      "one of the same name; every other template comes from the package. `intake-eval init` "
+                      "writes editable copies."),
+]
+CatalogOption = Annotated[
+    Path | None,
+    typer.Option("--catalog", metavar="DIR", show_default=False,
+                 help="Phenotype folder to sample from (domains.yaml + one YAML per phenotype; default: the shipped "
+                      "catalog). The run folder keeps a copy (catalog/) that later stages read."),
+]
+
+
+def checked_shard(value: str | None) -> str | None:
+    """--shard must read i/N with 1 ≤ i ≤ N: refused before any work."""
+    from intake_eval.core.shard import parse_shard
+
+    parse_shard(value)
+    return value
+
+
+ShardOption = Annotated[
+    str | None,
+    typer.Option("--shard", metavar="i/N", show_default=False, callback=checked_shard,
+                 help="Only shard i of N: the profiles a stable hash of their id assigns to it. Each shard is its "
+                      "own run folder (on any machine); `intake-eval merge` joins the N folders into one run."),
+]
+
 DEFAULT_RUN_DIR = Path("runs/default")
 
 
@@ -74,3 +114,47 @@ def budget_stop_line(left: dict | None, not_started: int, what: str = "conversat
     if not left:
         return f"[yellow]budget reached[/]: {not_started} {what} not started; run again with a larger --budget."
     return f"[yellow]budget reached[/]: {budget_left_text(left)}."
+
+
+def print_fitted(out: Any, table: Any) -> None:
+    """Print a rich table so that no number is ever cut and no word is folded: its number columns
+    are the ``no_wrap`` ones and keep their full width; the text columns share the rest, the widest
+    narrowed first, never below their longest word, wrapping between words. When that cannot fit the
+    console (80 columns, many of them), each row prints as a block instead: its first cell, then
+    `header value` pairs wrapped between pairs."""
+    import textwrap
+
+    from rich.padding import Padding
+    from rich.text import Text
+
+    columns = table.columns
+    rows = [[cell.plain if isinstance(cell, Text) else Text.from_markup(str(cell)).plain for cell in column.cells]
+            for column in columns]
+    texts = [[str(column.header), *cells] for column, cells in zip(columns, rows)]
+    _, right, _, left = Padding.unpack(table.padding)
+    overhead = (left + right) * len(columns) - (0 if table.pad_edge else left + right)
+    if table.box:
+        overhead += len(columns) - 1 + (2 if table.show_edge else 0)
+    natural = [max(len(line) for text in cells for line in text.splitlines() or [""]) for cells in texts]
+    words = [max(len(word) for text in cells for word in text.split() or [""]) for cells in texts]
+    wrapping = [index for index, column in enumerate(columns) if not column.no_wrap]
+    room = out.width - overhead - sum(natural[i] for i, column in enumerate(columns) if column.no_wrap)
+    if sum(words[i] for i in wrapping) <= room:
+        widths = {i: natural[i] for i in wrapping}
+        while sum(widths.values()) > room:  # narrow the widest text column that can still give
+            widest = max((i for i in wrapping if widths[i] > words[i]), key=lambda i: widths[i])
+            widths[widest] -= 1
+        for index, width in widths.items():
+            columns[index].width = width
+        out.print(table)
+        return
+    if table.title:
+        out.print("\n".join(textwrap.wrap(str(table.title), max(out.width, 20), break_long_words=False)), markup=False)
+    for index in range(len(rows[0]) if rows else 0):
+        first, *rest = [(str(column.header), cells[index]) for column, cells in zip(columns, rows)]
+        pairs = [f"{name} {value}".replace(" ", "\u00a0") + "," for name, value in rest if value.strip()]
+        lines = textwrap.wrap(" ".join(pairs).rstrip(","), max(out.width, 20), initial_indent="    ",
+                              subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)
+        head = textwrap.wrap(first[1], max(out.width, 20), break_long_words=False, break_on_hyphens=False)
+        out.print("\n".join([*head, *(line.replace("\u00a0", " ") for line in lines)]), markup=False,
+                  soft_wrap=True)

@@ -9,8 +9,10 @@ import typer
 
 from intake_eval.commands.common import (
     DEFAULT_RUN_DIR,
+    CatalogOption,
     ForceOption,
     ModelsOption,
+    PromptsOption,
     NoCacheOption,
     RunDirOption,
 )
@@ -35,8 +37,7 @@ def generate(
         "--max-attempts", help="Render rounds per domain before a profile is reported as a render failure.")] = 3,
     qc_threshold: Annotated[float, typer.Option(
         "--qc-threshold", help="Fuzzy-match score (0-100) each sampled symptom must reach in the rendered text.")] = 85.0,
-    catalog_dir: Annotated[Path | None, typer.Option(
-        "--catalog", help="Phenotype folder to sample from (default: the shipped phenotypes/).", show_default=False)] = None,
+    catalog_dir: CatalogOption = None,
     hidden_count: Annotated[str, typer.Option(
         "--hidden-count", metavar="seed|literature",
         help="seed: 4-5 hidden domains, optional ones drawn by conditional Poisson sampling with inclusion "
@@ -46,6 +47,7 @@ def generate(
     force: ForceOption = False,
     run_dir: RunDirOption = DEFAULT_RUN_DIR,
     models: ModelsOption = None,
+    prompts: PromptsOption = None,
 ) -> None:
     """Generate simulated patient profiles: 1 presenting + 4-5 hidden comorbid domains each.
 

@@ -11,8 +11,10 @@ from intake_eval.commands.common import (
     DEFAULT_RUN_DIR,
     ForceOption,
     ModelsOption,
+    PromptsOption,
     NoCacheOption,
     RunDirOption,
+    ShardOption,
     budget_stop_line,
 )
 
@@ -35,21 +37,26 @@ def judge(
         "--limit", help="Only the first N ok conversations (by id): a cheap pilot.", show_default=False)] = None,
     batch: Annotated[bool, typer.Option(
         "--batch", help="Send the judge's requests as provider batches (Anthropic Message Batches; OpenAI-compatible "
-        "/files + /batches: OpenAI, Together, Groq, Gemini, vLLM) at the batch price, usually half. Results arrive within the provider's window "
+        "/files + /batches: OpenAI, Together, Groq, Gemini) at the batch price, usually half. Results arrive within the provider's window "
         "(up to 24 h); rerun the same command after an interruption to collect a submitted batch, not resubmit it. "
         "Invalid answers are repaired online.")] = False,
     batch_poll: Annotated[float, typer.Option(
         "--batch-poll", help="Seconds between batch status checks.")] = 30.0,
+    batch_wait: Annotated[float, typer.Option(
+        "--batch-wait", help="Hours to wait for a submitted batch before stopping; the batch stays submitted and "
+        "a rerun collects it.")] = 25.0,
     budget: Annotated[float | None, typer.Option(
         "--budget", help="Dollars for the whole run folder, as in `run --budget`: what its records already cost "
         "(generation, conversations, earlier judgments) counts. A judgment starts only if its estimated cost still "
         "fits (so judging many at once overshoots by at most about one judgment); a budget stop keeps what is "
         "judged, exits 1 saying what is left, and a rerun with a larger --budget continues. Not with --batch "
         "(a batch is submitted whole).", show_default=False)] = None,
+    shard: ShardOption = None,
     no_cache: NoCacheOption = False,
     force: ForceOption = False,
     run_dir: RunDirOption = DEFAULT_RUN_DIR,
     models: ModelsOption = None,
+    prompts: PromptsOption = None,
 ) -> None:
     """Label every turn of every finished conversation with each judge, then write metrics/*.csv.
 
@@ -61,6 +68,7 @@ def judge(
     """
     from intake_eval.commands.common import console
     from intake_eval.core.errors import IntakeEvalError
+    from intake_eval.core.shard import parse_shard
     from intake_eval.core.store import RunPaths
 
     if mode not in JUDGE_MODES:
@@ -70,10 +78,15 @@ def judge(
             raise IntakeEvalError(f"{flag} must be at least 1 (got {value})")
     if batch_poll <= 0:
         raise IntakeEvalError(f"--batch-poll must be positive (got {batch_poll})")
+    if not 0 < batch_wait < float("inf"):
+        raise IntakeEvalError(f"--batch-wait must be a positive number of hours (got {batch_wait})")
     if budget is not None and not (budget > 0 and budget != float("inf")):  # nan fails the comparison too
         raise IntakeEvalError(f"--budget must be a positive, finite number of dollars (got {budget})")
     if budget is not None and batch:
         raise IntakeEvalError("--budget cannot be combined with --batch: a batch is submitted and paid for whole")
+    if shard is not None and batch:
+        raise IntakeEvalError("--shard cannot be combined with --batch: a batch judges every conversation of the "
+                              "folder (a shard's own folder holds only its conversations: judge it without --shard)")
     if len(set(judge)) != len(judge):
         raise IntakeEvalError("--judge: the same judge is given twice")
     from intake_eval.interview.budget import JudgingGate, judging_budget
@@ -84,7 +97,8 @@ def judge(
 
     out = console()
     paths = RunPaths(Path(run_dir))
-    settings = BatchSettings(poll_s=batch_poll, on_progress=lambda line: out.print(line)) if batch else None
+    settings = BatchSettings(poll_s=batch_poll, wait_s=batch_wait * 3600.0,
+                             on_progress=lambda line: out.print(line)) if batch else None
 
     def spend_gate(runner: Any, judges: dict[str, str]) -> JudgingGate | None:
         folder = judging_budget(budget, runner, judges, judge_mode=mode)
@@ -92,7 +106,7 @@ def judge(
 
     outcome = execute_judge(paths, list(judge), mode=mode, concurrency=concurrency, limit=limit, models_file=models,
                             use_cache=not no_cache, force=force, console=out, display=_Display(out), batch=settings,
-                            spend_gate=spend_gate)
+                            spend_gate=spend_gate, shard=parse_shard(shard))
     tables = write_metrics(paths)
     trials_csv = write_trial_metrics(paths)  # metrics/trials.csv when the run repeats trials
     if trials_csv is not None:

@@ -19,6 +19,7 @@ StudyCheckOption = Annotated[
 
 
 def models(
+    ctx: typer.Context,
     models_file: ModelsOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the aliases as JSON on stdout.")] = False,
     check: Annotated[
@@ -31,13 +32,16 @@ def models(
     study: StudyCheckOption = None,
 ) -> None:
     """List model aliases (configs/models.yaml merged with --models FILE): provider id, role,
-    temperature, max tokens, reasoning, endpoint limits, and whether the API key each one needs
-    is set in the environment. Key values are never shown.
+    temperature, max tokens, reasoning, endpoint limits, prices per 1M tokens (input, cached input,
+    output, and their source: the alias's override or litellm's table), and whether the API key each
+    one needs is set, in the environment or in ./.env. Key values are never shown.
 
     A model argument elsewhere may be one of these aliases, a raw provider id (openai/…,
     hosted_vllm/…, gemini/…, together_ai/…) or an offline participant (offline/…).
     """
+    from intake_eval.core.envfile import key_source
     from intake_eval.core.errors import IntakeEvalError
+    from intake_eval.llm.prices import model_prices
     from intake_eval.llm.registry import (
         key_is_set,
         load_model_specs,
@@ -64,8 +68,10 @@ def models(
         _check(specs, names)
         return
 
+    from_env_file = (ctx.obj or {}).get("env_file_keys", frozenset())
     rows = []
     for alias, spec in specs.items():
+        key_env = needed_key(spec)
         rows.append({
             "alias": alias,
             "model": spec.model,
@@ -76,33 +82,61 @@ def models(
             "api_base": spec.api_base,
             "rpm": spec.rpm,
             "max_concurrency": spec.max_concurrency,
-            "key_env": needed_key(spec),
+            "key_env": key_env,
             "key_set": key_is_set(spec),
+            "key_source": None if key_env is None else key_source(key_env, from_env_file),
+            **model_prices(spec).to_dict(),
         })
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
-
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title="model aliases", title_justify="left")
-    for column in ("alias", "provider id", "role", "temp", "max tok", "reasoning", "limits", "API key"):
-        table.add_column(column, overflow="fold")
+    typer.echo(_listing(rows, Console().width))
+
+
+def per_million_text(value: float | None) -> str:
+    """A price per 1M tokens in full (2.5 → '2.50', 0.075 → '0.075', None → '—'): never rounded away."""
+    if value is None:
+        return "—"
+    text = f"{value:,.6f}".rstrip("0")
+    whole, _, decimals = text.partition(".")
+    return f"{whole}.{decimals.ljust(2, '0')}"
+
+
+def _listing(rows: list[dict], width: int) -> str:
+    """One block per alias, wrapped between words to the terminal's width (80 columns stay readable;
+    no number is ever cut): the alias and provider id, then indented detail lines."""
+    import textwrap
+
+    def wrapped(text: str, indent: str) -> list[str]:
+        return textwrap.wrap(text, max(width, 40), initial_indent=indent, subsequent_indent=indent + "  ",
+                             break_long_words=False, break_on_hyphens=False)
+
+    lines = ["model aliases (prices: dollars per 1M tokens)"]
     for row in rows:
         limits = ", ".join(part for part in (
-            f"{row['rpm']} rpm" if row["rpm"] else "", f"{row['max_concurrency']} in flight" if row["max_concurrency"] else "",
-        ) if part) or "-"
+            f"{row['rpm']} rpm" if row["rpm"] else "",
+            f"{row['max_concurrency']} in flight" if row["max_concurrency"] else "") if part) or "none"
         if row["key_env"] is None:
-            key = "not needed"
+            key = "API key: not needed"
+        elif row["key_set"]:
+            key = f"API key: {row['key_env']} set (from {row['key_source']})"
         else:
-            key = f"[green]{row['key_env']} set[/green]" if row["key_set"] else f"[red]{row['key_env']} missing[/red]"
-        model = row["model"] + (f"\n@ {row['api_base']}" if row["api_base"] else "")
-        table.add_row(row["alias"], model, row["role"] or "-",
-                      "-" if row["temperature"] is None else f"{row['temperature']:g}",
-                      "-" if row["max_tokens"] is None else str(row["max_tokens"]),
-                      "yes" if row["reasoning"] else "no", limits, key)
-    Console(width=max(120, Console().width)).print(table)
+            key = f"API key: {row['key_env']} missing"
+        settings = (f"temp {'-' if row['temperature'] is None else format(row['temperature'], 'g')}, "
+                    f"max tokens {'-' if row['max_tokens'] is None else row['max_tokens']}, "
+                    f"reasoning {'yes' if row['reasoning'] else 'no'}, limits {limits}")
+        prices = (f"price: input {per_million_text(row['input_per_1m'])}, cached input "
+                  f"{per_million_text(row['cached_input_per_1m'])}, output {per_million_text(row['output_per_1m'])}"
+                  f" ({row['price_source']})")
+        lines.append("")
+        lines += wrapped(f"{row['alias']}  {row['model']}" + (f" @ {row['api_base']}" if row["api_base"] else ""), "")
+        if row["role"]:
+            lines += wrapped(row["role"], "    ")
+        for detail in (settings, prices, key):
+            lines += wrapped(detail, "    ")
+    return "\n".join(lines)
 
 
 def _check(specs, names: list[str]) -> None:

@@ -11,6 +11,7 @@ from intake_eval.commands.common import (
     DEFAULT_RUN_DIR,
     ForceOption,
     ModelsOption,
+    PromptsOption,
     NoCacheOption,
     RunDirOption,
 )
@@ -28,6 +29,7 @@ def qc_patient(
     min_recall: Annotated[float | None, typer.Option("--min-recall", help="Fail (exit 2) when disclosure recall on direct questions is below this share (0–1).", min=0.0, max=1.0, show_default=False)] = None,
     run_dir: RunDirOption = DEFAULT_RUN_DIR,
     models: ModelsOption = None,
+    prompts: PromptsOption = None,
     no_cache: NoCacheOption = False,
     force: ForceOption = False,
 ) -> None:
@@ -42,7 +44,7 @@ def qc_patient(
     from rich.console import Console
     from rich.table import Table
 
-    from intake_eval.commands.common import console
+    from intake_eval.commands.common import console, print_fitted
     from intake_eval.core import numbers
     from intake_eval.core.store import RunPaths
     from intake_eval.trust.patient_qc import QCSettings, execute_qc, qc_gate
@@ -55,12 +57,13 @@ def qc_patient(
     table = Table(title=f"Patient QC — {patient} ({patient_mode}), judged by {judge}, {result.profiles} profiles",
                   title_justify="left")
     for column in ("metric", "rate", "95% CI (Wilson)", "count", "errors", "wanted"):
-        table.add_column(column, justify="left" if column in ("metric", "wanted") else "right")
+        text = column in ("metric", "wanted")  # text wraps; numbers keep their width (print_fitted)
+        table.add_column(column, justify="left" if text else "right", no_wrap=not text)
     wanted = {"disclosure_recall": "high (100%)", "leak_rate": "low (0%)", "invention_rate": "low (0%)"}
     for row in result.rows():
         rate, ci = numbers.pct(row["rate"]), numbers.ci(row["ci_low"], row["ci_high"]) or numbers.DASH
         table.add_row(row["metric"], rate, ci, f"{row['successes']}/{row['n']}", str(row["errors"]), wanted[row["metric"]])
-    Console(width=140).print(table)
+    print_fitted(Console(), table)
     err.print(f"wrote {result.records_path} and {result.metrics_path}")
     if max_leak_rate is not None or min_recall is not None:
         qc_gate(result, max_leak_rate, min_recall=min_recall)

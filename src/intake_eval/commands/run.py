@@ -11,8 +11,10 @@ from intake_eval.commands.common import (
     DEFAULT_RUN_DIR,
     ForceOption,
     ModelsOption,
+    PromptsOption,
     NoCacheOption,
     RunDirOption,
+    ShardOption,
     budget_stop_line,
 )
 
@@ -50,6 +52,11 @@ def run(
         "(working diagnosis, differential, suicide/self-harm risk) in the same context; not a turn, never shown "
         "to the patient. Scored by `intake-eval judge` into metrics/diagnosis.csv and metrics/safety.csv. "
         "Conversations already on disk without one (made before, or a provider error) get it requested.")] = False,
+    on_truncation: Annotated[str, typer.Option(
+        "--on-truncation", help="An answer cut at its token cap (finish_reason length) that still has visible text: "
+        "keep it and flag the turn (keep: the record says which role's answer was cut, counted in status, "
+        "metrics/answers*.csv and the report), or fail the conversation (fail: status truncated, retried on a rerun). "
+        "An answer with no visible text is always a failed turn.")] = "keep",
     fork_at: Annotated[str | None, typer.Option(
         "--fork-at", help="Could it ask? After the run, re-run each finished intake from this turn with a "
         "supervisor's nudge: closure (the primary judge's premature-closure turn; judge first), first-planning, or "
@@ -58,10 +65,12 @@ def run(
         show_default=False)] = None,
     nudge: Annotated[str, typer.Option(
         "--nudge", help="With --fork-at: the note the clinician gets (prompts/nudge_<name>.j2).")] = "review",
+    shard: ShardOption = None,
     no_cache: NoCacheOption = False,
     force: ForceOption = False,
     run_dir: RunDirOption = DEFAULT_RUN_DIR,
     models: ModelsOption = None,
+    prompts: PromptsOption = None,
 ) -> None:
     """Run the intake conversations for every profile × clinician × condition × trial.
 
@@ -76,6 +85,7 @@ def run(
     from intake_eval.commands.common import console
     from intake_eval.core.errors import IntakeEvalError
     from intake_eval.core.prompts import available_conditions
+    from intake_eval.core.shard import parse_shard
     from intake_eval.core.store import RunPaths
     from intake_eval.interview.plan import RunSettings
     from intake_eval.interview.stage import execute_run
@@ -94,13 +104,17 @@ def run(
             raise IntakeEvalError(f"{flag} must be at least 1 (got {value})")
     if budget is not None and not (budget > 0 and budget != float("inf")):  # nan fails the comparison too
         raise IntakeEvalError(f"--budget must be a positive, finite number of dollars (got {budget})")
+    from intake_eval.llm.answer import TRUNCATION_POLICIES
+
+    if on_truncation not in TRUNCATION_POLICIES:
+        raise IntakeEvalError(f"--on-truncation {on_truncation}: choose {' or '.join(TRUNCATION_POLICIES)}")
     if len(set(clinician)) != len(clinician):
         raise IntakeEvalError("--clinician: the same clinician is given twice")
     out = console()
     settings = RunSettings(
         clinicians=list(clinician), patient=patient, patient_mode=patient_mode, tracker=tracker, turns=turns,
         conditions=list(dict.fromkeys(conditions)), trials=trials, concurrency=concurrency, limit=limit, budget=budget,
-        formulation=formulation,
+        formulation=formulation, on_truncation=on_truncation, shard=parse_shard(shard),
     )
     from intake_eval.forks.plan import nudge_text, parse_fork_at
 
@@ -141,6 +155,24 @@ def _fork(out, paths, settings, at: str, nudge: str, *, models, use_cache: bool,
     return 1 if forked.failed or forked.totals.stopped or forked.totals.budget_reached else 0
 
 
+def _answers_summary(out, paths) -> None:
+    """Answers without visible text and answers cut at the cap, per clinician arm (metrics/answers.py)."""
+    from intake_eval.metrics.answers import answer_rows, conversation_answers
+
+    for row in answer_rows(conversation_answers(paths)):
+        unusable = {f"{role} {kind.replace('_', ' ')}": row[f"{role}_{kind}"] for role in ("clinician", "patient", "tracker")
+                    for kind in ("refused", "empty_answer") if row[f"{role}_{kind}"]}
+        cut = {role: (row[f"{role}_truncated"], row.get(f"{role}_truncated_share")) for role in ("clinician", "patient")
+               if row[f"{role}_truncated"]}
+        if not unusable and not cut and not row["failed_truncated"]:
+            continue
+        parts = [f"{count} failed: {what}" for what, count in unusable.items()]
+        parts += [f"{count} {role} answers cut at the token cap ({share:.0%})" for role, (count, share) in cut.items()]
+        if row["failed_truncated"]:
+            parts.append(f"{row['failed_truncated']} failed under --on-truncation fail")
+        out.print(f"[yellow]answers[/] {row['clinician']} ({row['condition']}, {row['patient_mode']}): " + "; ".join(parts))
+
+
 def _summarize(out, paths, result, *, formulation: bool = False) -> None:
     from rich.markup import escape
 
@@ -152,6 +184,7 @@ def _summarize(out, paths, result, *, formulation: bool = False) -> None:
     )
     for clinician, cell in sorted(result.per_clinician.items()):
         out.print(f"  {clinician}: {cell['ok']} ok, {cell['failed']} failed, {cell['not_started']} not started")
+    _answers_summary(out, paths)
     if totals.formulations:
         statuses = ", ".join(f"{k}: {v}" for k, v in sorted(totals.formulations.items()))
         out.print(f"formulations requested for {sum(totals.formulations.values())} conversations already on disk "
@@ -189,6 +222,9 @@ def _summarize(out, paths, result, *, formulation: bool = False) -> None:
         reasons = ", ".join(f"{k}: {v}" for k, v in sorted(totals.failures.items()))
         out.print(f"[red]{counts['failed']} conversations failed[/] ({escape(reasons) or 'see status in the records'}); "
                   "run the same command again to retry them.")
+        if any(reason in totals.failures for reason in ("refused", "empty_answer")):
+            out.print("refused and empty answers come back from the response cache on a rerun (the same answer, "
+                      "unpaid); add --no-cache to ask the provider again.")
     if counts["failed"] or totals.stopped or unanswered or totals.failed_formulations or totals.budget_reached:
         raise typer.Exit(1)
 

@@ -197,6 +197,9 @@ def render_transcript(console, conversation, judgments: dict, profile, *, show_r
         header.append(f"presenting {profile.presenting.domain} ({profile.presenting.severity}) · hidden {hidden}")
     if c.error:
         header.append(f"[red]error:[/] {escape(c.error)}")
+    if c.truncated:
+        cut = ", ".join(f"{role} {count}" for role, count in c.truncated.items())
+        header.append(f"[yellow]answers cut at the token cap:[/] {cut}")
     for judge, judgment in sorted(judgments.items()):
         if not judgment.ok:
             header.append(f"[yellow]judge {escape(judge)}: {escape(judgment.status)}[/]")
@@ -209,14 +212,15 @@ def render_transcript(console, conversation, judgments: dict, profile, *, show_r
         console.print(f"[bold]Turn {turn.turn}[/]")
         if show_reasoning and turn.clinician_reasoning:
             console.print(f"  [dim]reasoning: {escape(turn.clinician_reasoning)}[/]")
-        console.print(f"  [bold green]Clinician[/]: {escape(turn.clinician)}")
+        cut = " [yellow](cut at the token cap)[/]"
+        console.print(f"  [bold green]Clinician[/]: {escape(turn.clinician)}" + (cut if "clinician" in turn.truncated else ""))
         if turn.tracker is not None:
             t = turn.tracker
             unlocked = f" · [bold yellow]unlocked {', '.join(t.newly_unlocked)}[/]" if t.newly_unlocked else ""
             repaired = " · repaired" if t.repaired else ""
             console.print(f"  [dim]tracker ({escape(t.source)}): {t.question_type} · asks {', '.join(t.asked_domains) or '-'}"
                           f"{repaired}[/]{unlocked}")
-        console.print(f"  [bold cyan]Patient[/]: {escape(turn.patient)}")
+        console.print(f"  [bold cyan]Patient[/]: {escape(turn.patient)}" + (cut if "patient" in turn.truncated else ""))
         for line in _judge_lines(judgments, turn.turn):
             console.print(f"    {line}")
     if not judgments:

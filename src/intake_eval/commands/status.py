@@ -67,10 +67,11 @@ def _stage_table(data: dict[str, Any]):
 
     table = Table(title="Stages (done = records ok on disk; $ = what the records cost)", title_justify="left",
                   box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
-    table.add_column("stage", overflow="fold", min_width=18)
-    table.add_column("status", no_wrap=True)
+    # numbers keep their width (no_wrap); the text columns wrap to make room at 80 columns
+    table.add_column("stage", overflow="fold")
+    table.add_column("status", overflow="fold")
     for column in ("done", "failed", "calls", "retries", "tokens", "$"):
-        table.add_column(column, justify="right", no_wrap=True)
+        table.add_column(column, justify="right", no_wrap=column != "failed")
     for name, stage in data.get("stages", {}).items():
         counts = dict(stage.get("counts") or {})
         done = counts.pop("done", counts.pop("ok", counts.pop("profiles", "")))
@@ -99,7 +100,7 @@ def _model_usage_table(data: dict[str, Any]):
 
     table = Table(title="Usage per stage and model", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
                   pad_edge=False)
-    table.add_column("stage · model", overflow="fold", min_width=12)
+    table.add_column("stage · model", overflow="fold")
     # cached = answers from our response cache; p-cache = share of prompt tokens the provider's
     # prompt cache served
     for column in ("calls", "cached", "retries", "prompt", "p-cache", "output", "$"):
@@ -114,6 +115,31 @@ def _model_usage_table(data: dict[str, Any]):
                           compact_number(prompt), share,
                           compact_number(usage.get("completion_tokens", 0) + usage.get("reasoning_tokens", 0)),
                           _money(usage.get("cost_usd", 0.0), usage.get("cost_known", True)))
+    return table
+
+
+def _answers_table(rows: list[dict[str, Any]]):
+    """Per clinician arm: conversations failed on an answer without visible text, and answers cut at the cap."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title="Answers per clinician (refused / empty = conversations failed on an answer without "
+                        "visible text; cut = answers stopped at the token cap, share of that role's answers)",
+                  title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+    table.add_column("clinician", overflow="fold", min_width=12)
+    for column in ("conv.", "ok", "refused", "empty", "cut→failed", "clinician cut", "patient cut"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for row in rows:
+        arm = row["clinician"] + ("" if (row["condition"], row["patient_mode"]) == ("minimal", "prompted")
+                                  else f" ({row['condition']}, {row['patient_mode']})")
+        refused = sum(row[f"{role}_refused"] for role in ("clinician", "patient", "tracker"))
+        empty = sum(row[f"{role}_empty_answer"] for role in ("clinician", "patient", "tracker"))
+        cut = {role: f"{row[f'{role}_truncated']} ({row[f'{role}_truncated_share'] or 0:.0%})"
+               for role in ("clinician", "patient")}
+        table.add_row(arm, str(row["conversations"]), str(row["ok"]),
+                      f"{refused}" + (f" ({row['clinician_refused']} clinician)" if refused else ""),
+                      f"{empty}" + (f" ({row['clinician_empty_answer']} clinician)" if empty else ""),
+                      str(row["failed_truncated"]), cut["clinician"], cut["patient"])
     return table
 
 
@@ -204,10 +230,12 @@ def status(
     """Show what a run folder holds: stages with counts (done, failed, judge errors), calls, retries,
     tokens and dollars per stage and model, models per role, config hash, seeds and versions.
 
-    Reads runs/<name>/manifest.json only; safe while a run is in progress.
+    Also counts, per clinician and judge, answers refused, empty or cut at the token cap (from the
+    records). Reads the manifest and the records only; safe while a run is in progress.
     """
     from rich.console import Console
 
+    from intake_eval.commands.common import print_fitted
     from intake_eval.core.errors import IntakeEvalError
     from intake_eval.core.manifest import Manifest
     from intake_eval.core.store import RunPaths
@@ -219,15 +247,25 @@ def status(
         raise IntakeEvalError(f"{paths.manifest}: no manifest here; is --run-dir right? "
                               "(start with `intake-eval demo`)")
     data = facts_from_records(paths, Manifest(paths).data)
+    from intake_eval.metrics.answers import answer_rows, conversation_answers, judge_answers
+
+    answers = answer_rows(conversation_answers(paths))
+    data["answers"] = {"clinicians": answers, "judges": judge_answers(paths)}
     if as_json:
         typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
         return
     out = Console()
     out.print(f"[bold]{paths.root}[/bold]  run [bold]{data.get('run_name', '')}[/bold]")
-    out.print(_stage_table(data))
-    out.print(_model_usage_table(data))
+    print_fitted(out, _stage_table(data))
+    print_fitted(out, _model_usage_table(data))
+    if answers:
+        print_fitted(out, _answers_table(answers))
+    for row in data["answers"]["judges"]:
+        if row["refused"] or row["truncated_answers"]:
+            out.print(f"judge {row['judge']} on {row['clinician']}: {row['refused']} of {row['judgments']} judgments "
+                      f"refused; {row['truncated_answers']} judge answers cut at the token cap")
     if data.get("models"):
         out.print(_models_table(data))
     if (data.get("study") or {}).get("history"):
-        out.print(_study_runs_table(data))
+        print_fitted(out, _study_runs_table(data))
     out.print(_provenance_table(data))

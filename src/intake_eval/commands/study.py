@@ -10,15 +10,20 @@ from typing import Annotated
 import typer
 
 from intake_eval.commands.common import (
+    CatalogOption,
     ForceOption,
     ModelsOption,
     NoCacheOption,
+    PromptsOption,
+    ShardOption,
     budget_left_text,
     checked_run_dir,
 )
 
 ConfigArgument = Annotated[
-    Path, typer.Argument(help="Study config YAML (e.g. configs/paper.yaml, configs/demo.yaml).", show_default=False)
+    Path, typer.Argument(help="Study config YAML (e.g. configs/paper.yaml), or a bundled config's name (paper, demo, "
+                         "local). Its prompts_dir:, catalog: and phenotypes: [ids] name your own files.",
+                         show_default=False)
 ]
 StudyRunDirOption = Annotated[
     Path | None,
@@ -33,6 +38,9 @@ def study(
     models: ModelsOption = None,
     force: ForceOption = False,
     no_cache: NoCacheOption = False,
+    prompts: PromptsOption = None,
+    catalog: CatalogOption = None,
+    shard: ShardOption = None,
 ) -> None:
     """Run a whole study from one config: generate → run → judge → report, resumable.
 
@@ -44,14 +52,18 @@ def study(
 
     A changed config is refused with the differences shown; --force starts the changed stages over.
 
+    Past one machine: run --shard 1/N … N/N (default folders runs/<name>.shard-<i>-of-<N>), then
+    intake-eval merge SHARD_DIR… --into DIR.
+
     See the cost first: intake-eval estimate CONFIG. See progress: intake-eval status --run-dir DIR.
     """
     from intake_eval.commands.common import console
+    from intake_eval.core.shard import parse_shard
     from intake_eval.study.pipeline import run_study
 
     out = console()
     outcome = run_study(config, run_dir=run_dir, models_file=models, force=force, use_cache=not no_cache,
-                        console=out)
+                        console=out, catalog_dir=catalog, shard=parse_shard(shard))
     typer.echo(str(outcome.report_path))
     missing = _incomplete(outcome.counts)
     if missing:
@@ -88,7 +100,8 @@ def _incomplete(counts: dict) -> str:
 
 
 def demo(
-    run_dir: Annotated[Path, typer.Option("--run-dir", help="Run folder; emptied first so the demo starts fresh.",
+    run_dir: Annotated[Path, typer.Option("--run-dir", help="Run folder: new or empty, or one an earlier demo made "
+                                      "(its contents move to superseded/; any other folder is refused).",
                                       callback=checked_run_dir)]
     = Path("runs/demo"),
 ) -> None:
@@ -102,23 +115,12 @@ def demo(
 
 
 def _fresh_demo(run_dir: Path) -> Path:
-    import shutil
-
     from intake_eval.commands.common import console
-    from intake_eval.core.errors import IntakeEvalError
     from intake_eval.core.package_data import package_folder
-    from intake_eval.core.store import RunLock, RunPaths
+    from intake_eval.study.demo_folder import prepare_demo_folder
     from intake_eval.study.pipeline import run_study
 
-    if run_dir.exists():
-        if not run_dir.is_dir():
-            raise IntakeEvalError(f"--run-dir {run_dir}: exists and is not a folder")
-        if any(run_dir.iterdir()) and not (run_dir / "manifest.json").exists():
-            raise IntakeEvalError(f"--run-dir {run_dir}: is a folder that is not a run folder; "
-                                  "choose an empty or new path (the demo empties it first)")
-        with RunLock(RunPaths(run_dir)):  # refuse to wipe a folder another process is using
-            pass
-        shutil.rmtree(run_dir)
+    prepare_demo_folder(run_dir)
     out = console()
     outcome = run_study(package_folder("configs") / "demo.yaml", run_dir=run_dir, console=out)
     out.print(f"[bold green]Report:[/bold green] {outcome.report_path}  (open it in a browser; "
@@ -252,6 +254,8 @@ def estimate(
     config: ConfigArgument,
     models: ModelsOption = None,
     as_json: bool = typer.Option(False, "--json", help="Print the estimate as JSON on stdout."),
+    prompts: PromptsOption = None,
+    catalog: CatalogOption = None,
 ) -> None:
     """What a study will cost before anything is spent: per stage and model, the number of calls,
     prompt and completion tokens (measured on the real prompts of sampled profiles, reasoning
@@ -264,7 +268,7 @@ def estimate(
     from intake_eval.study.pipeline import estimate_config
 
     with console().status("Rendering sample prompts and counting tokens…"):
-        result = estimate_config(config, models_file=models)
+        result = estimate_config(config, models_file=models, catalog_dir=catalog)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2, sort_keys=True))
         return

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from intake_eval import SCHEMA_VERSION
 
@@ -138,6 +138,15 @@ class ConversationTurn(BaseModel):
     clinician_reasoning: str | None = None
     tracker: TrackerDecision | None = None
     nudge: str | None = None  # a fork's supervisor note, given to the clinician just before this turn
+    # Why each role's answer of this turn ended, in the provider's words (role -> stop | length | …;
+    # roles: clinician, patient, tracker), and the roles whose answer was cut at the token cap.
+    finish_reason: dict[str, str] = Field(default_factory=dict)
+    truncated: list[str] = Field(default_factory=list)
+
+
+def _number_list(numbers: list[int]) -> str:
+    shown = ", ".join(str(n) for n in numbers[:16])
+    return shown + (", …" if len(numbers) > 16 else "")
 
 
 class Conversation(Record):
@@ -155,11 +164,27 @@ class Conversation(Record):
     opening: str
     turns: list[ConversationTurn] = Field(default_factory=list)
     status: str = "ok"  # "ok" or a failure reason
-    termination: str = "completed"  # completed | clinician_ended | model_error | empty_after_length | budget
+    # completed | model_error | empty_after_length | refused | empty_answer | truncated | budget
+    # (clinician_ended: records made before an answer without visible text was a failure)
+    termination: str = "completed"
     error: str | None = None
+    failed_role: str | None = None  # clinician | patient | tracker: whose answer failed the conversation
+    refusal: str | None = None  # the provider's words when that answer was refused
+    opening_finish_reason: str | None = None
+    # answers cut at the token cap, per role (the opening and the formulation included); a turn says which
+    truncated: dict[str, int] = Field(default_factory=dict)
     usage: dict[str, Usage] = Field(default_factory=dict)  # role -> usage
     formulation: dict | None = None  # post-intake case formulation, validated elsewhere
     fork: dict | None = None  # a counterfactual fork: {parent, at, turn, nudge}; None for an original intake
+
+    @field_validator("turns")
+    @classmethod
+    def _numbered_once_each(cls, turns: list[ConversationTurn]) -> list[ConversationTurn]:
+        """A turn given twice or a gap would be scored as if it were a real intake: refused instead."""
+        numbers = [t.turn for t in turns]
+        if numbers != list(range(1, len(numbers) + 1)):
+            raise ValueError(f"turn numbers must run 1, 2, … once each, in order (got {_number_list(numbers)})")
+        return turns
 
     @property
     def ok(self) -> bool:
@@ -210,9 +235,12 @@ class Judgment(Record):
     trial: int = 0
     mode: Literal["per-turn", "conversation"] = "per-turn"
     turns: list[TurnJudgment] = Field(default_factory=list)
-    status: str = "ok"  # "ok", "judge_error" (some turn could not be labelled), or a provider failure reason
+    # "ok", "judge_error" (some turn could not be labelled), "refused" (the judge declined: the
+    # refusal is in ``errors``) or a provider failure reason
+    status: str = "ok"
     errors: list[str] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    truncated: int = 0  # judge answers cut at the token cap (each then repaired or a judge error)
 
     @property
     def ok(self) -> bool:

@@ -9,6 +9,7 @@ uninterrupted one's.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -37,8 +38,8 @@ DEFAULT_RUN_DIR = Path("runs/default")
 
 def file_safe(name: str) -> str:
     """Alias → file name: 'together_ai/meta-llama/X' → 'together_ai__meta-llama__X'."""
-    safe = name.replace("/", "__")
-    return re.sub(r"[^A-Za-z0-9._+-]", "_", safe)
+    safe = re.sub(r"[^A-Za-z0-9._+-]", "_", name.replace("/", "__"))
+    return safe if set(safe) != {"."} else "_" * len(safe)  # "." / ".." would name this folder or its parent
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,12 @@ class RunPaths:
     def judgment_files(self) -> list[Path]:
         return sorted(self.judgments_dir.glob("*/*.jsonl")) if self.judgments_dir.exists() else []
 
+    def linked_record_files(self) -> list[Path]:
+        """Record and log files of this folder that are symbolic links (writes are refused through them)."""
+        candidates = [self.profiles, self.render_failures, self.stage_log, self.manifest,
+                      *self.conversation_files(), *self.judgment_files()]
+        return [path for path in candidates if path.is_symlink()]
+
     def unreadable_lines(self) -> dict[str, int]:
         """Lines of the input files (profiles, conversations, judgments) readers skip now, per file
         relative to the root: the results are short by those records until their stage redoes them."""
@@ -188,6 +195,24 @@ def dumps_record(record: BaseModel | dict[str, Any]) -> str:
     return json.dumps(data, ensure_ascii=False, sort_keys=False, separators=(",", ":"))
 
 
+def refuse_symlink(path: Path, what: str) -> None:
+    """A run-folder file that is a symlink would let writes land outside the folder (or truncate
+    what it points at): refused by name. Opening with O_NOFOLLOW closes the race after this check."""
+    if path.is_symlink():
+        raise IntakeEvalError(f"{path}: the {what} is a symbolic link; replace it with a regular file "
+                              "(intake-eval never writes through links)")
+
+
+def open_no_follow(path: Path, flags: int, what: str) -> int:
+    refuse_symlink(path, what)
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW, 0o644)
+    except OSError as error:
+        if error.errno == errno.ELOOP:  # made a link between the check and the open
+            raise IntakeEvalError(f"{path}: the {what} is a symbolic link; replace it with a regular file") from None
+        raise
+
+
 def _repair_tail(path: Path) -> None:
     """Drop a half-written last line (from a crash) so the next append starts on a fresh line.
 
@@ -195,7 +220,7 @@ def _repair_tail(path: Path) -> None:
     a line another process is still writing is never mistaken for a crash's half line."""
     if not path.exists() or path.stat().st_size == 0:
         return
-    with open(path, "rb+") as handle:
+    with os.fdopen(open_no_follow(path, os.O_RDWR, "record file"), "rb+") as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         handle.seek(-1, os.SEEK_END)
         if handle.read(1) == b"\n":
@@ -212,8 +237,9 @@ class JsonlWriter:
     def __init__(self, path: Path):
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        refuse_symlink(path, "record file")
         _repair_tail(path)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "record file")
 
     def write(self, record: BaseModel | dict[str, Any]) -> None:
         data = (dumps_record(record) + "\n").encode("utf-8")
@@ -264,6 +290,7 @@ def compact(path: Path, key: str) -> int:
     """Rewrite a JSONL file as its latest valid record per key, sorted by key, atomically. Returns count."""
     if not path.exists():
         return 0
+    refuse_symlink(path, "record file")
     latest: dict[str, str] = {}
     for data in iter_json_lines(path):
         if key in data:
@@ -330,7 +357,7 @@ class RunLock:
 
     def acquire(self) -> "RunLock":
         self.paths.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_no_follow(self.paths.lock, os.O_RDWR | os.O_CREAT, "lock file")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -358,7 +385,7 @@ class RunLock:
         """Whether a live process holds the folder's lock (a killed holder's lock is released by the OS)."""
         if not paths.lock.exists():
             return False
-        fd = os.open(paths.lock, os.O_RDONLY)
+        fd = open_no_follow(paths.lock, os.O_RDONLY, "lock file")
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -1,6 +1,10 @@
 """The one YAML reader: safe loading that refuses a key given twice in one mapping (plain YAML
 keeps the last one silently, so `clinicians:` twice would drop the first list), with every
-problem as one line naming the file, the line and the key."""
+problem as one line naming the file, the line and the key.
+
+Anchors and aliases are bounded: a file whose aliases would expand past ``MAX_YAML_NODES`` values
+(a "billion laughs" bomb: a dozen lines that unfold into gigabytes when a config is hashed or
+copied) or that refers to itself is refused as one line before anything is built from it."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.limits import MAX_YAML_NODES
 
 
 class YamlError(IntakeEvalError):
@@ -48,12 +53,65 @@ class DuplicateKey(Exception):
         self.key, self.line, self.first = key, line, first
 
 
+class AliasBomb(Exception):
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _expanded_size(root: Any) -> int:
+    """How many values the document holds once every alias is unfolded (shared nodes counted per use)."""
+    import yaml
+
+    def children(node: Any) -> list[Any]:
+        if isinstance(node, yaml.SequenceNode):
+            return list(node.value)
+        if isinstance(node, yaml.MappingNode):
+            return [part for pair in node.value for part in pair]
+        return []
+
+    size: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        key = id(node)
+        if expanded:
+            open_nodes.discard(key)
+            size[key] = 1 + sum(size[id(child)] for child in children(node))
+            if size[key] > MAX_YAML_NODES:
+                raise AliasBomb(f"its aliases unfold into more than {MAX_YAML_NODES:,} values")
+            continue
+        if key in size:
+            continue
+        if key in open_nodes:
+            raise AliasBomb("an alias refers to the value that contains it")
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in children(node) if id(child) not in size)
+    return size[id(root)]
+
+
+def _load_bounded(text: str) -> Any:
+    loader = _loader()(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def parse_yaml(text: str, source: str | Path) -> Any:
-    """YAML text → data; a syntax error or a duplicate key raises YamlError naming ``source``."""
+    """YAML text → data; a syntax error, a duplicate key or an alias bomb raises YamlError naming ``source``."""
     import yaml
 
     try:
-        return yaml.load(text, Loader=_loader())  # noqa: S506 - the loader derives from SafeLoader
+        return _load_bounded(text)
+    except AliasBomb as bomb:
+        raise YamlError(f"{source}: refused: {bomb.reason} (anchors and aliases are limited)") from None
     except DuplicateKey as dup:
         raise YamlError(f"{source}: line {dup.line}: duplicate key '{dup.key}' (first at line {dup.first}); "
                         "keep one") from None

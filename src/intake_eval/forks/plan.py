@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from intake_eval.core.errors import IntakeEvalError
-from intake_eval.core.prompts import PROMPTS_DIR, render_prompt
+from intake_eval.core.prompts import render_prompt, template_names
 from intake_eval.core.records import Conversation, Judgment
 from intake_eval.core.store import RunPaths, iter_records
 from intake_eval.interview.conversation import ForkStart, PlannedConversation
@@ -40,7 +40,7 @@ def parse_fork_at(value: str, max_turns: int) -> str:
 
 
 def available_nudges() -> list[str]:
-    return sorted(path.stem.removeprefix("nudge_") for path in PROMPTS_DIR.glob("nudge_*.j2"))
+    return [name.removeprefix("nudge_") for name in template_names("nudge_")]
 
 
 def nudge_text(name: str) -> str:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from intake_eval.core.records import Conversation
-from intake_eval.core.store import RunPaths, drop_records, iter_records
+from intake_eval.core.shard import SHARD_KEY, unsharded
+from intake_eval.core.store import RunPaths, drop_records, iter_records, stable_hash
 from intake_eval.forks.plan import ForkPlan, needs_judge, nudge_text, plan_forks
 from intake_eval.interview.budget import folder_budget
 from intake_eval.interview.display import RunDisplay
@@ -73,11 +74,16 @@ def run_fork_stage(runner: StageRunner, settings: RunSettings, *, at: str, nudge
     tracker = (settings.tracker or settings.patient) if settings.patient_mode == "tracked" else None
     if tracker:
         roles["tracker"] = runner.resolve([tracker])
-    run_hash = (runner.manifest.data.get("stages", {}).get(RUN_STAGE) or {}).get("config_hash")
+    run_stage = runner.manifest.data.get("stages", {}).get(RUN_STAGE) or {}
+    # the run's hash without its shard spec (equal to its config hash unsharded), so shards share it
+    run_hash = stable_hash(unsharded(run_stage["config"])) if run_stage.get("config") else run_stage.get("config_hash")
     stage = runner.manifest.stage(name)
     if force and stage.get("config_hash"):
         _remove_forks(paths, at, nudge)
-    runner.begin(name, {"at": at, "nudge": nudge, "judge": judge, "run_config_hash": run_hash}, force=force,
+    config = {"at": at, "nudge": nudge, "judge": judge, "run_config_hash": run_hash}
+    if settings.shard is not None:
+        config[SHARD_KEY] = settings.shard.as_config()
+    runner.begin(name, config, force=force,
                  models=roles, additive=["clinician"], prompts=[*prompt_names(settings), f"nudge_{nudge}"],
                  rendered=[RenderedPrompt("nudge", nudge, nudge_text(nudge), f"nudge_{nudge}",
                                           note="a supervisor's note given to the clinician at the fork point")])

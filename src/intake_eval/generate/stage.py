@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from intake_eval.catalog.load import load_catalog
+from intake_eval.catalog.snapshot import write_catalog_snapshot
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.limits import MAX_CONCURRENCY, MAX_PROFILES
 from intake_eval.core.manifest import Manifest
 from intake_eval.core.progress import ProgressBar
 from intake_eval.core.prompts import prompt_hash
@@ -30,6 +32,7 @@ from intake_eval.core.store import (
     latest_by_key,
     write_text_atomic,
 )
+from intake_eval.core.tasks import gather_or_cancel
 from intake_eval.generate.render import (
     MAX_ATTEMPTS,
     QC_THRESHOLD,
@@ -109,6 +112,8 @@ def check_settings(n: int, mode: str, max_attempts: int, qc_threshold: float, co
                    hidden_count: str = "seed") -> None:
     if n < 1:
         raise IntakeEvalError(f"--n must be at least 1 (got {n})")
+    if n > MAX_PROFILES:
+        raise IntakeEvalError(f"--n must be at most {MAX_PROFILES:,}, like the study config's profiles.n (got {n:,})")
     if mode not in ("stratified", "weighted"):
         raise IntakeEvalError(f"sampling mode '{mode}' is not stratified or weighted")
     if hidden_count not in HIDDEN_COUNTS:
@@ -119,6 +124,8 @@ def check_settings(n: int, mode: str, max_attempts: int, qc_threshold: float, co
         raise IntakeEvalError(f"--qc-threshold must be between 0 and 100 (got {qc_threshold})")
     if concurrency < 1:
         raise IntakeEvalError(f"--concurrency must be at least 1 (got {concurrency})")
+    if concurrency > MAX_CONCURRENCY:
+        raise IntakeEvalError(f"--concurrency must be at most {MAX_CONCURRENCY:,} (got {concurrency:,})")
 
 
 async def _produce(indices: list[int], plan: list[str], seed: int, catalog: "Catalog", model: "ChatModel",
@@ -139,7 +146,7 @@ async def _produce(indices: list[int], plan: list[str], seed: int, catalog: "Cat
             else:
                 on_failure(failure_record(rendered, qc_threshold))
 
-    await asyncio.gather(*(worker() for _ in range(min(concurrency, max(1, len(indices))))))
+    await gather_or_cancel(worker() for _ in range(min(concurrency, max(1, len(indices)))))
 
 
 def _finish_files(paths: "RunPaths", *, already_compact: bool,
@@ -186,6 +193,7 @@ def generate_profiles(runner: StageRunner, *, n: int, mode: Mode, seed: int, gen
     runner.begin(STAGE, config, force=force, outputs=[paths.profiles, paths.render_failures, paths.sampling_rates],
                  models={GENERATOR_ROLE: {generator: spec}}, prompts=[config_prompt_name(spec)], seed=seed)
 
+    write_catalog_snapshot(catalog, paths.root)  # later stages read the catalog the profiles came from
     plan = plan_phenotypes(catalog, n, mode, seed)
     done = done_keys(paths.profiles, "profile_id")
     todo = [i for i in range(n) if profile_id(i) not in done]

@@ -27,6 +27,7 @@ from typing import Any
 from intake_eval.core.errors import ConfigChangedError
 from intake_eval.core.records import Conversation, Usage
 from intake_eval.core.store import JsonlWriter, RunPaths, iter_records, stable_hash
+from intake_eval.core.tasks import gather_or_cancel
 from intake_eval.interview.budget import Budget
 from intake_eval.interview.conversation import PlannedConversation
 from intake_eval.interview.formulation import request_formulation
@@ -126,7 +127,7 @@ async def request_missing_formulations(plan: list[PlannedConversation], pool: An
             await asyncio.sleep(0)  # offline clinicians never suspend: let Ctrl-C and other workers in
 
     try:
-        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(todo))))))
+        await gather_or_cancel(worker() for _ in range(max(1, min(concurrency, len(todo)))))
     finally:
         for writer in writers.values():
             writer.close()

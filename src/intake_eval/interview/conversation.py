@@ -1,9 +1,14 @@
 """One intake: the patient speaks first, then N clinician turns, each answered by the patient.
 
-Every conversation ends with a termination reason: completed | clinician_ended (an empty,
-non-truncated clinician turn) | model_error | empty_after_length. A model failure after the
-pool's retries is recorded with ``status`` = the reason and the turns completed so far, never as
-an empty turn; the runner retries such conversations on the next run.
+Every conversation ends with a termination reason: completed | model_error | empty_after_length |
+refused | empty_answer | truncated. An answer without visible text is never the clinician ending the
+interview: it is a failed turn (llm/answer.py: a refusal or content filter at once, an empty answer
+after one fresh sample), recorded with ``status`` = the reason, the role that failed, the provider's
+refusal words and the turns completed so far; the runner retries failed conversations on the next
+run (a refused or empty answer then comes from the response cache: the same answer, unpaid).
+
+Every answer's ``finish_reason`` is kept per turn and role; an answer cut at the token cap is kept
+and flagged (``truncated``), or, with ``on_truncation="fail"``, fails the conversation.
 """
 
 from __future__ import annotations
@@ -24,11 +29,14 @@ from intake_eval.interview.participants import (
     patient_opening,
     patient_reply,
 )
+from intake_eval.llm.answer import truncated, truncated_error
 from intake_eval.llm.base import ChatModel, ChatResult, ModelCallError, UsageMeter
 
 DEFAULT_TURNS = 12
 
 CallHook = Callable[[str, ChatResult], None]  # (role, result): live token/dollar accounting
+# Failures that are their own conversation status; any other model failure is "model_error".
+FAILURE_TERMINATIONS = frozenset({"empty_after_length", "refused", "empty_answer", "truncated"})
 
 
 def make_conversation_id(profile_id: str, clinician: str, condition: str, patient_mode: str, trial: int) -> str:
@@ -67,6 +75,7 @@ class PlannedConversation:
     # After the last turn, ask the clinician for its case formulation (not a turn).
     formulation: bool = False
     fork: ForkStart | None = None
+    on_truncation: str = "keep"  # keep (and flag the turn) | fail (the conversation): answer.TRUNCATION_POLICIES
 
     @property
     def conversation_id(self) -> str:
@@ -105,16 +114,40 @@ async def _opening(setup: PatientSetup, openings: dict | None, key: tuple) -> tu
     return text, result, owner
 
 
+def _termination(failure: ModelCallError) -> str:
+    if failure.kind == "content_policy":  # the provider's safety system rejected the request: a refusal too
+        return "refused"
+    return failure.kind if failure.kind in FAILURE_TERMINATIONS else "model_error"
+
+
+def _refusal(failure: ModelCallError) -> str | None:
+    """The provider's words when it declined: its refusal, or the content-policy error it answered."""
+    return failure.refusal or (failure.format_message() if failure.kind == "content_policy" else None)
+
+
 async def run_conversation(item: PlannedConversation, participants: Participants, *,
                            openings: dict | None = None, on_call: CallHook | None = None) -> Conversation:
     """Run one intake to its end and return the record (ok or with its failure reason)."""
     meters = {"clinician": UsageMeter(), "patient": UsageMeter(), "tracker": UsageMeter(), "formulation": UsageMeter()}
+
+    cut: dict[str, int] = {}
+    turn_finish: dict[str, str] = {}  # the current turn's answers: role -> finish_reason
 
     def count(role: str, result: ChatResult, *, record: bool = True, spent: bool = True) -> None:
         if record:
             meters[role].add(result)
         if spent and on_call is not None:
             on_call(role, result)
+        if result.finish_reason:
+            turn_finish[role] = result.finish_reason
+
+    def check_cut(role: str, model: ChatModel, result: ChatResult) -> None:
+        """Flag an answer cut at the cap, or fail the conversation under on_truncation=fail."""
+        if not truncated(result):
+            return
+        cut[role] = cut.get(role, 0) + 1
+        if item.on_truncation == "fail":
+            raise truncated_error(f"{role} {_name(model)}", result, model.spec.max_tokens)
 
     setup = PatientSetup(
         profile=item.profile,
@@ -126,55 +159,68 @@ async def run_conversation(item: PlannedConversation, participants: Participants
     )
     conversation_id = item.conversation_id
     opening = ""
+    opening_finish: str | None = None
     turns: list[ConversationTurn] = []
     termination, error, role = "completed", None, "patient"
+    failure: ModelCallError | None = None
     fork = item.fork
     try:
         if fork is None:
             opening, result, made_call = await _opening(setup, openings, (item.profile.profile_id, item.patient_mode, item.trial))
             count("patient", result, record=item.records_opening_usage, spent=made_call)
+            opening_finish = result.finish_reason
+            check_cut("patient", participants.patient, result)
             state, first = PatientState(opening=opening), 1
         else:  # the parent's opening and turns before the fork, verbatim: nothing is asked again
             opening, first = fork.parent.opening, fork.turn
+            opening_finish = fork.parent.opening_finish_reason
             state = PatientState(opening=opening)
             for kept in fork.parent.turns[: fork.turn - 1]:
                 turns.append(kept)
                 state = advance_patient(state, kept)
+                for cut_role in kept.truncated:
+                    cut[cut_role] = cut.get(cut_role, 0) + 1
         for number in range(first, item.max_turns + 1):
             role = "clinician"
+            turn_finish.clear()
             nudge = fork.nudge_text if fork is not None and number == fork.turn else None
             said = await clinician_turn(
                 participants.clinician, condition=item.condition, opening=opening, turns=state.turns,
                 turn=number, max_turns=item.max_turns, conversation_id=conversation_id, trial=item.trial,
-                nudge=nudge,
+                nudge=nudge, on_result=lambda result: count("clinician", result),
             )
-            count("clinician", said)
-            text = (said.text or "").strip()
-            if not text:
-                if said.finish_reason == "length":
-                    raise ModelCallError("clinician hit its token cap before any visible text", kind="empty_after_length")
-                termination = "clinician_ended"  # nothing more to say: the clinician closed the session
-                break
+            check_cut("clinician", participants.clinician, said)
             role = "patient"
-            reply = await patient_reply(setup, state, number, text)  # its calls are counted through on_answer
+            reply = await patient_reply(setup, state, number, said.text.strip())  # calls counted through on_answer
+            check_cut("patient", participants.patient, reply.result)
+            tracker_cut = [result for result in reply.tracker_results if truncated(result)]
+            if tracker_cut:  # its answer is validated (and repaired) as JSON: flagged, never a failure
+                cut["tracker"] = cut.get("tracker", 0) + len(tracker_cut)
             turn = ConversationTurn(
-                turn=number, clinician=text, patient=reply.text,
+                turn=number, clinician=said.text.strip(), patient=reply.text,
                 clinician_reasoning=said.reasoning or None, tracker=reply.tracker, nudge=nudge,
+                finish_reason=dict(sorted(turn_finish.items())),
+                truncated=[name for name, cut_here in (("clinician", truncated(said)), ("patient", truncated(reply.result)),
+                                                        ("tracker", bool(tracker_cut))) if cut_here],
             )
             turns.append(turn)
             state = advance_patient(state, turn)
     except ModelCallError as exc:
-        termination = "empty_after_length" if exc.kind == "empty_after_length" else "model_error"
-        who = participants.clinician if role == "clinician" else participants.patient
+        failure = exc
+        termination = _termination(exc)
+        role = exc.role or role
+        who = {"clinician": participants.clinician, "tracker": participants.tracker}.get(role) or participants.patient
         error = f"{role} {_name(who)} at turn {len(turns) + (1 if opening else 0)}: {exc.format_message()}"
     # post-intake case formulation (interview/formulation.py); a failure is recorded, never fatal
     formulation = None
-    if item.formulation and termination in ("completed", "clinician_ended"):
+    if item.formulation and termination == "completed":
         formulation = await request_formulation(
             participants.clinician, clinician_messages(item.condition, opening, turns),
             conversation_id=conversation_id, turn=len(turns), max_turns=item.max_turns, trial=item.trial,
             on_result=lambda result: count("formulation", result),
         )
+        if formulation.get("truncated"):
+            cut["formulation"] = cut.get("formulation", 0) + 1
     return Conversation(
         conversation_id=conversation_id,
         profile_id=item.profile.profile_id,
@@ -189,9 +235,13 @@ async def run_conversation(item: PlannedConversation, participants: Participants
         max_turns=item.max_turns,
         opening=opening,
         turns=turns,
-        status="ok" if termination in ("completed", "clinician_ended") else termination,
+        status="ok" if termination == "completed" else termination,
         termination=termination,
         error=error,
+        failed_role=role if failure is not None else None,
+        refusal=_refusal(failure) if failure is not None else None,
+        opening_finish_reason=opening_finish,
+        truncated=dict(sorted(cut.items())),
         usage={name: meter.to_usage() for name, meter in meters.items() if meter.calls},
         formulation=formulation,
         fork=None if fork is None else {"parent": fork.parent.conversation_id, "at": fork.at, "turn": fork.turn,

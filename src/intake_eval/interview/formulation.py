@@ -26,6 +26,7 @@ from intake_eval.core.formulation import (
 )
 from intake_eval.core.placeholders import written_text
 from intake_eval.core.prompts import render_prompt
+from intake_eval.llm.answer import truncated, unusable
 from intake_eval.llm.base import (
     ChatModel,
     ChatRequest,
@@ -99,17 +100,25 @@ async def request_formulation(clinician_model: ChatModel, clinician_messages: li
             return {"status": f"provider_error: {exc.kind}", "error": exc.format_message()}
         if on_result is not None:
             on_result(result)
+        answered = {"finish_reason": result.finish_reason, **({"truncated": True} if truncated(result) else {})}
+        problem = unusable(result)
+        if problem is not None and problem.kind == "refused":  # a repair request cannot change a refusal
+            return {"status": "refused", "error": f"formulation: {problem.describe()}", "refusal": problem.refusal,
+                    **answered}
         text = result.text or ""
         try:
             formulation = parse_formulation(text)
         except ValueError as exc:
             error = str(exc) if text.strip() else f"formulation: empty answer (finish_reason={result.finish_reason})"
+            if truncated(result) and text.strip():
+                error += f" (the answer was cut at max_tokens={cap})"
             if attempt == 1:
-                return {"status": "invalid", "error": f"{error} (after one repair request)", "answer": text[:ANSWER_KEPT]}
+                return {"status": "invalid", "error": f"{error} (after one repair request)", "answer": text[:ANSWER_KEPT],
+                        **answered}
             messages = [*messages, {"role": "assistant", "content": text},
                         {"role": "user", "content": repair_instruction(error)}]
             continue
-        return {"status": "ok", "repaired": attempt == 1, "formulation": formulation.model_dump(mode="json")}
+        return {"status": "ok", "repaired": attempt == 1, "formulation": formulation.model_dump(mode="json"), **answered}
     raise AssertionError("unreachable")
 
 
@@ -126,7 +135,7 @@ def formulation_of(record: dict[str, Any] | None) -> Formulation | None:
 
 
 def formulation_status(record: dict[str, Any] | None) -> str:
-    """ok | invalid | provider_error: <kind> | missing (no formulation was requested or recorded).
+    """ok | invalid | refused | provider_error: <kind> | missing (no formulation was requested or recorded).
     A record that says ok but holds no valid formulation (edited by hand) is invalid."""
     if not record:
         return "missing"

@@ -28,6 +28,7 @@ from intake_eval.core.records import (
     TrackerDecision,
 )
 from intake_eval.interview.tracker import ask_tracker
+from intake_eval.llm.answer import complete_visible
 from intake_eval.llm.base import (
     ChatModel,
     ChatRequest,
@@ -128,12 +129,8 @@ def _patient_context(setup: PatientSetup, state: PatientState, unlocked: tuple[s
     }
 
 
-def _require_text(result: ChatResult, who: str) -> str:
-    text = (result.text or "").strip()
-    if not text:
-        kind = "empty_after_length" if result.finish_reason == "length" else "invalid_output"
-        raise ModelCallError(f"{who} returned no visible text (finish_reason={result.finish_reason})", kind=kind)
-    return text
+def _patient_name(setup: PatientSetup) -> str:
+    return f"patient {setup.model.spec.alias or setup.model.spec.model}"
 
 
 async def patient_opening(setup: PatientSetup) -> tuple[str, ChatResult, PatientState]:
@@ -148,8 +145,8 @@ async def patient_opening(setup: PatientSetup) -> tuple[str, ChatResult, Patient
         cache_points=history_cache_points(messages, 1),
         context=_patient_context(setup, state, (), 0, None),
     )
-    result = await setup.model.complete(request)
-    text = _require_text(result, f"patient {setup.model.spec.alias or setup.model.spec.model}")
+    result = await complete_visible(setup.model, request, _patient_name(setup))
+    text = result.text.strip()
     return text, result, replace(state, opening=text)
 
 
@@ -170,9 +167,9 @@ async def patient_reply(setup: PatientSetup, state: PatientState, turn: int, utt
         cache_points=history_cache_points(messages, 1),
         context=_patient_context(setup, state, unlocked, turn, utterance),
     )
-    result = await setup.model.complete(request)
-    setup.answered("patient", result)
-    text = _require_text(result, f"patient {setup.model.spec.alias or setup.model.spec.model}")
+    result = await complete_visible(setup.model, request, _patient_name(setup),
+                                    on_result=lambda answer: setup.answered("patient", answer))
+    text = result.text.strip()
     return PatientReply(text=text, result=result, tracker=decision, tracker_results=tracker_results)
 
 
@@ -205,9 +202,13 @@ async def track_turn(setup: PatientSetup, state: PatientState, utterance: str) -
         found = classify(utterance, disclosed=state.unlocked)
         return _decision(found.question_type, list(found.domains), state, setup.profile, OFFLINE_TRACKER), []
     previous = state.turns[-1].patient if state.turns else state.opening
-    verdict = await ask_tracker(tracker, setup.profile.hidden, previous_patient=previous, utterance=utterance,
-                                sample_index=setup.sample_index,
-                                on_result=lambda result: setup.answered("tracker", result))
+    try:
+        verdict = await ask_tracker(tracker, setup.profile.hidden, previous_patient=previous, utterance=utterance,
+                                    sample_index=setup.sample_index,
+                                    on_result=lambda result: setup.answered("tracker", result))
+    except ModelCallError as exc:
+        exc.role = "tracker"  # the conversation names the tracker, not the patient, as the role that failed
+        raise
     source = tracker.spec.alias or tracker.spec.model
     decision = _decision(verdict.question_type, verdict.asked, state, setup.profile, source, repaired=verdict.repaired)
     return decision, verdict.results
@@ -247,8 +248,10 @@ def clinician_messages(condition: str, opening: str, turns: tuple[ConversationTu
 
 async def clinician_turn(model: ChatModel, *, condition: str, opening: str, turns: tuple[ConversationTurn, ...],
                          turn: int, max_turns: int, conversation_id: str, trial: int,
-                         nudge: str | None = None) -> ChatResult:
-    """One clinician utterance. The result's text is visible speech; reasoning stays apart."""
+                         nudge: str | None = None, on_result: Callable[[ChatResult], None] | None = None) -> ChatResult:
+    """One clinician utterance. The result's text is visible speech; reasoning stays apart. An answer
+    without visible text raises ModelCallError (refused | empty_answer, llm/answer.py); ``on_result``
+    sees every answered call, those included."""
     messages = clinician_messages(condition, opening, turns, nudge)
     request = ChatRequest(
         messages=messages,
@@ -265,4 +268,4 @@ async def clinician_turn(model: ChatModel, *, condition: str, opening: str, turn
             "request": "turn",
         },
     )
-    return await model.complete(request)
+    return await complete_visible(model, request, f"clinician {model.spec.alias or model.spec.model}", on_result)

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.prompts import prompt_hashes
 from intake_eval.core.records import Conversation, Profile
+from intake_eval.core.shard import SHARD_KEY, Shard
 from intake_eval.core.store import (
     RunPaths,
     done_keys,
@@ -49,11 +50,17 @@ class RunSettings:
     limit: int | None = None
     budget: float | None = None
     formulation: bool = False  # post-intake case formulation after the last turn
+    on_truncation: str = "keep"  # an answer cut at the token cap: keep it and flag the turn, or fail the conversation
+    shard: Shard | None = None  # only the profiles of this shard (the folder is one shard of a study)
 
 
 def plan_conversations(profiles: list[Profile], settings: RunSettings) -> list[PlannedConversation]:
-    """Profile-major order, so the clinicians of one profile run side by side and share its opening."""
+    """Profile-major order, so the clinicians of one profile run side by side and share its opening.
+
+    The one place a stage's profiles are chosen: a shard keeps only its own (before ``limit``)."""
     chosen = sorted(profiles, key=lambda p: p.profile_id)
+    if settings.shard is not None:
+        chosen = [profile for profile in chosen if settings.shard.holds(profile.profile_id)]
     if settings.limit is not None:
         chosen = chosen[: settings.limit]
     plan = []
@@ -66,6 +73,7 @@ def plan_conversations(profiles: list[Profile], settings: RunSettings) -> list[P
                         profile=profile, clinician=clinician, condition=condition,
                         patient_mode=settings.patient_mode, trial=trial, max_turns=settings.turns,
                         records_opening_usage=first, formulation=settings.formulation,
+                        on_truncation=settings.on_truncation,
                     ))
                     first = False
     return plan
@@ -169,6 +177,10 @@ def stage_config(settings: RunSettings, specs: dict[str, Any], profiles_path: Pa
     }
     if settings.formulation:  # absent when off, so earlier runs keep their config hash
         config["formulation"] = True
+    if settings.on_truncation != "keep":  # likewise: keep is what every earlier run did
+        config["on_truncation"] = settings.on_truncation
+    if settings.shard is not None:  # absent unsharded; a folder never resumes as another shard
+        config[SHARD_KEY] = settings.shard.as_config()
     if settings.patient_mode == "tracked":
         config["tracker"] = settings.tracker or settings.patient
         config["tracker_model"] = specs["tracker"].model

@@ -29,6 +29,7 @@ from intake_eval.core.store import (
     RunPaths,
     compact,
 )
+from intake_eval.core.tasks import gather_or_cancel
 from intake_eval.interview.backfill import (
     allow_formulation_upgrade,
     request_missing_formulations,
@@ -141,7 +142,7 @@ async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, 
             await asyncio.sleep(0)
 
     try:
-        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(todo))))))
+        await gather_or_cancel(worker() for _ in range(max(1, min(concurrency, len(todo)))))
     finally:
         for writer in writers.values():
             writer.close()

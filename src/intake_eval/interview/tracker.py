@@ -17,6 +17,7 @@ from typing import Any
 
 from intake_eval.core.prompts import render_prompt
 from intake_eval.core.records import QUESTION_TYPES, DomainDraw
+from intake_eval.llm.answer import truncated, unusable, unusable_error
 from intake_eval.llm.base import (
     ChatModel,
     ChatRequest,
@@ -127,9 +128,14 @@ async def ask_tracker(tracker: ChatModel, hidden: list[DomainDraw], *, previous_
         results.append(result)
         if on_result is not None:
             on_result(result)
+        refused = unusable(result)
+        if refused is not None and refused.kind == "refused":  # a repair request cannot change a refusal
+            raise unusable_error(f"tracker {source}", refused, result, attempts=attempt + 1)
         parsed, problem = parse_tracker_answer(result.text, hidden)
         if parsed is not None:
             return TrackerVerdict(question_type=parsed[0], asked=parsed[1], repaired=attempt > 0, results=results)
+        if truncated(result):
+            problem += f" (the answer was cut at max_tokens={request.max_tokens})"
         messages = messages + [
             {"role": "assistant", "content": result.text or ""},
             {"role": "user", "content": render_prompt("patient_tracker_repair", problem=problem, hidden=hidden)},

@@ -28,7 +28,7 @@ from intake_eval.judge.judging import judge_conversation
 from intake_eval.llm.anthropic_batch import AnthropicBatchClient
 from intake_eval.llm.anthropic_http import anthropic_route
 from intake_eval.llm.base import ChatModel, ChatRequest, ChatResult, ModelSpec
-from intake_eval.llm.batch import BatchClient, batch_route
+from intake_eval.llm.batch import DEFAULT_WAIT_S, BatchClient, BatchStillRunning, NoBatchAPI, batch_route
 from intake_eval.llm.cache import cache_key
 from intake_eval.llm.openai_http import ProviderHTTPError
 
@@ -44,6 +44,7 @@ MAX_BATCH_BYTES = 190_000_000
 @dataclass(frozen=True)
 class BatchSettings:
     poll_s: float = 30.0
+    wait_s: float = DEFAULT_WAIT_S  # polling one batch stops after this long (the batch stays submitted)
     max_requests: int = MAX_BATCH_REQUESTS
     max_bytes: int = MAX_BATCH_BYTES
     on_progress: Callable[[str], None] | None = None
@@ -65,7 +66,7 @@ def check_batchable(specs: Mapping[str, ModelSpec]) -> None:
         if batch_client(spec) is None:
             raise IntakeEvalError(
                 f"--batch: judge '{alias}' ({spec.model}) is not served by a batch API (Anthropic, OpenAI, "
-                "Together, Groq, Gemini, or an api_base such as vLLM); judge it without --batch")
+                "Together, Groq, Gemini, or an api_base that serves /files and /batches); judge it without --batch")
 
 
 class _Recorder:
@@ -186,8 +187,11 @@ def _progress_reporter(label: str, settings: BatchSettings) -> Callable[[dict[st
 
     def report(batch: dict[str, Any]) -> None:
         counts = batch.get("request_counts") or {}
-        line = (f"judge {label}: batch {batch.get('id')} {batch.get('status')} "
-                f"{counts.get('completed', 0)}/{counts.get('total', '?')} done, {counts.get('failed', 0)} failed")
+        if not counts and isinstance(batch.get("progress"), (int, float)):  # Together: a percentage, no counts
+            done = f"{batch['progress']:.0f}% done"
+        else:
+            done = f"{counts.get('completed', 0)}/{counts.get('total', '?')} done, {counts.get('failed', 0)} failed"
+        line = f"judge {label}: batch {batch.get('id')} {batch.get('status')} {done}"
         if settings.on_progress is not None and last.get(str(batch.get("id"))) != line:
             last[str(batch.get("id"))] = line
             settings.on_progress(line)
@@ -211,7 +215,7 @@ async def _answers_for(runner: "StageRunner", setup: Any, *, limit: int | None,
             for batch_id in logged_batches(runner.paths, stage, spec.model) if keys else []:
                 if keys <= answers.keys():
                     break
-                batch = await client.wait(batch_id, settings.poll_s, report)
+                batch = await client.wait(batch_id, settings.poll_s, report, settings.wait_s)
                 for line in await client.results(batch):
                     if line.body is not None and line.custom_id in keys:
                         answers[line.custom_id] = line.body
@@ -223,7 +227,7 @@ async def _answers_for(runner: "StageRunner", setup: Any, *, limit: int | None,
                             "input_file_id": file_id, "requests": count})
                 submitted.append(batch_id)
             for batch_id in submitted:
-                batch = await client.wait(batch_id, settings.poll_s, report)
+                batch = await client.wait(batch_id, settings.poll_s, report, settings.wait_s)
                 for line in await client.results(batch):
                     if line.body is not None and line.custom_id in keys:
                         answers[line.custom_id] = line.body
@@ -237,6 +241,8 @@ async def batch_judges(runner: "StageRunner", setups: Sequence[Any], *, limit: i
     async def one(setup: Any) -> Any:
         try:
             answers = await _answers_for(runner, setup, limit=limit, catalog=catalog, settings=settings)
+        except (NoBatchAPI, BatchStillRunning) as error:
+            raise IntakeEvalError(f"judge {setup.label} --batch: {error}") from None
         except ProviderHTTPError as error:
             client = batch_client(setup.model.spec)
             raise IntakeEvalError(f"judge {setup.label} --batch: the batch API at {client.base_url if client else '?'} "

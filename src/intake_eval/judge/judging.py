@@ -9,7 +9,9 @@
 - ``conversation``: one call labels every turn.
 An answer that does not validate gets ONE repair request quoting the validation error; if that also
 fails the turn is a judge error (status "judge_error", errors listed) — never read as "no". A
-provider failure gives status "provider_error: <kind>" with the reason in ``errors``.
+refusal or content filter (llm/answer.py) is not repaired: status "refused", the judge's words in
+``errors``. Answers cut at the token cap are counted (``truncated``). A provider failure gives status
+"provider_error: <kind>" with the reason in ``errors``.
 
 ``judge_stage`` runs judges over a run folder's conversations with resume (skip conversations a
 judge already labelled ok, retry the rest) and compacts the judgment files at the end.
@@ -38,6 +40,7 @@ from intake_eval.judge.schema import (
     parse_turn,
     response_schema,
 )
+from intake_eval.llm.answer import truncated, unusable
 from intake_eval.llm.base import ChatModel, ChatRequest, ModelCallError, UsageMeter
 
 if TYPE_CHECKING:
@@ -136,6 +139,8 @@ class _Outcome:
     turns: list[TurnJudgment] = field(default_factory=list)
     judge_error: str | None = None
     provider_error: ModelCallError | None = None
+    refusal: str | None = None  # the judge declined (llm/answer.py): what it said, never read as labels
+    truncated: int = 0  # answers cut at the token cap
 
 
 def turn_cache_points(prompts: Sequence[str], static_length: int) -> list[tuple[tuple[int, int], ...]]:
@@ -160,22 +165,30 @@ async def _ask(model: ChatModel, prompt: str, parse: Callable[[str], list[TurnJu
     """One judge request and, if its answer does not validate, one repair request."""
     messages = [{"role": "user", "content": prompt}]
     schema = response_schema(hidden, mode, turns)
+    cut = 0
     for attempt in range(2):
         request = ChatRequest(messages=messages, sample_index=sample_index, response_schema=schema,
                               purpose="judge", context=context, max_tokens=max_tokens, cache_points=cache_points)
         try:
             result = await model.complete(request)
         except ModelCallError as exc:
-            return _Outcome(provider_error=exc)
+            if exc.kind == "content_policy":  # the provider's safety system declined the request: a refusal
+                return _Outcome(refusal=f"{what}: {exc.format_message()}", truncated=cut)
+            return _Outcome(provider_error=exc, truncated=cut)
         meter.add(result)
+        cut += int(truncated(result))
+        problem = unusable(result)
+        if problem is not None and problem.kind == "refused":  # a repair request cannot change a refusal
+            return _Outcome(refusal=f"{what}: {problem.describe()}", truncated=cut)
         try:
-            return _Outcome(turns=parse(result.text))
+            return _Outcome(turns=parse(result.text), truncated=cut)
         except JudgeOutputError as exc:
+            why = f"{exc} (cut at the token cap)" if truncated(result) else str(exc)
             if attempt == 1:
-                return _Outcome(judge_error=f"{what}: {exc} (after one repair request)")
+                return _Outcome(judge_error=f"{what}: {why} (after one repair request)", truncated=cut)
             messages = messages + [
                 {"role": "assistant", "content": result.text},
-                {"role": "user", "content": _repair_prompt(str(exc), mode, hidden, turns)},
+                {"role": "user", "content": _repair_prompt(why, mode, hidden, turns)},
             ]
     raise AssertionError("unreachable")
 
@@ -219,7 +232,7 @@ async def judge_conversation(conversation: Conversation, profile: Profile, judge
                 judge_model, prompt, lambda text, n=number: [parse_turn(text, n, hidden)], mode=mode, hidden=hidden,
                 turns=[number], context={**base_context, "turn": number}, meter=meter, sample_index=attempt,
                 what=f"turn {number}", cache_points=points, max_tokens=turn_cap))
-            if outcomes[-1].provider_error is not None:
+            if outcomes[-1].provider_error is not None or outcomes[-1].refusal is not None:
                 break  # the conversation is retried as a whole later; the other turns would be paid twice
     else:
         # the rules are this profile's static block, shared with its other conversations' judgments
@@ -234,9 +247,12 @@ async def judge_conversation(conversation: Conversation, profile: Profile, judge
     turns = sorted((t for outcome in outcomes for t in outcome.turns), key=lambda t: t.turn)
     provider = next((o.provider_error for o in outcomes if o.provider_error is not None), None)
     errors = [o.judge_error for o in outcomes if o.judge_error]
+    refusals = [o.refusal for o in outcomes if o.refusal]
     if provider is not None:
         status = f"provider_error: {provider.kind}"
         errors = [str(provider.format_message())] + errors
+    elif refusals:
+        status, errors = "refused", refusals + errors
     else:
         status = "judge_error" if errors else "ok"
     return Judgment(
@@ -244,6 +260,7 @@ async def judge_conversation(conversation: Conversation, profile: Profile, judge
         judge_model=judge_model.spec.model, clinician=conversation.clinician, profile_id=conversation.profile_id,
         phenotype=conversation.phenotype, condition=conversation.arm_condition, patient_mode=conversation.patient_mode,
         trial=conversation.trial, mode=mode, turns=turns, status=status, errors=errors, usage=meter.to_usage(),
+        truncated=sum(o.truncated for o in outcomes),
     )
 
 

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from intake_eval.catalog.load import load_catalog
+from intake_eval.catalog.snapshot import run_catalog
 from intake_eval.catalog.schema import Catalog
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import Conversation, Judgment, Profile, Usage
+from intake_eval.core.shard import SHARD_KEY, Shard, recorded_shard
 from intake_eval.core.store import (
     JsonlWriter,
     RunPaths,
@@ -26,6 +27,7 @@ from intake_eval.core.store import (
     iter_json_lines,
     iter_records,
 )
+from intake_eval.core.tasks import gather_or_cancel
 from intake_eval.judge.batch import BatchSettings, batch_judges, check_batchable
 from intake_eval.judge.judging import (
     JUDGE_PROMPTS,
@@ -86,7 +88,7 @@ async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concur
                       on_planned: Callable[[int], None] | None = None,
                       on_done: Callable[[Judgment], None] | None = None,
                       stopped: Callable[[str], str | None] | None = None,
-                      spend_gate: SpendGate | None = None) -> JudgeStageResult:
+                      spend_gate: SpendGate | None = None, shard: Shard | None = None) -> JudgeStageResult:
     """Judge every ok conversation of the run folder with every judge, resuming where it stopped.
 
     ``limit`` keeps only the first N ok conversations (sorted by id) so repeated runs stay the same
@@ -94,13 +96,13 @@ async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concur
     ``stopped(alias)`` names why a judge's endpoint takes no more requests (the pool's breaker):
     that judge starts nothing more. Without it, the judge's first fatal error stops it. With
     ``spend_gate``, a judgment starts only once its expected cost is held; the rest are counted in
-    ``not_started``.
+    ``not_started``. With ``shard``, only the conversations of that shard's profiles.
     """
 
     profiles = {p.profile_id: p for p in iter_records(paths.profiles, Profile)}
     chosen: list[tuple[str, str]] = sorted(
         (conversation_id, str(path)) for path in paths.conversation_files()
-        for conversation_id in done_keys(path, "conversation_id")
+        for conversation_id in _ok_ids(path, shard)
     )
     if limit is not None:
         chosen = chosen[:limit]
@@ -194,7 +196,7 @@ async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concur
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
         if tasks:
-            await asyncio.gather(*list(tasks))
+            await gather_or_cancel(list(tasks))
     finally:
         for task in list(tasks):
             task.cancel()
@@ -211,15 +213,20 @@ def primary_judge(manifest_data: dict[str, Any]) -> str | None:
     return (manifest_data.get("judges") or {}).get("primary")
 
 
-def begin_judge_stages(runner: StageRunner, aliases: Sequence[str], mode: str, *, force: bool) -> list[JudgeSetup]:
+def begin_judge_stages(runner: StageRunner, aliases: Sequence[str], mode: str, *, force: bool,
+                       shard: Shard | None = None) -> list[JudgeSetup]:
     """Resolve and register one stage per judge. The run folder's primary judge is the first one it
-    ever registered: a later invocation (CLI or study) cross-checks but never changes it."""
+    ever registered: a later invocation (CLI or study) cross-checks but never changes it. A shard's
+    spec is part of each judge's stage config."""
     specs = runner.resolve(aliases)
     setups = []
     for alias in aliases:
         label = judge_label(alias, mode)
         rendered = judge_prompt_texts(runner.paths.profiles, runner.catalog, offline=specs[alias].is_offline)
-        runner.begin(f"judge:{label}", judge_config(alias, specs[alias].model, mode), force=force,
+        config = judge_config(alias, specs[alias].model, mode)
+        if shard is not None:
+            config[SHARD_KEY] = shard.as_config()
+        runner.begin(f"judge:{label}", config, force=force,
                      outputs=[runner.paths.judge_dir(label)], models={"judge": {alias: specs[alias]}},
                      prompts=JUDGE_PROMPTS, rendered=rendered)
         setups.append(JudgeSetup(label=label, alias=alias, model=runner.pool.get(alias), mode=mode))
@@ -227,6 +234,16 @@ def begin_judge_stages(runner: StageRunner, aliases: Sequence[str], mode: str, *
     judges.setdefault("primary", setups[0].label)
     runner.manifest.save()
     return setups
+
+
+def folder_shard(paths: RunPaths, manifest_data: dict[str, Any], shard: Shard | None) -> Shard | None:
+    """The shard judging works on: the one asked for, else the folder's own (judging a shard's folder
+    judges that shard, and its judge stages record it). Another shard than the folder's is refused."""
+    recorded = recorded_shard(manifest_data)
+    if shard is not None and recorded is not None and shard != recorded:
+        raise IntakeEvalError(f"--shard {shard}: {paths.root} is shard {recorded} (its stage configs record it); "
+                              f"judge it with --shard {recorded} or without --shard, or use another --run-dir")
+    return shard if shard is not None else recorded
 
 
 def judgment_counts(paths: RunPaths, label: str, conversation_ids: set[str]) -> dict[str, int]:
@@ -242,17 +259,30 @@ def judgment_counts(paths: RunPaths, label: str, conversation_ids: set[str]) -> 
             "not_judged": sum(1 for s in wanted if s is None)}
 
 
-def ok_conversation_ids(paths: RunPaths, limit: int | None = None) -> set[str]:
-    ids = sorted(cid for path in paths.conversation_files() for cid in done_keys(path, "conversation_id"))
+def _ok_ids(path: Path, shard: Shard | None) -> set[str]:
+    """Ids of the ok conversations in one file; with ``shard``, only those of its profiles."""
+    if shard is None:
+        return done_keys(path, "conversation_id")
+    latest: dict[str, bool] = {}
+    for data in iter_json_lines(path):
+        if "conversation_id" in data:
+            latest[str(data["conversation_id"])] = (data.get("status", "ok") == "ok"
+                                                    and shard.holds(str(data.get("profile_id"))))
+    return {cid for cid, wanted in latest.items() if wanted}
+
+
+def ok_conversation_ids(paths: RunPaths, limit: int | None = None, shard: Shard | None = None) -> set[str]:
+    ids = sorted(cid for path in paths.conversation_files() for cid in _ok_ids(path, shard))
     return set(ids[:limit] if limit is not None else ids)
 
 
 def finish_judge_stages(runner: StageRunner, setups: Sequence[JudgeSetup], *, interrupted: bool,
-                        limit: int | None = None, aborted: dict[str, str] | None = None) -> dict[str, dict[str, int]]:
+                        limit: int | None = None, aborted: dict[str, str] | None = None,
+                        shard: Shard | None = None) -> dict[str, dict[str, int]]:
     """Compact every judgment file and close each judge's stage with counts read from disk."""
     for path in runner.paths.judgment_files():
         compact(path, "conversation_id")
-    wanted = ok_conversation_ids(runner.paths, limit)
+    wanted = ok_conversation_ids(runner.paths, limit, shard)
     counts = {}
     for setup in setups:
         counts[setup.label] = done = judgment_counts(runner.paths, setup.label, wanted)
@@ -278,7 +308,8 @@ def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn"
                   limit: int | None = None, models_file: ModelsFiles = None, use_cache: bool = True,
                   force: bool = False, console: Any = None, display: Any = None,
                   batch: BatchSettings | None = None,
-                  spend_gate: Callable[[StageRunner, dict[str, str]], SpendGate | None] | None = None) -> JudgeOutcome:
+                  spend_gate: Callable[[StageRunner, dict[str, str]], SpendGate | None] | None = None,
+                  shard: Shard | None = None) -> JudgeOutcome:
     """The judge stage as the CLI runs it: models and keys, lock, guards, judging with progress.
     ``spend_gate(runner, {label: alias})`` makes the folder budget each judgment is admitted by (the
     budget lives in a layer this one does not import)."""
@@ -286,12 +317,13 @@ def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn"
         raise IntakeEvalError(f"{paths.profiles}: no profiles here yet; run `intake-eval generate --run-dir {paths.root}` first")
     if not paths.conversation_files():
         raise IntakeEvalError(f"{paths.conversations_dir}: no conversations here yet; run `intake-eval run --run-dir {paths.root}` first")
-    catalog = load_catalog()
+    catalog = run_catalog(paths.root)
     with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, catalog=catalog,
                      models=aliases) as runner:
         if batch is not None:
             check_batchable(runner.resolve(aliases))
-        setups = begin_judge_stages(runner, aliases, mode, force=force)
+        shard = folder_shard(paths, runner.manifest.data, shard)
+        setups = begin_judge_stages(runner, aliases, mode, force=force, shard=shard)
         gate = spend_gate(runner, {s.label: s.alias for s in setups}) if spend_gate is not None else None
         planned = getattr(display, "planned", None)
         done = getattr(display, "done", None)
@@ -301,9 +333,9 @@ def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn"
                                                                      settings=batch)
             return await judge_stage(paths, judges, concurrency=concurrency, limit=limit, catalog=catalog,
                                      on_planned=planned, on_done=done, stopped=runner.pool.stopped,
-                                     spend_gate=gate)
+                                     spend_gate=gate, shard=shard)
 
         result, interrupted = runner.run(work, display)
         counts = finish_judge_stages(runner, setups, interrupted=interrupted, limit=limit,
-                                     aborted=result.aborted if result is not None else None)
+                                     aborted=result.aborted if result is not None else None, shard=shard)
     return JudgeOutcome([s.label for s in setups], result, counts, interrupted, gate)

@@ -75,7 +75,7 @@ class AnthropicBatchClient(BatchClient):
         with open(path, "rb") as handle:
             requests = [json.loads(raw) for raw in handle if raw.strip()]
         self.structured = self.structured or any("output_format" in r["params"] for r in requests)
-        created = json.loads(await self._call("POST", "", json={"requests": requests}))
+        created = json.loads(await self._batch_route("POST", "", json={"requests": requests}))
         if not isinstance(created, dict) or not created.get("id"):
             raise ProviderHTTPError(200, f"batch creation answered without an id: {str(created)[:200]}", {})
         return str(created["id"]), None

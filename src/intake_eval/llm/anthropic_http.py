@@ -3,10 +3,12 @@
 Claude goes through this path instead of litellm (a fraction of the CPU per call, see
 scripts/bench_providers.py); Bedrock and Vertex stay on litellm. The request is what litellm sends
 (system as top-level blocks, every message as content blocks carrying the prompt cache's
-``cache_control`` breakpoints, a schema as native ``output_format`` where the model supports it and
-as one forced tool call otherwise), and the answer is turned into the OpenAI shape litellm makes
-of it — text, thinking → reasoning, usage with cache reads and writes — so the one normalisation
-(litellm_backend.normalise) gives the same result whichever path made the call. The schema and
+``cache_control`` breakpoints, a schema as the GA ``output_config.format`` where the model supports
+native structured outputs — the beta ``output_format`` and its header only as the negotiation's
+fallback — and as one forced tool call otherwise), and the answer is turned into the OpenAI shape litellm makes
+of it — text, thinking → reasoning, usage with cache reads and writes, ``stop_reason`` as
+``finish_reason`` (a ``refusal`` also as ``message.refusal``, other tool calls as ``tool_calls``) —
+so the one normalisation (litellm_backend.normalise) gives the same result whichever path made the call. The schema and
 model facts come from litellm's own Anthropic tables, looked up once per alias, never per call.
 """
 
@@ -83,8 +85,10 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return [{"type": "text", "text": str(content)}]
 
 
-def messages_body(route: AnthropicRoute, params: dict[str, Any]) -> dict[str, Any]:
-    """The Messages API body for the OpenAI-style parameters ProviderBackend.request_params makes."""
+def messages_body(route: AnthropicRoute, params: dict[str, Any], level: str | None = None) -> dict[str, Any]:
+    """The Messages API body for the OpenAI-style parameters ProviderBackend.request_params makes.
+    A schema goes as the GA ``output_config.format``; at the ``json_schema_beta`` level as the beta
+    ``output_format`` (headers() then adds its anthropic-beta header)."""
     from litellm.llms.anthropic.chat.transformation import AnthropicConfig
 
     system: list[dict[str, Any]] = []
@@ -114,7 +118,11 @@ def messages_body(route: AnthropicRoute, params: dict[str, Any]) -> dict[str, An
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
         schema = fmt["json_schema"]["schema"]
     if schema is not None and route.native_schema:
-        body["output_format"] = AnthropicConfig().map_response_format_to_anthropic_output_format(fmt)
+        output_format = AnthropicConfig().map_response_format_to_anthropic_output_format(fmt)
+        if level == "json_schema_beta":
+            body["output_format"] = output_format
+        else:
+            body["output_config"] = {"format": output_format}
     elif schema is not None:
         body["tools"] = [{"name": JSON_TOOL, "input_schema": {"type": "object", **schema}}]
         if not thinking:  # a forced tool call is refused while thinking is on
@@ -133,6 +141,13 @@ def _reasoning_tokens(usage: dict[str, Any], reasoning: str | None, completion_t
     return 0
 
 
+def _tool_calls(tools: list[dict[str, Any]], answered_schema: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Tool calls other than the one carrying a schema answer, as OpenAI names them (None when none)."""
+    calls = [{"type": "function", "id": block.get("id"), "function": {"name": block.get("name")}}
+             for block in tools if block not in answered_schema]
+    return calls or None
+
+
 def openai_shape(payload: dict[str, Any], json_mode: bool) -> dict[str, Any]:
     """A Messages API answer in the OpenAI chat shape, as litellm builds it."""
     content = payload.get("content") or []
@@ -142,6 +157,8 @@ def openai_shape(payload: dict[str, Any], json_mode: bool) -> dict[str, Any]:
                         if block.get("thinking") is not None) if thinking else None
     tools = [block for block in content if block.get("type") in ("tool_use", "server_tool_use")]
     finish = STOP_REASONS.get(str(payload.get("stop_reason")), "stop")
+    # Claude says it declined only through stop_reason; the text before it (if any) is kept as its words
+    refusal = (text.strip() or "stop_reason: refusal") if payload.get("stop_reason") == "refusal" else None
     schema_calls = [block for block in tools if block.get("name") == JSON_TOOL]
     if json_mode and schema_calls:
         answer = schema_calls[0].get("input")
@@ -159,7 +176,8 @@ def openai_shape(payload: dict[str, Any], json_mode: bool) -> dict[str, Any]:
     return {
         "id": payload.get("id"), "model": payload.get("model"),
         "choices": [{"index": 0, "finish_reason": finish,
-                     "message": {"role": "assistant", "content": text or None, "reasoning_content": reasoning}}],
+                     "message": {"role": "assistant", "content": text or None, "reasoning_content": reasoning,
+                                 "refusal": refusal, "tool_calls": _tool_calls(tools, schema_calls if json_mode else [])}}],
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
                   "prompt_tokens_details": {"cached_tokens": read, "cache_creation_tokens": written},
                   "cache_creation_input_tokens": written, "cache_read_input_tokens": read,

@@ -62,8 +62,12 @@ class ModelSpec(BaseModel):
         return self.model.split("/", 1)[0] if "/" in self.model else "openai"
 
     def public_dict(self) -> dict[str, Any]:
-        """For manifests and logs: everything but secrets (a key's variable name is not secret)."""
-        return self.model_dump(exclude_none=True)
+        """For manifests and logs: everything but secrets (a key's variable name is not secret; a
+        password in the api_base is)."""
+        public = self.model_dump(exclude_none=True)
+        if self.api_base:
+            public["api_base"] = public_url(self.api_base)
+        return public
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,9 @@ class ChatRequest:
     # its content). Providers that cache only at explicit breakpoints get them here (prompt_cache.py);
     # the text sent is the same either way, so this is not part of the cache key either.
     cache_points: tuple[tuple[int, int], ...] = ()
+    # A fresh sample of the same request after an answer without visible text (llm/answer.py):
+    # part of the cache key when not 0, so the unusable answer is not served again.
+    answer_retry: int = 0
 
 
 class CallUsage(BaseModel):
@@ -103,7 +110,11 @@ class ChatResult(BaseModel):
     queue_s: float = 0.0  # time spent waiting for our own endpoint limiter, every attempt included
     cached: bool = False
     attempts: int = 1
+    # Why the provider stopped, in OpenAI's words (stop | length | content_filter | tool_calls …) from
+    # every route; "length" means the answer was cut at the token cap (llm/answer.py reads these).
     finish_reason: str | None = None
+    refusal: str | None = None  # the provider's own refusal (OpenAI message.refusal, Claude stop_reason refusal)
+    tool_calls: int = 0  # tool calls the answer made instead of (or beside) text
     model: str = ""  # provider id that answered
     structured_output: str | None = None  # the negotiation level that answered a schema request
     # The server's own account of the call when it gives one (llama.cpp: prompt_n, cache_n,
@@ -118,7 +129,8 @@ class ChatModel(Protocol):
     async def complete(self, request: ChatRequest) -> ChatResult: ...
 
 
-FailureKind = Literal["fatal", "exhausted", "empty_after_length", "invalid_output"]
+FailureKind = Literal["fatal", "exhausted", "empty_after_length", "invalid_output", "content_policy", "refused",
+                      "empty_answer", "truncated"]
 
 
 class ModelCallError(IntakeEvalError):
@@ -126,14 +138,22 @@ class ModelCallError(IntakeEvalError):
 
     kind: fatal (400/401/404, a refused connection, an endpoint stopped after repeated identical
     failures: retrying cannot help), exhausted (retries/deadline used up),
-    empty_after_length (length stop with no visible text), invalid_output.
+    empty_after_length (length stop with no visible text), invalid_output, content_policy (the
+    provider's safety system refused this request: the call fails, other requests go on), refused
+    (the answer declined: a refusal or a content filter; ``refusal`` keeps its words), empty_answer
+    (no visible text and no refusal, after a retry), truncated (an answer cut at the cap under
+    ``--on-truncation fail``). ``finish_reason`` is the provider's, when an answer came back.
     """
 
-    def __init__(self, message: str, *, kind: FailureKind, attempts: int = 1, status_code: int | None = None):
+    def __init__(self, message: str, *, kind: FailureKind, attempts: int = 1, status_code: int | None = None,
+                 finish_reason: str | None = None, refusal: str | None = None):
         super().__init__(message)
         self.kind = kind
         self.attempts = attempts
         self.status_code = status_code
+        self.finish_reason = finish_reason
+        self.refusal = refusal
+        self.role: str | None = None  # set where one step runs several roles (the tracker inside a patient reply)
 
 
 @dataclass
@@ -192,6 +212,17 @@ class UsageMeter:
             cost_usd=round(self.cost_usd, 8),
             cost_known=self.cost_known,
         )
+
+
+def public_url(url: str) -> str:
+    """The URL whole (scheme, host, port, path, query) with any user name and password replaced by ***."""
+    parts = urlparse(url)
+    if not (parts.username or parts.password):
+        return url
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    netloc = f"***@{host}" + (f":{parts.port}" if parts.port is not None else "")
+    return parts._replace(netloc=netloc).geturl()
 
 
 def is_local_base(api_base: str | None) -> bool:

@@ -1,6 +1,12 @@
-"""The OpenAI batch protocol (``/files`` + ``/batches``), as OpenAI, Together, Groq, Gemini's
-OpenAI-compatible endpoint and vLLM serve it: upload a JSONL file of chat requests, create a batch,
-poll it, download the output file. Each line of the output answers one ``custom_id``.
+"""The OpenAI batch protocol (``/files`` + ``/batches``), as OpenAI, Together, Groq and Gemini's
+OpenAI-compatible endpoint serve it: upload a JSONL file of chat requests, create a batch, poll it,
+download the output file. Each line of the output answers one ``custom_id``.
+
+Provider dialects: Together answers a creation as ``{"job": {…}}`` and spells statuses in upper
+case (COMPLETED, FAILED, …); both are read. A server that answers 404 on ``/files`` or
+``/batches`` has no batch API (vLLM, llama.cpp serve chat completions only): ``NoBatchAPI`` says so
+at once instead of a "rerun to resume" that cannot help. Polling ends after ``deadline_s``
+(``BatchStillRunning``; the batch stays submitted and a rerun collects it).
 
 Batch answers are normalised exactly like online ones (litellm_backend.normalise) and priced at
 the batch rate: ``batch_cost_factor`` of the alias (default one half, what the providers charge).
@@ -10,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +24,7 @@ from typing import Any
 
 import aiohttp
 
+from intake_eval.core.errors import IntakeEvalError
 from intake_eval.llm.base import ChatRequest, ChatResult, ModelCallError, ModelSpec
 from intake_eval.llm.litellm_backend import ProviderBackend, normalise
 from intake_eval.llm.openai_http import ProviderHTTPError
@@ -27,10 +35,16 @@ DEFAULT_BATCH_COST_FACTOR = 0.5
 TERMINAL = {"completed", "failed", "expired", "cancelled", "not_found", "ended"}  # ended: Anthropic's
 CHAT_ENDPOINT = "/v1/chat/completions"
 FILE_PURPOSE = {"together_ai": "batch-api"}  # the purpose a provider wants on a batch input file; else "batch"
+# What a server without a batch API answers on its routes: FastAPI's 404 / 405 (vLLM, llama.cpp's
+# server), or 501 where the routes exist but are switched off.
+NO_BATCH_STATUS = frozenset({404, 405, 501})
+# How long ``wait`` polls one batch: the providers' 24 h completion window and an hour of slack.
+DEFAULT_WAIT_S = 25 * 3600.0
 
 
 def batch_route(spec: ModelSpec) -> DirectRoute | None:
-    """The route whose server takes batches: a listed provider, or any ``api_base`` (vLLM serves it)."""
+    """The route whose server may take batches: a listed provider, or an ``api_base`` (a gateway in front
+    of one may serve the protocol; a server that does not is told at first contact, NoBatchAPI)."""
     route = direct_route(spec)
     if route is None or not (spec.api_base or route.provider.name in BATCH_PROVIDERS):
         return None
@@ -86,9 +100,16 @@ def batch_result(spec: ModelSpec, route: DirectRoute, request: ChatRequest, body
     return result.model_copy(update={"usage": usage})
 
 
+def batch_object(payload: Any) -> Any:
+    """The batch itself: Together wraps a created batch as ``{"job": {…}, "warning": …}``."""
+    if isinstance(payload, dict) and not payload.get("id") and isinstance(payload.get("job"), dict):
+        return payload["job"]
+    return payload
+
+
 def _with_id(raw: bytes, what: str) -> dict[str, Any]:
     try:
-        payload = json.loads(raw)
+        payload = batch_object(json.loads(raw))
     except ValueError:
         payload = None
     if not isinstance(payload, dict) or not payload.get("id"):
@@ -96,12 +117,17 @@ def _with_id(raw: bytes, what: str) -> dict[str, Any]:
     return payload
 
 
-def _message(raw: bytes) -> str:
-    try:
-        error = json.loads(raw).get("error")
-    except (ValueError, AttributeError):
-        return raw[:300].decode(errors="replace").strip() or "no body"
-    return str(error.get("message") if isinstance(error, dict) else error)[:300]
+def status_of(batch: dict[str, Any]) -> str:
+    """The batch's status in lower case (Together answers COMPLETED, IN_PROGRESS, …)."""
+    return str(batch.get("status") or "unknown").lower()
+
+
+class NoBatchAPI(IntakeEvalError):
+    """The server answered 404/405/501 on the batch routes: it serves chat completions only (vLLM, llama.cpp)."""
+
+
+class BatchStillRunning(IntakeEvalError):
+    """The polling deadline passed; the batch stays submitted and a rerun collects it."""
 
 
 class BatchClient:
@@ -153,7 +179,7 @@ class BatchClient:
             async with self._session.request(method, url, headers=self._headers(), **kwargs) as response:
                 raw = await response.read()
                 if response.status >= 400:
-                    raise ProviderHTTPError(response.status, _message(raw), dict(response.headers))
+                    raise ProviderHTTPError.from_response(response.status, raw, dict(response.headers))
         except (aiohttp.ClientError, asyncio.TimeoutError) as error:
             raise ProviderHTTPError(0, f"{type(error).__name__}: {error}", {}) from None
         return raw
@@ -164,22 +190,36 @@ class BatchClient:
                        else "batch")
         with open(path, "rb") as handle:
             form.add_field("file", handle, filename=path.name, content_type="application/jsonl")
-            raw = await self._call("POST", "/files", data=form)
+            raw = await self._batch_route("POST", "/files", data=form)
         return str(_with_id(raw, "file upload")["id"])
 
     async def create(self, input_file_id: str) -> dict[str, Any]:
         body = {"input_file_id": input_file_id, "endpoint": CHAT_ENDPOINT, "completion_window": "24h"}
-        return _with_id(await self._call("POST", "/batches", json=body), "batch creation")
+        return _with_id(await self._batch_route("POST", "/batches", json=body), "batch creation")
+
+    async def _batch_route(self, method: str, path: str, **kwargs: Any) -> bytes:
+        """A call that only a server with a batch API answers: a 404 says it has none."""
+        try:
+            return await self._call(method, path, **kwargs)
+        except ProviderHTTPError as error:
+            if error.status_code in NO_BATCH_STATUS:
+                raise NoBatchAPI(f"{self.base_url}{path} answered HTTP {error.status_code} ({error.message}): this "
+                                 "server has no batch API; run without --batch") from None
+            raise
 
     async def get(self, batch_id: str) -> dict[str, Any]:
-        return json.loads(await self._call("GET", f"/batches/{batch_id}"))
+        batch = batch_object(json.loads(await self._call("GET", f"/batches/{batch_id}")))
+        return {**batch, "status": status_of(batch)} if isinstance(batch, dict) else {"id": batch_id}
 
     async def content(self, file_id: str) -> bytes:
         return await self._call("GET", f"/files/{file_id}/content")
 
     async def wait(self, batch_id: str, poll_s: float,
-                   on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-        """Poll until the batch is finished one way or another; transient errors just poll again."""
+                   on_progress: Callable[[dict[str, Any]], None] | None = None,
+                   deadline_s: float = DEFAULT_WAIT_S) -> dict[str, Any]:
+        """Poll until the batch is finished one way or another; transient errors just poll again.
+        After ``deadline_s`` of polling, BatchStillRunning: the batch stays submitted for a rerun."""
+        started = time.monotonic()
         while True:
             try:
                 batch = await self.get(batch_id)
@@ -193,10 +233,16 @@ class BatchClient:
                     batch = {"id": batch_id, "status": "unknown"}
             except ValueError:
                 batch = {"id": batch_id, "status": "unknown"}
+            batch = {**batch, "status": status_of(batch)}
             if on_progress is not None:
                 on_progress(batch)
-            if batch.get("status") in TERMINAL:
+            if batch["status"] in TERMINAL:
                 return batch
+            waited = time.monotonic() - started
+            if waited + poll_s > deadline_s:
+                raise BatchStillRunning(
+                    f"batch {batch_id} at {self.base_url} is still {batch['status']} after {waited / 3600:.1f} h of "
+                    "polling; it stays submitted (its id is in stage_log.jsonl): rerun the same command to collect it")
             await asyncio.sleep(poll_s)
 
     async def results(self, batch: dict[str, Any]) -> list[BatchLine]:

@@ -24,7 +24,9 @@ SCHEMA_VERSION = 1
 
 
 def cache_key(spec: ModelSpec, request: ChatRequest) -> str:
+    retry = {"answer_retry": request.answer_retry} if request.answer_retry else {}  # absent: earlier keys hold
     return stable_hash({
+        **retry,
         "v": SCHEMA_VERSION,
         "model": spec.model,
         "api_base": spec.api_base,

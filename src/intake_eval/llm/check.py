@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from intake_eval.core.prompts import render_prompt
+from intake_eval.llm.answer import unusable
 from intake_eval.llm.base import ChatRequest, ModelCallError, ModelSpec
 from intake_eval.llm.pool import ModelPool
 from intake_eval.llm.retry import RetryPolicy
@@ -45,6 +46,10 @@ async def _check_one(pool: ModelPool, name: str) -> CheckResult:
             return CheckResult(name, spec.model, spec.api_base, True, None,
                                f"reachable; the answer was cut at {cap} tokens before any visible text")
         return CheckResult(name, spec.model, spec.api_base, False, None, error.format_message())
+    problem = unusable(result)
+    if problem is not None and problem.kind == "refused":  # reachable, but the record of a study would fail
+        return CheckResult(name, spec.model, spec.api_base, True, result.latency_s,
+                           f"reachable; the model {problem.describe()}")
     answer = " ".join(result.text.split())[:40] or "(empty)"
     return CheckResult(name, spec.model, spec.api_base, True, result.latency_s,
                        f"answered {answer!r} ({result.usage.prompt_tokens}+{result.usage.completion_tokens} tokens)")

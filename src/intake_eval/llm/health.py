@@ -7,6 +7,9 @@
   refused connection) repeated identically ``threshold`` times in a row opens the endpoint's
   breaker: further calls fail at once without a request, and stages stop starting work on it.
   A success in between resets the count, so one bad request among good ones stops nothing.
+- A failure about the account rather than the request (out of credit, a per-day quota used up)
+  opens the breaker at the first occurrence (``stop``); one about a request's content (a
+  content-policy refusal) never counts towards it.
 """
 
 from __future__ import annotations
@@ -51,6 +54,14 @@ class EndpointHealth:
         if self._streak_count >= self.threshold and self.stopped is None:
             self.stopped = (f"stopped sending to {self.label} after {self._streak_count} identical failures: "
                             f"{message}")
+            if self.notify is not None:
+                self.notify(self.stopped)
+
+    def stop(self, message: str) -> None:
+        """Open the breaker at once: the failure is about the account or endpoint, not this request
+        (out of credit, a per-day quota used up), so no further request can succeed."""
+        if self.stopped is None:
+            self.stopped = f"stopped sending to {self.label}: {message}"
             if self.notify is not None:
                 self.notify(self.stopped)
 

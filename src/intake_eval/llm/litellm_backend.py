@@ -133,11 +133,15 @@ def call_cost(spec: ModelSpec, prompt_tokens: int, completion_tokens: int, *, ca
 def cache_tokens(response: Any, usage: Any) -> tuple[int, int]:
     """(read from, written to) the provider's prompt cache, from its own usage shape: OpenAI and vLLM
     ``prompt_tokens_details.cached_tokens`` (also litellm's mapping of Anthropic's and Gemini's counts),
-    Anthropic ``cache_read_input_tokens`` / ``cache_creation_input_tokens``, llama.cpp ``timings.cache_n``."""
+    Anthropic ``cache_read_input_tokens`` / ``cache_creation_input_tokens``, Together's top-level
+    ``usage.cached_tokens``, llama.cpp ``timings.cache_n``. A zero in one field does not hide a
+    count in another (Together sends ``cached_tokens`` beside an empty details object)."""
     details = _field(usage, "prompt_tokens_details")
-    read = _field(details, "cached_tokens")
+    read = _field(details, "cached_tokens") or None
     if read is None:
-        read = _field(usage, "cache_read_input_tokens")
+        read = _field(usage, "cache_read_input_tokens") or None
+    if read is None:
+        read = _field(usage, "cached_tokens")
     if read is None:
         read = _field(_field(response, "timings"), "cache_n")
     written = _field(usage, "cache_creation_input_tokens")
@@ -168,6 +172,8 @@ def normalise(spec: ModelSpec, request: ChatRequest, response: Any, latency_s: f
     finish_reason = _field(choice, "finish_reason")
     text, reasoning = split_reasoning(
         _field(message, "content"), _field(message, "reasoning_content"), _field(message, "reasoning"))
+    refusal = _field(message, "refusal")  # OpenAI's structured refusal; Claude's via anthropic_http
+    tool_calls = _field(message, "tool_calls")
     usage = _field(response, "usage")
     prompt_tokens = int(_field(usage, "prompt_tokens") or 0)
     completion_tokens = int(_field(usage, "completion_tokens") or 0)
@@ -190,6 +196,8 @@ def normalise(spec: ModelSpec, request: ChatRequest, response: Any, latency_s: f
                         cache_write_tokens=written, cost_usd=cost, cost_known=known),
         latency_s=latency_s,
         finish_reason=finish_reason,
+        refusal=str(refusal) if refusal else None,
+        tool_calls=len(tool_calls) if isinstance(tool_calls, list) else 0,
         model=spec.model,
         server_timings={key: float(value) for key, value in timings.items() if isinstance(value, (int, float))}
         if isinstance(timings, dict) else None,
@@ -246,7 +254,7 @@ class ProviderBackend:
             response = route.fix_usage(await self._http.chat(route.body(params), route.api_key(spec)))
         elif self._http is not None and self._anthropic is not None:
             claude = self._anthropic
-            body = messages_body(claude, params)
+            body = messages_body(claude, params, level or starting_level(spec))
             payload = await self._http.post(claude.messages_url, body, claude.headers(spec, body))
             response = openai_shape(payload, json_mode="response_format" in params)
         else:

@@ -4,7 +4,8 @@ The wire protocol is one POST of JSON to ``{api_base}/chat/completions`` with a 
 Measured at 64 requests in flight (scripts/bench_models.py): the openai client spends ~4 ms CPU
 per call (~9 ms with its default httpx pool, which scans every connection for every request) and
 litellm ~10 ms, which caps a single process well below the provider's own throughput; a plain
-aiohttp POST costs under 1 ms. Errors carry ``status_code`` and ``headers`` for retry.py.
+aiohttp POST costs under 1 ms. Errors carry ``status_code``, ``headers`` and the parsed ``body`` for
+retry.py (llm/error_body.py reads every provider's error shape).
 """
 
 from __future__ import annotations
@@ -15,32 +16,27 @@ from typing import Any
 
 import aiohttp
 
+from intake_eval.llm.error_body import ErrorBody
+
 
 class ProviderHTTPError(Exception):
-    def __init__(self, status_code: int, message: str, headers: dict[str, str]):
+    """An HTTP error answer: its status, the server's own words, headers, and the parsed body's facts."""
+
+    def __init__(self, status_code: int, message: str, headers: dict[str, str], body: Any = None):
         super().__init__(f"HTTP {status_code}: {message}")
         self.status_code = status_code
         self.message = message
         self.headers = headers
+        self.body = body  # the parsed JSON error body (dict or Gemini's root list), None when not JSON
 
-
-def _error_message(raw: bytes) -> str:
-    """The server's own words: OpenAI's {"error": {"message", "param"}}, vLLM's top-level
-    {"message"}, or the raw text. The parameter a server names is kept (it may be response_format)."""
-    try:
-        payload = json.loads(raw)
-    except ValueError:
-        return raw[:600].decode(errors="replace").strip() or "no body"
-    if not isinstance(payload, dict):
-        return str(payload)[:600]
-    error = payload.get("error")
-    source = error if isinstance(error, dict) else payload
-    if payload.get("type") == "error" and isinstance(error, dict) and error.get("type"):
-        # Anthropic's envelope: the error type (overloaded_error, rate_limit_error, …) says the most
-        return f"{error['type']}: {error.get('message') or ''}".strip()[:600]
-    message = source.get("message") or source.get("detail") or error or payload
-    param = source.get("param")
-    return str(message)[:600] + (f" (param: {param})" if param and str(param) not in str(message) else "")
+    @classmethod
+    def from_response(cls, status_code: int, raw: bytes, headers: dict[str, str]) -> "ProviderHTTPError":
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        return cls(status_code, ErrorBody.parse(raw).message, headers,
+                   body if isinstance(body, (dict, list)) else None)
 
 
 class OpenAICompatibleClient:
@@ -74,10 +70,10 @@ class OpenAICompatibleClient:
                                             timeout=self.timeout) as response:
             raw = await response.read()
             if response.status >= 400:
-                raise ProviderHTTPError(response.status, _error_message(raw), dict(response.headers))
+                raise ProviderHTTPError.from_response(response.status, raw, dict(response.headers))
         payload = json.loads(raw)  # a truncated body raises JSONDecodeError: retried as "bad_body"
         if isinstance(payload, dict) and payload.get("type") == "error":  # Anthropic can say so with a 200
-            raise ProviderHTTPError(500, _error_message(raw), dict(response.headers))
+            raise ProviderHTTPError.from_response(500, raw, dict(response.headers))
         return payload
 
     async def aclose(self) -> None:

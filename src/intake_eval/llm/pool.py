@@ -26,6 +26,7 @@ from intake_eval.llm.base import (
     ModelCallError,
     ModelSpec,
     UsageMeter,
+    public_url,
 )
 from intake_eval.llm.cache import ResponseCache, cache_key
 from intake_eval.llm.health import EndpointHealth
@@ -38,6 +39,7 @@ from intake_eval.llm.structured import (
     LEVEL_NAMES,
     StructuredOutput,
     error_text,
+    levels_for,
     names_response_format,
     starting_level,
 )
@@ -47,7 +49,7 @@ Endpoint = tuple[str, "str | None"]
 
 def endpoint_label(endpoint: Endpoint) -> str:
     model, base = endpoint
-    return f"{model}@{base}" if base else model
+    return f"{model}@{public_url(base)}" if base else model
 
 
 class PooledModel:
@@ -65,7 +67,7 @@ class PooledModel:
         self.meter = meter
         self.cache = cache
         self.use_cache = use_cache
-        self.structured = structured or StructuredOutput(endpoint_label((spec.model, spec.api_base)))
+        self.structured = structured or StructuredOutput(endpoint_label((spec.model, spec.api_base)), levels_for(spec))
         self.health = health
         self.start_level = starting_level(spec)
 
@@ -199,7 +201,7 @@ class ModelPool:
     def _endpoint_state(self, spec: ModelSpec) -> tuple[StructuredOutput, EndpointHealth]:
         endpoint = (spec.model, spec.api_base)
         if endpoint not in self._structured:
-            self._structured[endpoint] = StructuredOutput(endpoint_label(endpoint))
+            self._structured[endpoint] = StructuredOutput(endpoint_label(endpoint), levels_for(spec))
             self._health[endpoint] = EndpointHealth(endpoint_label(endpoint), notify=self._notify)
         return self._structured[endpoint], self._health[endpoint]
     def _backend(self, spec: ModelSpec) -> tuple[Any, EndpointLimiter]:
@@ -246,7 +248,7 @@ class ModelPool:
 
     def limiter_stats(self) -> dict[str, dict[str, Any]]:
         return {
-            f"{model}@{base}" if base else model: {
+            endpoint_label((model, base)): {
                 "max_in_flight": limiter.max_in_flight, "rpm": limiter.rpm, "peak_in_flight": limiter.peak_in_flight}
             for (model, base), limiter in sorted(self._limiters.items(), key=lambda item: str(item[0]))
         }

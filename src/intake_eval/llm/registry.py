@@ -22,6 +22,7 @@ from intake_eval.core.yamlfile import read_yaml
 from intake_eval.llm.base import ModelSpec
 from intake_eval.llm.litellm_backend import import_litellm
 from intake_eval.llm.local_server import canonical_model, check_local
+from intake_eval.llm.spellings import check_provider_spelling
 
 DEFAULT_MODELS_FILE = package_folder("configs") / "models.yaml"
 
@@ -50,6 +51,9 @@ PROVIDER_KEY_ENV = {
     "local": None,  # an embedded llama.cpp server (llm/local_server.py)
 }
 LOCAL_ONLY_FIELDS = ("n_ctx", "parallel", "threads")
+# Request fields the records describe (the alias's model, the prompt, its sampling and length, the
+# answer's format and count): extra_params may not replace them behind the records' back.
+RESERVED_PARAMS = ("model", "messages", "temperature", "max_tokens", "response_format", "n", "stream")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
@@ -64,6 +68,7 @@ def _check_spec(alias: str, spec: ModelSpec, source: Path) -> None:
 
     if not spec.model.strip():
         raise bad("model", "must name a provider model id such as openai/gpt-4o")
+    check_provider_spelling(spec.model, where=f"{source}: models.{alias}.model")
     if spec.temperature is not None and not 0.0 <= spec.temperature <= 2.0:
         raise bad("temperature", f"{spec.temperature} is outside 0–2")
     for field in ("max_tokens", "rpm", "tpm", "max_concurrency", *LOCAL_ONLY_FIELDS):
@@ -77,11 +82,20 @@ def _check_spec(alias: str, spec: ModelSpec, source: Path) -> None:
     if spec.api_key_env is not None and (not _ENV_NAME.match(spec.api_key_env) or _looks_like_secret(spec.api_key_env)):
         # Never echo the value: it may be the key itself pasted by mistake.
         raise bad("api_key_env", "must be the NAME of an environment variable (e.g. TOGETHER_API_KEY), not a key")
+    reserved = [key for key in RESERVED_PARAMS if key in spec.extra_params]
+    if reserved:
+        where = {"model": "model", "temperature": "temperature", "max_tokens": "max_tokens"}.get(reserved[0])
+        instead = f"set the alias's own {where} field" if where else "intake-eval sets it for every request"
+        raise bad(f"extra_params.{reserved[0]}", f"may not be set here ({instead}; the records name what was sent)")
     secret_params = sorted(key for key in spec.extra_params if "key" in key.lower() or "token" == key.lower())
     if secret_params:
         raise bad(f"extra_params.{secret_params[0]}", "keys do not belong in a models file; use api_key_env")
     if spec.api_base and urlparse(spec.api_base).scheme not in ("http", "https"):
         raise bad("api_base", "must be an http(s) URL such as http://127.0.0.1:8000/v1")
+    if spec.api_base and "@" in urlparse(spec.api_base).netloc:
+        # Never echo the URL: its user:password part would reach the terminal and any log of it.
+        raise bad("api_base", "holds credentials (user:password@); they would be written into the run folder's "
+                  "records: remove them and give the key through api_key_env")
     if spec.is_local and spec.api_base:
         raise bad("api_base", "a local/ model runs its own embedded server; remove api_base "
                   "(or use openai/<name> with api_base for a server you run yourself)")
@@ -150,6 +164,7 @@ def resolve_spec(name: str, specs: Mapping[str, ModelSpec]) -> ModelSpec:
     if name.startswith("offline/") and name.removeprefix("offline/").strip():
         # which offline participants exist is the simulated package's business (checked when built)
         return ModelSpec(alias=name, model=name, temperature=None, max_tokens=None)
+    check_provider_spelling(name)
     prefix = name.split("/", 1)[0] if "/" in name else ""
     if prefix and name.split("/", 1)[1] and _known_provider(prefix):
         return _with_defaults(name, ModelSpec(model=name))

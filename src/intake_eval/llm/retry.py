@@ -4,9 +4,13 @@ Retried: 429, 408/409/425, 5xx, timeouts, dropped connections and garbled bodies
 jittered exponential backoff, or the server's Retry-After when it names one, each capped, inside a
 total deadline. Fatal at once: 400/401/403/404/422 and other 4xx — retrying cannot fix a bad key or
 model name — and a refused connection (nothing listens at the api_base: backing off for minutes
-would only hide that). The SDKs' own retries are off (see litellm_backend), so attempts never
-multiply. Every failure is reported to the endpoint's health (llm/health.py): the first of each
-kind is shown to the user, and repeated identical deterministic ones stop the endpoint.
+would only hide that). The error body is read too (llm/error_body.py): a 429 that is a billing
+state (``insufficient_quota``) or a per-day quota stops the endpoint at once instead of being
+retried; Google's ``RetryInfo.retryDelay`` counts like a Retry-After header; a content-policy
+refusal fails that call only (kind ``content_policy``), never the endpoint. The SDKs' own retries
+are off (see litellm_backend), so attempts never multiply. Every failure is reported to the
+endpoint's health (llm/health.py): the first of each kind is shown to the user, and repeated
+identical deterministic ones stop the endpoint.
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from intake_eval.llm.base import ModelCallError, ModelSpec
+from intake_eval.llm.base import ModelCallError, ModelSpec, public_url
+from intake_eval.llm.error_body import error_body_of
 from intake_eval.llm.health import DETERMINISTIC_STATUS, EndpointHealth
 
 T = TypeVar("T")
 
 RETRYABLE_STATUS = {408, 409, 425, 429}
+CONTENT_POLICY_STATUS = {400, 403, 422}  # how providers answer a request their safety system refuses
 _JITTER = random.Random()  # one per process: seeding reads os.urandom, a GIL hand-off per call under litellm's threads
 FATAL_HINTS = {
     400: "the provider rejected the request",
@@ -74,10 +80,12 @@ class RetryStats:
 @dataclass(frozen=True)
 class Failure:
     retryable: bool
-    reason: str  # "429", "5xx", "timeout", "connection", "bad_body", "http_401", ...
+    reason: str  # "429", "5xx", "timeout", "connection", "bad_body", "http_401", "insufficient_quota", ...
     status: int | None = None
     retry_after_s: float | None = None
     detail: str = ""
+    stops_endpoint: bool = False  # about the account (billing, a daily quota): no request can succeed
+    call_only: bool = False  # about this request's content (a content policy): other requests may succeed
 
 
 def _headers_of(error: BaseException) -> Any:
@@ -116,7 +124,12 @@ def retry_after_seconds(headers: Any, now: float | None = None) -> float | None:
 
 
 def _short(error: BaseException, secret: str | None = None) -> str:
-    text = " ".join(str(getattr(error, "message", None) or error).split()) or type(error).__name__  # never empty
+    text = str(getattr(error, "message", None) or error)
+    return _short_text(text if text.strip() else type(error).__name__, secret)  # never empty
+
+
+def _short_text(text: str, secret: str | None = None) -> str:
+    text = " ".join(text.split())
     if secret and len(secret) >= 6:
         text = text.replace(secret, "***")  # some providers echo the key they rejected
     return text[:240] + ("…" if len(text) > 240 else "")
@@ -156,7 +169,19 @@ def classify_failure(error: BaseException, secret: str | None = None) -> Failure
     if isinstance(error, json.JSONDecodeError) and not isinstance(status, int):
         return Failure(True, "bad_body", detail=detail)
     if isinstance(status, int):
+        body = error_body_of(error)
+        if isinstance(getattr(error, "body", None), (dict, list)) and body.message not in detail:
+            # an SDK's own message may drop the server's words (litellm: "Error code: 429" for Gemini's array)
+            detail = _short_text(f"{detail} — {body.message}", secret)
         retry_after = retry_after_seconds(_headers_of(error))
+        if retry_after is None:
+            retry_after = body.retry_delay_s  # Google's RetryInfo.retryDelay in the body
+        if status == 429 and body.out_of_credit:
+            return Failure(False, "insufficient_quota", status, None, detail, stops_endpoint=True)
+        if status == 429 and body.daily_quota:
+            return Failure(False, "daily_quota", status, retry_after, detail, stops_endpoint=True)
+        if status in CONTENT_POLICY_STATUS and body.content_policy:
+            return Failure(False, "content_policy", status, None, detail, call_only=True)
         if status == 429:
             return Failure(True, "429", status, retry_after, detail)
         if status in RETRYABLE_STATUS or status >= 500:
@@ -173,12 +198,23 @@ def classify_failure(error: BaseException, secret: str | None = None) -> Failure
 
 def _where(spec: ModelSpec) -> str:
     where = f"model '{spec.alias or spec.model}' (provider {spec.provider}, model id {spec.model}"
-    return where + (f", api_base {spec.api_base})" if spec.api_base else ")")
+    return where + (f", api_base {public_url(spec.api_base)})" if spec.api_base else ")")
 
 
 def describe_fatal(spec: ModelSpec, failure: Failure) -> str:
+    if failure.reason == "insufficient_quota":
+        key = f" (key ${spec.api_key_env})" if spec.api_key_env else ""
+        return (f"{_where(spec)}: HTTP 429 insufficient_quota — billing: the account{key} is out of credit or over "
+                f"its spending limit; this is not a rate limit and retrying cannot help: add credit or raise the "
+                f"limit in the provider's billing settings ({failure.detail})")
+    if failure.reason == "daily_quota":
+        return (f"{_where(spec)}: HTTP 429: a per-day quota is used up; retrying within the day cannot help: wait "
+                f"for the quota to reset or move to a paid tier ({failure.detail})")
+    if failure.reason == "content_policy":
+        return (f"{_where(spec)}: HTTP {failure.status}: the provider's content policy refused this request "
+                f"(this call fails; other requests go on): {failure.detail}")
     if failure.reason == "connection_refused":
-        target = spec.api_base or f"the {spec.provider} endpoint"
+        target = public_url(spec.api_base) if spec.api_base else f"the {spec.provider} endpoint"
         return (f"cannot connect to {target}: connection refused — is the server running and is api_base right? "
                 f"(model '{spec.alias or spec.model}', model id {spec.model})")
     hint = FATAL_HINTS.get(failure.status or 0, "the request failed")
@@ -199,6 +235,8 @@ def describe_transient(spec: ModelSpec, failure: Failure, wait_s: float) -> str:
 
 
 def is_deterministic(failure: Failure) -> bool:
+    if failure.call_only:
+        return False  # the same refusal for different prompts says nothing about the endpoint
     return failure.reason == "connection_refused" or (not failure.retryable and failure.status in DETERMINISTIC_STATUS)
 
 
@@ -257,10 +295,25 @@ async def call_with_retry(
             if not failure.retryable:
                 stats.failures += 1
                 message = describe_fatal(spec, failure)
-                if health is not None:
+                if health is not None and failure.stops_endpoint:
+                    health.announce(failure.reason, message)
+                    health.stop(message)
+                elif health is not None:
                     health.failed(failure.reason, message, deterministic=is_deterministic(failure),
                                   identity=(failure.reason, failure.detail))
-                raise ModelCallError(message, kind="fatal", attempts=attempts, status_code=failure.status) from None
+                kind = "content_policy" if failure.call_only else "fatal"
+                raise ModelCallError(message, kind=kind, attempts=attempts, status_code=failure.status) from None
+            left_s = policy.deadline_s - (time.monotonic() - started)
+            if failure.retry_after_s is not None and failure.retry_after_s > left_s:
+                # Waiting would outlive the call, and pausing the endpoint that long stalls every other call.
+                stats.failures += 1
+                message = (f"model '{spec.alias or spec.model}' ({spec.model}): the provider asked to wait "
+                           f"{failure.retry_after_s:,.0f} s (Retry-After), beyond this call's {policy.deadline_s:g} s "
+                           f"deadline ({max(left_s, 0):,.0f} s left); gave up after {attempts} attempt(s): "
+                           f"{failure.reason}: {failure.detail}")
+                if health is not None:
+                    health.failed("retry_after_beyond_deadline", message, deterministic=False, identity=(failure.reason,))
+                raise ModelCallError(message, kind="exhausted", attempts=attempts, status_code=failure.status) from None
             if failure.retry_after_s is not None and on_retry_after is not None:
                 on_retry_after(failure.retry_after_s)
             wait = backoff_delay(policy, attempts, failure.retry_after_s, rng)

@@ -7,6 +7,11 @@ carries a schema is sent at the endpoint's current level:
 
     json_schema → json_object_schema → json_object → prompt (no response_format)
 
+Claude's ladder is its own (``ANTHROPIC_LEVELS``): the GA ``output_config.format`` (json_schema),
+then the beta ``output_format`` + ``anthropic-beta`` header (json_schema_beta), then the prompt
+alone. The level recorded is the one whose request was answered, so the manifest never names a
+mechanism that was not sent.
+
 A request error that names the response format (any status) moves the endpoint down one level at
 once and the request is sent again at the new level — it is never retried as a transient error.
 The level that answered is remembered for the life of the process, shared by every alias on the
@@ -28,8 +33,12 @@ from typing import Any
 from intake_eval.llm.base import ModelSpec
 
 LEVELS: tuple[str, ...] = ("json_schema", "json_object_schema", "json_object", "prompt")
+# Claude's Messages API has no json_object modes: its schema goes as the GA ``output_config.format``
+# (json_schema), else the beta ``output_format`` with its ``anthropic-beta`` header, else nothing.
+ANTHROPIC_LEVELS: tuple[str, ...] = ("json_schema", "json_schema_beta", "prompt")
 LEVEL_NAMES = {
     "json_schema": "json_schema",
+    "json_schema_beta": "the beta output_format (anthropic-beta header)",
     "json_object_schema": "json_object with a schema",
     "json_object": "json_object",
     "prompt": "the prompt alone (no response_format)",
@@ -44,8 +53,9 @@ UNSUPPORTED_KEYWORDS: dict[str, frozenset[str]] = {
     "vertex_ai": frozenset({"additionalProperties", "$schema", "pattern"}),
 }
 # Words that tie an error to the requested output format rather than to the request as a whole.
-_FORMAT_WORDS = re.compile(r"response[_ ]format|output_format|response_schema|json_schema|json_object|structured output|"
-                           r"\bgrammar\b|guided_json", re.IGNORECASE)
+# A rejected structured-outputs beta header is one too: the request without it can still be answered.
+_FORMAT_WORDS = re.compile(r"response[_ ]format|output_format|output_config|response_schema|json_schema|json_object|"
+                           r"structured[ -]outputs?|anthropic-beta|\bgrammar\b|guided_json", re.IGNORECASE)
 _NOT_ABOUT_FORMAT = {401, 403, 408, 429}  # auth and rate limits: never a verdict on the format
 
 
@@ -58,6 +68,11 @@ def starting_level(spec: ModelSpec) -> str:
     if spec.provider == "anthropic" and thinking:
         return "prompt"  # Anthropic forces a tool call for a schema, which is refused while thinking is on
     return "json_schema" if spec.provider in SCHEMA_PROVIDERS else "prompt"
+
+
+def levels_for(spec: ModelSpec) -> tuple[str, ...]:
+    """The negotiation ladder of this alias's endpoint, most constrained first."""
+    return ANTHROPIC_LEVELS if spec.provider == "anthropic" else LEVELS
 
 
 def strip_keywords(schema: Any, unsupported: frozenset[str]) -> Any:
@@ -91,6 +106,8 @@ def response_format(level: str, schema: dict[str, Any] | None, provider: str) ->
     if level == "json_object":
         return {"type": "json_object"}
     schema = schema_for(provider, schema)
+    if level == "json_schema_beta":  # the same request; anthropic_http sends it as the beta field
+        level = "json_schema"
     if level == "json_object_schema":
         return {"type": "json_object", "schema": schema}
     return {"type": "json_schema", "json_schema": {"name": "response", "schema": schema, "strict": False}}
@@ -113,11 +130,6 @@ def names_response_format(error: BaseException) -> bool:
     return bool(_FORMAT_WORDS.search(error_text(error)))
 
 
-def lower(level: str) -> str | None:
-    index = LEVELS.index(level)
-    return LEVELS[index + 1] if index + 1 < len(LEVELS) else None
-
-
 class StructuredOutput:
     """One endpoint's negotiation state, shared by every alias that points at it.
 
@@ -125,8 +137,9 @@ class StructuredOutput:
     opens with 64 concurrent judge calls pays for one rejected request, not 64.
     """
 
-    def __init__(self, endpoint: str):
+    def __init__(self, endpoint: str, levels: tuple[str, ...] = LEVELS):
         self.endpoint = endpoint
+        self.levels = levels
         self.floor = 0  # index of the highest level not known to be refused
         self.worked: str | None = None  # the level that last answered
         self.rejected: dict[str, str] = {}  # level -> the server's words
@@ -136,17 +149,18 @@ class StructuredOutput:
 
     def level_for(self, start: str) -> str:
         self.used = True
-        return LEVELS[max(LEVELS.index(start), self.floor)]
+        start_index = self.levels.index(start) if start in self.levels else 0
+        return self.levels[min(max(start_index, self.floor), len(self.levels) - 1)]
 
     def reject(self, level: str, message: str) -> str | None:
         """The endpoint refused ``level``: move below it (once, however many requests saw it).
         Returns the level to try next, or None when nothing lower is left."""
-        index = LEVELS.index(level)
+        index = self.levels.index(level)
         self.rejected.setdefault(level, message)
         self.floor = max(self.floor, index + 1)
-        if self.worked is not None and LEVELS.index(self.worked) <= index:
+        if self.worked is not None and self.levels.index(self.worked) <= index:
             self.worked = None
-        return LEVELS[self.floor] if self.floor < len(LEVELS) else None
+        return self.levels[self.floor] if self.floor < len(self.levels) else None
 
     def confirm(self, level: str) -> None:
         self.worked = level

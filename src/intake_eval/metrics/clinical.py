@@ -16,12 +16,13 @@
 from __future__ import annotations
 
 import json
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from intake_eval.catalog.load import load_catalog
+from intake_eval.catalog.snapshot import run_catalog
 from intake_eval.core.records import Conversation, Judgment, Profile
 from intake_eval.core.store import RunPaths, iter_records
 from intake_eval.interview.formulation import formulation_of, formulation_status
@@ -31,7 +32,8 @@ from intake_eval.metrics.diagnosis import (
     score_formulation,
 )
 from intake_eval.metrics.figures import Figures, TurnLabels, figures
-from intake_eval.metrics.reading import iter_judgment_labels, write_csv
+from intake_eval.metrics.integrity import counted_judgments
+from intake_eval.metrics.reading import write_csv
 from intake_eval.metrics.safety import classifier_screen_turns, score_safety
 from intake_eval.metrics.stats import (
     mean_ci,
@@ -194,8 +196,9 @@ def collect_rows(paths: RunPaths, catalog: "Catalog") -> tuple[list[dict], list[
     """(diagnosis rows, safety rows, any formulation recorded) from the run folder (streamed)."""
 
     collector = RowCollector(paths, catalog)
-    for path in paths.judgment_files():
-        for judgment, labels in iter_judgment_labels(path):
+    with warnings.catch_warnings():  # the metric tables' pass over the same judgments said what it skipped
+        warnings.simplefilter("ignore")
+        for judgment, labels in counted_judgments(paths):
             collector.add(judgment, labels)
     return collector.result()
 
@@ -276,8 +279,9 @@ def safety_clinician_rows(rows: list[dict]) -> list[dict]:
     return out
 
 
-def load_default_catalog() -> "Catalog":
-    return load_catalog()
+def load_default_catalog(paths: RunPaths) -> "Catalog":
+    """The run folder's catalog: its own copy (``<run>/catalog/``), else the shipped one."""
+    return run_catalog(paths.root)
 
 
 def write_diagnosis_metrics(paths: RunPaths, catalog: "Catalog | None" = None,
@@ -289,7 +293,7 @@ def write_diagnosis_metrics(paths: RunPaths, catalog: "Catalog | None" = None,
     if collector is not None:
         diagnosis, safety, carried = collector.result()
     else:
-        diagnosis, safety, carried = collect_rows(paths, catalog if catalog is not None else load_default_catalog())
+        diagnosis, safety, carried = collect_rows(paths, catalog if catalog is not None else load_default_catalog(paths))
     tables = {"safety": (SAFETY_COLUMNS, safety), "safety_clinicians": (SAFETY_CLINICIAN_COLUMNS, safety_clinician_rows(safety))}
     if carried:
         tables["diagnosis"] = (DIAGNOSIS_COLUMNS, diagnosis)

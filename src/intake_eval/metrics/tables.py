@@ -16,44 +16,34 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from intake_eval.core.records import QUESTION_TYPES, Judgment, Profile, arm_condition
+from intake_eval.core.records import QUESTION_TYPES
 from intake_eval.core.store import (
     RunPaths,
-    iter_json_lines,
-    iter_records,
 )
-from intake_eval.core.usage import CLINICIAN_ROLES, usage_of
 from intake_eval.metrics.agreement import (
     PairedLabels,
     agreement_rows,
-    compact_units,
-    units_from_labels,
 )
+from intake_eval.metrics.answers import write_answer_tables
 from intake_eval.metrics.clinical import (
     RowCollector,
     load_default_catalog,
     write_diagnosis_metrics,
 )
+from intake_eval.metrics.collect import Collected, collect
 from intake_eval.metrics.cost import cost_tables
 from intake_eval.metrics.curves import PROBE_CURVE_COLUMNS, probe_curve_rows
 from intake_eval.metrics.events import DOMAIN_EVENT_COLUMNS, domain_event_rows
-from intake_eval.metrics.figures import (
-    Figures,
-    TurnLabels,
-    figures,
-    last_clinician_turn,
-)
 from intake_eval.metrics.forks import write_capacity_gap
 from intake_eval.metrics.intervals import COLUMNS as INTERVAL_COLUMNS
 from intake_eval.metrics.intervals import interval_rows
 from intake_eval.metrics.masking_model import COLUMNS as MASKING_MODEL_COLUMNS
 from intake_eval.metrics.masking_model import masking_model_rows
-from intake_eval.metrics.reading import iter_judgment_labels, write_csv
+from intake_eval.metrics.reading import write_csv
 from intake_eval.metrics.stats import (
     add_holm,
     mean_ci,
@@ -73,92 +63,6 @@ CONVERSATION_COLUMNS = (
     "judge_completion_tokens", "judge_cost_usd", "judge_errors", "leak_adjusted_active_coverage_rate", "overshared",
     "judge_cached_prompt_tokens",
 )
-
-
-@dataclass
-class _Collected:
-    rows: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (judge, conversation) -> row
-    outcomes: dict[tuple[str, str], list] = field(default_factory=dict)
-    trajectories: dict[tuple[str, str], list] = field(default_factory=dict)
-    qtypes: dict[tuple[str, str], dict[int, str]] = field(default_factory=dict)
-    last_turns: dict[tuple[str, str], int] = field(default_factory=dict)  # where time-to-event curves censor
-    units: dict[tuple[str, str], tuple] = field(default_factory=dict)  # agreement.CompactUnits
-    conversations: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> small meta
-    shared_keys: dict[tuple, tuple] = field(default_factory=dict)  # unit-key tuples stored once
-
-
-def _profile_facts(paths: RunPaths) -> dict[str, dict[str, Any]]:
-    facts = {}
-    for profile in iter_records(paths.profiles, Profile):
-        facts[profile.profile_id] = {"phenotype": profile.phenotype, "alignment": profile.alignment,
-                                     "hidden": profile.hidden_domains}
-    return facts
-
-
-def _conversation_meta(paths: RunPaths, collected: _Collected) -> None:
-    for path in paths.conversation_files():
-        for data in iter_json_lines(path):
-            usage = data.get("usage") or {}
-            # the clinician's calls: its turns and its post-intake formulation
-            clinician_usage = [usage.get(role) or {} for role in CLINICIAN_ROLES]
-            collected.conversations[str(data.get("conversation_id"))] = {
-                "clinician": data.get("clinician", ""),
-                "condition": arm_condition(str(data.get("condition", "minimal")), data.get("fork")),
-                "patient_mode": data.get("patient_mode", "prompted"), "status": data.get("status", "ok"),
-                "tokens": sum(int(u.get("prompt_tokens", 0)) + int(u.get("completion_tokens", 0)) for u in clinician_usage),
-                "cost": sum(float(u.get("cost_usd", 0.0)) for u in clinician_usage),
-                "profile_id": str(data.get("profile_id", "")),
-                "usage": {str(role): usage_of(raw) for role, raw in usage.items()} if isinstance(usage, dict) else {},
-            }
-
-
-def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: dict[str, Any] | None,
-                      collected: _Collected) -> tuple[list[str], Figures | None]:
-    """Keep this judgment's numbers; returns (the hidden domains used, its figures or None when not ok)."""
-    key = (judgment.judge, judgment.conversation_id)
-    hidden = facts["hidden"] if facts else sorted({d for t in labels for d in t.domains})
-    row: dict[str, Any] = {
-        "conversation_id": judgment.conversation_id, "judge": judgment.judge, "judge_mode": judgment.mode,
-        "clinician": judgment.clinician, "phenotype": (facts or {}).get("phenotype") or judgment.phenotype,
-        "profile_id": judgment.profile_id, "condition": judgment.condition, "patient_mode": judgment.patient_mode,
-        "trial": judgment.trial, "alignment": (facts or {}).get("alignment", ""), "n_hidden": len(hidden),
-        "status": judgment.status, "judge_calls": judgment.usage.calls,
-        "judge_prompt_tokens": judgment.usage.prompt_tokens, "judge_completion_tokens": judgment.usage.completion_tokens,
-        "judge_cached_prompt_tokens": judgment.usage.cached_prompt_tokens,
-        "judge_cost_usd": judgment.usage.cost_usd if judgment.usage.cost_known else None,
-        "judge_errors": " | ".join(judgment.errors),
-    }
-    for name in ("outcomes", "trajectories", "qtypes", "last_turns", "units"):
-        getattr(collected, name).pop(key, None)
-    result = None
-    if judgment.ok:
-        result = figures(labels, hidden)
-        row.update(result.metrics.as_row())
-        outcomes = result.outcomes
-        row["caught_domains"] = ";".join(o.domain for o in outcomes if o.actively_covered)
-        row["missed_domains"] = ";".join(o.domain for o in outcomes if not o.actively_covered)
-        row["bled_domains"] = ";".join(o.domain for o in outcomes if o.bled)
-        collected.outcomes[key] = outcomes
-        collected.trajectories[key] = result.trajectory
-        collected.qtypes[key] = {t.turn: t.question_type for t in labels if t.turn >= 1}
-        collected.last_turns[key] = last_clinician_turn(labels)
-        collected.units[key] = compact_units(units_from_labels(labels, hidden, result.covered), collected.shared_keys)
-    collected.rows[key] = row
-    return hidden, result
-
-
-def collect(paths: RunPaths, also: Callable[..., None] | None = None) -> _Collected:
-    """One pass over every judgment; ``also(judgment, labels, hidden, figures)`` sees each one too
-    (the diagnosis/safety rows), with the figures computed here over ``hidden``."""
-    facts = _profile_facts(paths)
-    collected = _Collected()
-    _conversation_meta(paths, collected)
-    for path in paths.judgment_files():
-        for judgment, labels in iter_judgment_labels(path):
-            hidden, result = _collect_judgment(judgment, labels, facts.get(judgment.profile_id), collected)
-            if also is not None:
-                also(judgment, labels, hidden, result)
-    return collected
 
 
 # ---------------------------------------------------------------- tables
@@ -186,11 +90,11 @@ def _estimate_columns(prefix: str, rows: list[dict[str, Any]], metric: str, seed
             "n": estimate.n, "n_profiles": estimate.n_groups, "ci_method": estimate.method}
 
 
-def _ok_rows(collected: _Collected) -> list[dict[str, Any]]:
+def _ok_rows(collected: Collected) -> list[dict[str, Any]]:
     return [row for row in collected.rows.values() if row["status"] == "ok"]
 
 
-def repeated_trials(collected: _Collected) -> bool:
+def repeated_trials(collected: Collected) -> bool:
     """Does some profile have more than one scored conversation of one arm (by one judge)? Then every
     interval is the nested bootstrap (stats.mean_ci decides the same way, group by group)."""
     seen: set[tuple] = set()
@@ -202,7 +106,7 @@ def repeated_trials(collected: _Collected) -> bool:
     return False
 
 
-def cells_rows(collected: _Collected) -> list[dict[str, Any]]:
+def cells_rows(collected: Collected) -> list[dict[str, Any]]:
     groups: dict[tuple, list] = defaultdict(list)
     for row in _ok_rows(collected):
         groups[(*_group_key(row), row["phenotype"])].append(row)
@@ -215,7 +119,7 @@ def cells_rows(collected: _Collected) -> list[dict[str, Any]]:
     return out
 
 
-def domains_rows(collected: _Collected) -> list[dict[str, Any]]:
+def domains_rows(collected: Collected) -> list[dict[str, Any]]:
     """Per domain: rates over the conversations where it was hidden; the active-coverage rate with the
     interval every figure uses (stats.mean_ci over profiles, nested with trials)."""
     tallies: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
@@ -241,7 +145,7 @@ def domains_rows(collected: _Collected) -> list[dict[str, Any]]:
     return out
 
 
-def trajectories_rows(collected: _Collected) -> list[dict[str, Any]]:
+def trajectories_rows(collected: Collected) -> list[dict[str, Any]]:
     """Mean cumulative coverage per turn with its 95 % CI (stats.mean_ci: profiles, nested with trials), and the question mix."""
     by_profile: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     mix: dict[tuple, dict[str, int]] = defaultdict(lambda: dict.fromkeys(QUESTION_TYPES, 0))
@@ -265,7 +169,7 @@ def trajectories_rows(collected: _Collected) -> list[dict[str, Any]]:
     return out
 
 
-def agreement_table(collected: _Collected) -> list[dict[str, Any]]:
+def agreement_table(collected: Collected) -> list[dict[str, Any]]:
     by_judge: dict[str, dict[str, dict]] = defaultdict(dict)
     for (judge, conversation_id), units in collected.units.items():
         by_judge[judge][conversation_id] = units
@@ -280,7 +184,7 @@ def agreement_table(collected: _Collected) -> list[dict[str, Any]]:
     return out
 
 
-def clinicians_rows(collected: _Collected) -> list[dict[str, Any]]:
+def clinicians_rows(collected: Collected) -> list[dict[str, Any]]:
     groups: dict[tuple, list] = defaultdict(list)
     for row in collected.rows.values():
         groups[_group_key(row)].append(row)
@@ -320,7 +224,7 @@ def clinicians_rows(collected: _Collected) -> list[dict[str, Any]]:
     return out
 
 
-def comparisons_rows(collected: _Collected, metrics: Iterable[str] = ("active_coverage_rate", "bleed_rate")) -> list[dict[str, Any]]:
+def comparisons_rows(collected: Collected, metrics: Iterable[str] = ("active_coverage_rate", "bleed_rate")) -> list[dict[str, Any]]:
     """Paired tests between every two clinicians on the profiles both were run on (trials averaged for
     the tests; A − B with its CI from stats.paired_difference_ci, nested with trials). Every test of one
     judge is one family: its p-values are Holm-adjusted together (``*_holm``)."""
@@ -348,7 +252,7 @@ def comparisons_rows(collected: _Collected, metrics: Iterable[str] = ("active_co
     return out
 
 
-def masking_rows(collected: _Collected) -> list[dict[str, Any]]:
+def masking_rows(collected: Collected) -> list[dict[str, Any]]:
     groups: dict[tuple, list] = defaultdict(list)
     for row in _ok_rows(collected):
         groups[(*_group_key(row), row["alignment"] or "unknown")].append(row)
@@ -393,7 +297,7 @@ TABLE_COLUMNS: dict[str, list[str]] = {
 def write_metrics(paths: RunPaths) -> dict[str, Path]:
     """Compute every table from the run folder and write metrics/<name>.csv. Returns name → path."""
 
-    diagnosis = RowCollector(paths, load_default_catalog())
+    diagnosis = RowCollector(paths, load_default_catalog(paths))
     turn_labels = TurnLabelRows()
 
     def also(*seen: Any) -> None:
@@ -421,6 +325,7 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
     written[TURN_LABELS_TABLE] = turn_labels.write(paths)
     # safety.csv (+ diagnosis.csv when conversations carry formulations), see metrics/clinical.py
     written.update(write_diagnosis_metrics(paths, collector=diagnosis))
+    written.update(write_answer_tables(paths))  # refused, empty and cut answers, failed conversations included
     capacity = write_capacity_gap(paths)  # could-it-ask forks, when the run has them
     if capacity is not None:
         written["capacity_gap"] = capacity

@@ -82,6 +82,7 @@ def build_views(data: RunData, judges: list[str]) -> dict[str, Any]:
         "coverage": {str(r["conversation_id"]): tables._num(r["active_coverage_rate"])
                      for r in tables.table_rows(data, "conversations", primary)},
         "headline": tables.headline(data, arms, labels, primary),
+        "answers": tables.answer_banner(data),
         "matrix": tables.matrix(data, arms, labels, primary),
         "domains": tables.domain_breakdown(data, arms, labels, primary),
         "trajectories": lines, "qmix": mixes, "max_turn": max_turn,
@@ -196,7 +197,8 @@ def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[
             step("writing figure files")
             result.figures = figure_files.write_figures(render_charts, result.views, domain_labels(data),
                                                         paths.report_dir / "figures", figures,
-                                                        sections=lambda: html.optional_sections(data))
+                                                        sections=lambda: html.optional_sections(data),
+                                                        run_root=paths.root)
             step(None)
         return result
     finally:
@@ -211,7 +213,7 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
     views = build_views(data, judges)
     cell_links.add_links(views)
     labels = domain_labels(data)
-    names = figure_files.phenotype_names()
+    names = figure_files.phenotype_names(paths.root)
     step("drawing charts")
     chart_svgs = render_charts(views, labels, names)
     step("writing transcript shards")
@@ -239,7 +241,7 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
     for d in (views["hotspots"] or {}).get("domains", []):
         d["rate_fmt"] = fmt.pct(d["rate"])
     page = html.render_html({
-        "run": run, "notes": data.notes, "headline": views["headline"], "charts": chart_svgs,
+        "run": run, "notes": data.notes, "answers": views["answers"], "headline": views["headline"], "charts": chart_svgs,
         "intervals": views["intervals"],
         "comparisons": html.comparisons_table(views["comparisons"]), "matrix": views["matrix"],
         "multi_scope": len({(r["condition"], r["patient_mode"]) for r in views["comparisons"]}) > 1,

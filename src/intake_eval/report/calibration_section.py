@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from intake_eval.report import fmt
-from intake_eval.report.diagnosis_section import _html_table
+from intake_eval.report.diagnosis_section import _esc, _html_table
 from intake_eval.report.html import Section, register_section
 from intake_eval.report.load import RunData
 from intake_eval.report.summary import _table as md_table
@@ -71,7 +71,7 @@ def calibration_section(data: RunData) -> Section | None:
     table = read_calibrated(data)
     if table is None:
         return None
-    intro = f"<p class='lede'>{DEFINITIONS} Judge: {_judges(table)}.</p>"
+    intro = f"<p class='lede'>{_esc(DEFINITIONS)} Judge: {_esc(_judges(table))}.</p>"
     return Section("calibration", TITLE, intro + _html_table(HEADER, calibrated_rows(table)))
 
 

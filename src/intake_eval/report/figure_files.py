@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from intake_eval.catalog.load import load_catalog
+from intake_eval.catalog.snapshot import run_catalog
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.report import charts
 
@@ -33,16 +33,17 @@ def parse_formats(text: str) -> tuple[str, ...]:
     return formats
 
 
-def phenotype_names() -> dict[str, str]:
+def phenotype_names(run_root: Path) -> dict[str, str]:
+    """Phenotype id → name from the run folder's catalog (its own copy, else the shipped one)."""
     try:
-        return {pid: phenotype.name for pid, phenotype in load_catalog().phenotypes.items()}
+        return {pid: phenotype.name for pid, phenotype in run_catalog(run_root).phenotypes.items()}
     except IntakeEvalError:  # a run made with another catalog: its ids stay as they are
         return {}
 
 
-def readable_views(views: dict[str, Any]) -> dict[str, Any]:
+def readable_views(views: dict[str, Any], run_root: Path) -> dict[str, Any]:
     """The views with phenotype ids replaced by their catalog names."""
-    names = phenotype_names()
+    names = phenotype_names(run_root)
     shown = copy.copy(views)
     matrix = dict(views["matrix"])
     matrix["alignment"] = {names.get(p, p): a for p, a in views["matrix"].get("alignment", {}).items()}
@@ -70,12 +71,12 @@ def section_charts(sections: list[Any], sink: list) -> dict[str, str]:
 
 def write_figures(render: Callable[[dict[str, Any], dict[str, str]], dict[str, str]], views: dict[str, Any],
                   labels: dict[str, str], folder: Path, formats: tuple[str, ...],
-                  sections: Callable[[], list[Any]] | None = None) -> list[Path]:
+                  sections: Callable[[], list[Any]] | None = None, *, run_root: Path) -> list[Path]:
     """Draw every chart with ``render`` (build.render_charts: trajectories with their CI bands, the
     per-domain rates with intervals) and the charts of the optional sections (``sections`` renders
     them again), and save each in every format."""
     plt = charts._plt()
-    shown = readable_views(views)
+    shown = readable_views(views, run_root)
     sink: list = []
     charts.FIGURE_SINK = sink
     try:

@@ -35,6 +35,8 @@ def headline_cells(row: dict[str, Any]) -> dict[str, str]:
         "closure_never": count(row["closure_never"]),
         "leaks": count(row["leak_total"]),
         "failures": count(row["failures"]),
+        "no_text": count(row.get("no_text", 0)),
+        "cut": DASH if row.get("cut_share") is None else pct(row["cut_share"]),
         "judge_errors": count(row["judge_errors"]),
         "tokens": count(row["tokens"]),
         "cost": dollars(row["cost_usd"], row["cost_known"]),

@@ -27,7 +27,8 @@ class Section:
 SectionRenderer = Callable[[RunData], "Section | None"]
 SECTION_RENDERERS: dict[str, SectionRenderer] = {}
 SECTION_TITLES = {"safety": "Safety-critical screening", "diagnosis": "Coverage vs diagnosis",
-                  "trials": "Repeated trials: stability"}
+                  "trials": "Repeated trials: stability",
+                  "answers": "Answers refused, empty or cut at the token cap"}
 
 
 def register_section(name: str, renderer: SectionRenderer) -> None:

@@ -24,13 +24,14 @@ from intake_eval.core.store import (
     iter_json_lines,
     iter_json_lines_at,
 )
+from intake_eval.metrics.answers import write_answer_tables
 from intake_eval.metrics.tables import write_metrics
 from intake_eval.metrics.trials import write_trial_metrics
 from intake_eval.report.viewer import domain_outcomes
 
 METRIC_TABLES = ("conversations", "cells", "domains", "trajectories", "agreement", "clinicians", "comparisons", "masking",
                  "masking_model", "intervals")
-OPTIONAL_TABLES = ("safety", "diagnosis", "capacity_gap", "trials", "patient_qc", "patient_qc_domains",
+OPTIONAL_TABLES = ("answers", "safety", "diagnosis", "capacity_gap", "trials", "patient_qc", "patient_qc_domains",
                    "annotation_agreement")
 
 
@@ -252,7 +253,11 @@ def metrics_stale(paths: RunPaths) -> bool:
 
 
 def refresh_metrics(paths: RunPaths) -> None:
-    if not paths.judgment_files() or not metrics_stale(paths):
+    if not paths.judgment_files():
+        if paths.conversation_files():  # failed and cut answers are counted before anything is judged
+            write_answer_tables(paths)
+        return
+    if not metrics_stale(paths):
         return
 
     write_metrics(paths)

@@ -26,6 +26,9 @@ def render_markdown(run: dict[str, Any], views: dict[str, Any], notes: list[str]
     out.append("")
     if notes:
         out += ["> **Incomplete run.** " + " ".join(f"{n}." if not n.endswith(".") else n for n in notes), ""]
+    if views.get("answers"):
+        out += ["> **Answers not given in full** (refused or empty: the conversation failed; cut: kept and flagged). "
+                + " ".join(f"{line}." for line in views["answers"]), ""]
     intervals = views.get("intervals") or {}
     out += ["## Headline", "",
             "Active coverage: share of hidden domains the clinician asked about specifically and the patient disclosed "
@@ -36,9 +39,11 @@ def render_markdown(run: dict[str, Any], views: dict[str, Any], notes: list[str]
         f = row.get("fmt") or fmt.headline_cells(row)
         rows.append([row["arm"], str(row["n_scored"]), f"{f['coverage']} {f['coverage_ci']}".strip(), f["bleed"],
                      f"{f['first_tp']} ({f['first_tp_never']})", f"{f['closure']} ({f['closure_never']})",
-                     f["leaks"], f["failures"], f["judge_errors"], f["tokens"], f["cost"]])
+                     f["leaks"], f["failures"], f"{f['no_text']} ({f['cut']} cut)", f["judge_errors"], f["tokens"],
+                     f["cost"]])
     out += _table(["Clinician", "n", "Active coverage [95% CI]", "Bleed", "First treatment-planning turn (never)",
-                   "Premature closure turn (never)", "Patient leaks", "Failed", "Judge errors", "Tokens", "Cost"], rows)
+                   "Premature closure turn (never)", "Patient leaks", "Failed", "No visible text (turns cut)",
+                   "Judge errors", "Tokens", "Cost"], rows)
     out.append("")
     if views.get("comparisons"):
         out += ["### Paired comparisons on the same profiles", "", intervals.get("comparisons", ""), ""]

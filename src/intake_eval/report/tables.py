@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from intake_eval.core.records import QUESTION_TYPES
+from intake_eval.metrics.intervals import declared_intervals
 from intake_eval.report.load import RunData
 
 Arm = tuple[str, str, str]  # (clinician, condition, patient_mode)
@@ -82,6 +83,7 @@ def headline(data: RunData, arms: list[Arm], labels: dict[Arm, str], primary: st
     for conv in data.conversations.values():
         convs_per_arm.setdefault(arm_of(conv), []).append(conv)
     done = data.judgments.get(primary, {}) if primary else {}
+    answers = {arm_of(r): r for r in table_rows(data, "answers")}
     out = []
     for arm in arms:
         row = mine.get(arm, {})
@@ -109,8 +111,41 @@ def headline(data: RunData, arms: list[Arm], labels: dict[Arm, str], primary: st
             "cost_known": p_known and j_known,
             "spend_detail": f"clinician {c_tokens:,} tok ${c_cost:,.2f} · patient {p_tokens:,} tok ${p_cost:,.2f} · "
                             f"judges {j_tokens:,} tok ${j_cost:,.2f}",
+            **answer_cells(answers.get(arm, {})),
         })
     return out
+
+
+def answer_cells(row: dict[str, Any]) -> dict[str, Any]:
+    """The headline's answers column (metrics/answers.csv): the clinician's conversations failed on an
+    answer without visible text, and the share of its answers cut at the token cap."""
+    return {"no_text": _int(row.get("clinician_refused")) + _int(row.get("clinician_empty_answer")),
+            "refused": _int(row.get("clinician_refused")), "empty": _int(row.get("clinician_empty_answer")),
+            "cut": _int(row.get("clinician_truncated")), "cut_share": _num(row.get("clinician_truncated_share"))}
+
+
+def answer_banner(data: RunData) -> list[str]:
+    """One line per clinician arm whose answers were refused, empty or cut (empty when none were)."""
+    lines = []
+    for row in table_rows(data, "answers"):
+        cells = answer_cells(row)
+        arm = str(row["clinician"]) + ("" if (row["condition"], row["patient_mode"]) == ("minimal", "prompted")
+                                       else f" ({row['condition']}, {row['patient_mode']} patient)")
+        parts = []
+        if cells["no_text"]:
+            parts.append(f"{cells['no_text']} of {_int(row.get('conversations'))} conversations failed on an answer "
+                         f"without visible text ({cells['refused']} refused, {cells['empty']} empty): counted, not scored")
+        if cells["cut"]:
+            parts.append(f"{cells['cut']} of {_int(row.get('clinician_answers'))} clinician answers "
+                         f"({(cells['cut_share'] or 0):.0%}) were cut at the token cap and kept")
+        patient_cut = _int(row.get("patient_truncated"))
+        if patient_cut:
+            parts.append(f"{patient_cut} patient answers ({(_num(row.get('patient_truncated_share')) or 0):.0%}) were cut")
+        if _int(row.get("failed_truncated")):
+            parts.append(f"{_int(row.get('failed_truncated'))} conversations failed under --on-truncation fail")
+        if parts:
+            lines.append(f"{arm}: " + "; ".join(parts))
+    return lines
 
 
 def matrix(data: RunData, arms: list[Arm], labels: dict[Arm, str], primary: str | None) -> dict[str, Any]:
@@ -199,8 +234,6 @@ def intervals(data: RunData) -> dict[str, str]:
     declared = {str(r["figure"]): str(r["interval"]) for r in table_rows(data, "intervals")}
     if declared:
         return declared
-    from intake_eval.metrics.intervals import declared_intervals
-
     arms_profiles = [(arm_of(c), c.get("profile_id")) for c in data.conversations.values() if c.get("status", "ok") == "ok"]
     return declared_intervals(len(set(arms_profiles)) < len(arms_profiles))
 

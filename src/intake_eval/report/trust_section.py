@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from intake_eval.report import fmt
-from intake_eval.report.diagnosis_section import _for_judge, _html_table, _primary
+from intake_eval.report.diagnosis_section import _esc, _for_judge, _html_table, _primary
 from intake_eval.report.html import Section, csv_table_html, register_section
 from intake_eval.report.load import RunData
 from intake_eval.report.summary import _table as md_table
@@ -177,7 +177,7 @@ def trials_section(data: RunData) -> Section | None:
     judge = _primary(data)
     shown = _for_judge(table, judge)
     shown = shown if len(shown) else table
-    intro = f"<p class='lede'>{TRIALS_DEFINITIONS}" + (f" Judge: {judge}." if judge else "") + "</p>"
+    intro = f"<p class='lede'>{_esc(TRIALS_DEFINITIONS)}" + (f" Judge: {_esc(judge)}." if judge else "") + "</p>"
     return Section("trials", TRIALS_TITLE, intro + _html_table(TRIALS_HEADER, trials_rows(shown)))
 
 

@@ -177,7 +177,9 @@ def compact_conversation(conv: dict[str, Any], profile: dict[str, Any] | None,
         "hidden": hidden,
         "labels": labels,
         "opening": conv.get("opening", ""),
-        "turns": [{"t": t.get("turn"), "c": t.get("clinician", ""), "p": t.get("patient", "")}
+        # x: the roles whose answer was cut at the token cap (only on such turns)
+        "turns": [{"t": t.get("turn"), "c": t.get("clinician", ""), "p": t.get("patient", ""),
+                   **({"x": list(t["truncated"])} if t.get("truncated") else {})}
                   for t in conv.get("turns", [])],
         "judges": {judge: compact_judgment(j, hidden) for judge, j in judgments.items()},
         "formulation": compact_formulation(conv.get("formulation"), diagnosis),

@@ -27,23 +27,23 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlparse
 
 from rich.markup import escape
 
 from intake_eval.catalog.schema import Catalog
+from intake_eval.catalog.snapshot import run_catalog
 from intake_eval.core.errors import ConfigChangedError
 from intake_eval.core.manifest import REBUILT, Manifest, diff_configs, now_iso
 from intake_eval.core.prompts import prompt_hashes
 from intake_eval.core.records import Usage
-from intake_eval.core.store import RunLock, RunPaths, append_record
+from intake_eval.core.store import RunLock, RunPaths, append_record, refuse_symlink
 from intake_eval.core.usage import (
     retry_totals,
     stage_aliases,
     stage_usage,
     subtract_retry_stats,
 )
-from intake_eval.llm.base import ModelSpec, is_local_base
+from intake_eval.llm.base import ModelSpec, public_url
 from intake_eval.llm.pool import ModelPool
 from intake_eval.llm.registry import (
     ModelsFiles,
@@ -57,7 +57,7 @@ from intake_eval.runner.leakage import (
     assert_no_generator_leak,
 )
 from intake_eval.runner.prompt_snapshot import RenderedPrompt, record_prompt_texts
-from intake_eval.simulated import OfflineParticipants, check_offline_name
+from intake_eval.simulated import OfflineParticipants, check_offline_name, check_offline_role
 
 T = TypeVar("T")
 
@@ -66,11 +66,12 @@ GUARDED_SPEC_FIELDS = ("model", "api_base", "temperature", "max_tokens", "reason
 
 
 def guarded_spec(spec: ModelSpec) -> dict[str, Any]:
+    """What an alias means, for the config guard. The api_base is compared whole — scheme, host, port
+    and path (two servers on one machine are told apart by their port) — with credentials redacted.
+    An embedded local/ server has no api_base in its spec: it may come back on another port."""
     guarded = {name: getattr(spec, name) for name in GUARDED_SPEC_FIELDS}
-    base = urlparse(spec.api_base or "")
-    if base.hostname and base.port and is_local_base(spec.api_base) and base.hostname in ("127.0.0.1", "localhost", "::1"):
-        # a server on this machine may come back on another port (an embedded server always does)
-        guarded["api_base"] = base._replace(netloc=base.hostname).geturl()
+    if spec.api_base:
+        guarded["api_base"] = public_url(spec.api_base)
     return guarded
 
 
@@ -83,7 +84,7 @@ class StageRunner:
         self.paths = paths
         self.use_cache = use_cache
         self.console = console
-        self.catalog = catalog
+        self._catalog = catalog
         self.specs = load_model_specs(models_file)
         self.manifest: Manifest | None = None
         self._pool: ModelPool | None = None
@@ -93,6 +94,13 @@ class StageRunner:
         self._started = time.monotonic()
         self._resolved: dict[str, ModelSpec] = {}
         self.resolve(models)  # a bad alias or a missing key fails here, before the lock touches the folder
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog given, else the run folder's own copy (``<run>/catalog/``), else the shipped one."""
+        if self._catalog is None:
+            self._catalog = run_catalog(self.paths.root)
+        return self._catalog
 
     # ------------------------------------------------------------ models
 
@@ -111,7 +119,7 @@ class StageRunner:
     def pool(self) -> ModelPool:
         if self._pool is None:
             self._pool = ModelPool(self.specs, cache_path=self.paths.cache_db, use_cache=self.use_cache,
-                                   offline=OfflineParticipants(self.catalog), on_notice=self._provider_notice)
+                                   offline=OfflineParticipants(lambda: self.catalog), on_notice=self._provider_notice)
         return self._pool
 
     def _provider_notice(self, message: str) -> None:
@@ -125,6 +133,8 @@ class StageRunner:
     def __enter__(self) -> "StageRunner":
         self._lock = RunLock(self.paths).acquire()
         try:
+            for linked in self.paths.linked_record_files():  # refused before any work, not at the first append
+                refuse_symlink(linked, "record file")
             self.manifest = Manifest(self.paths)
         except BaseException:
             self._release()
@@ -177,6 +187,9 @@ class StageRunner:
         manifest = self._manifest()
         prompts = list(prompts)
         models = {role: dict(aliases) for role, aliases in (models or {}).items()}
+        for role, aliases in models.items():
+            for spec in aliases.values():
+                check_offline_role(role, spec)
         self._guard_leakage(models)
         additive = set(additive)
         full = dict(config)

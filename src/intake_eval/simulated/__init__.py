@@ -47,18 +47,36 @@ def check_offline_name(name: str) -> None:
                               + ", ".join(f"offline/{key}" for key in OFFLINE_BACKENDS))
 
 
+def check_offline_role(role: str, spec: ModelSpec) -> None:
+    """Refuse an offline participant in a role it cannot play: only offline/patient answers as a patient
+    (a simulated clinician would interview itself and the run would still say "ok")."""
+    name = spec.model.removeprefix("offline/")
+    if role == "patient" and spec.is_offline and name != "patient" and name in OFFLINE_ROLES:
+        alias = spec.alias or spec.model
+        shown = alias if alias == spec.model else f"{alias} ({spec.model})"
+        raise IntakeEvalError(f"patient '{shown}' is the offline {OFFLINE_ROLES[name].split(' (')[0]}; "
+                              "it cannot play the patient: use offline/patient or a model alias")
+
+
 def build_offline(spec: ModelSpec, catalog: Catalog) -> ChatModel:
     check_offline_name(spec.model)
     return OFFLINE_BACKENDS[spec.model.removeprefix("offline/")](spec, catalog)
 
 
 class OfflineParticipants:
-    """The pool's builder for ``offline/…`` models; loads the shipped catalog on first use."""
+    """The pool's builder for ``offline/…`` models. ``catalog`` is a catalog or a function giving
+    one (called on first use, so a run without offline models never loads it); None → the shipped."""
 
-    def __init__(self, catalog: Catalog | None = None):
-        self.catalog = catalog
+    def __init__(self, catalog: Catalog | Callable[[], Catalog] | None = None):
+        self._catalog = catalog
+
+    @property
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self._catalog = load_catalog(DEFAULT_CATALOG_DIR)
+        elif callable(self._catalog):
+            self._catalog = self._catalog()
+        return self._catalog
 
     def __call__(self, spec: ModelSpec) -> ChatModel:
-        if self.catalog is None:
-            self.catalog = load_catalog(DEFAULT_CATALOG_DIR)
         return build_offline(spec, self.catalog)

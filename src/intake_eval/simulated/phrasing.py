@@ -6,19 +6,24 @@ from __future__ import annotations
 import random
 import re
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
-from intake_eval.core.prompts import PROMPTS_DIR
+from intake_eval.core.prompts import prompt_file
 from intake_eval.core.yamlfile import read_yaml
 from intake_eval.llm.base import CallUsage, ChatResult, Message
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
-@lru_cache(maxsize=8)
 def phrases(name: str) -> dict[str, Any]:
-    """prompts/<name>.yaml, the phrase bank of one offline participant."""
-    path = PROMPTS_DIR / f"{name}.yaml"
+    """prompts/<name>.yaml, the phrase bank of one offline participant (the user's prompts folder
+    first, like every template)."""
+    return _phrase_file(prompt_file(f"{name}.yaml"))
+
+
+@lru_cache(maxsize=8)
+def _phrase_file(path: Path) -> dict[str, Any]:
     return read_yaml(path, missing=f"phrase file {path} does not exist")
 
 

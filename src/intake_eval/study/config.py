@@ -2,6 +2,11 @@
 
 Unknown keys are rejected naming the file and the key; every value is checked before any work
 starts (conditions exist as templates, the generator plays no other role, judges are distinct).
+
+The user's own files: ``prompts_dir:`` (templates there win over the shipped ones), ``catalog:``
+(a phenotype folder instead of the shipped one) and ``phenotypes: [ids…]`` (a subset of the
+catalog's phenotypes). Relative paths are read from the config file's folder. A bundled config is
+named by its stem: ``intake-eval study paper`` reads the shipped configs/paper.yaml.
 """
 
 from __future__ import annotations
@@ -13,14 +18,33 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from intake_eval.catalog.load import load_catalog
+from intake_eval.catalog.schema import DEFAULT_CATALOG_DIR, Catalog
+from intake_eval.catalog.subset import catalog_subset
 from intake_eval.core.errors import IntakeEvalError, describe_validation_error
-from intake_eval.core.prompts import available_conditions
+from intake_eval.core.limits import MAX_CONCURRENCY, MAX_PROFILES
+from intake_eval.core.package_data import package_folder
+from intake_eval.core.prompts import available_conditions, use_prompts
 from intake_eval.core.yamlfile import read_yaml
+from intake_eval.llm.answer import TruncationPolicy
+
+BUNDLED_CONFIGS = package_folder("configs")
+
+
+def _under(base: Path | None, value: str) -> Path:
+    """A path from the config, read from the config file's folder (the working folder without one)."""
+    return ((base or Path.cwd()) / Path(value).expanduser()).resolve()
+
+
+def _relative_to_config(value: str, info: ValidationInfo) -> Path:
+    return _under((info.context or {}).get("base"), value)
 
 
 class Strict(BaseModel):
@@ -28,7 +52,7 @@ class Strict(BaseModel):
 
 
 class ProfilesConfig(Strict):
-    n: int = Field(108, ge=1, le=1_000_000, description="number of simulated patient profiles")
+    n: int = Field(108, ge=1, le=MAX_PROFILES, description="number of simulated patient profiles")
     mode: Literal["stratified", "weighted"] = "stratified"
     # seed: 4-5 hidden domains, inclusion ∝ cited rate; literature: each optional domain at its cited rate
     hidden_count: Literal["seed", "literature"] = "seed"
@@ -61,6 +85,11 @@ class StudyConfig(Strict):
     name: str = Field(..., min_length=1, pattern=r"^[A-Za-z0-9._-]+$", description="run name → runs/<name>")
     description: str = ""
     seed: int = 7
+    prompts_dir: str | None = Field(None, description="your prompt templates (a template there wins over the shipped "
+                                    "one); relative to this file's folder")
+    catalog: str | None = Field(None, description="phenotype folder instead of the shipped one; relative to this "
+                                "file's folder")
+    phenotypes: list[str] | None = Field(None, min_length=1, description="only these phenotype ids of the catalog")
     profiles: ProfilesConfig = Field(default_factory=ProfilesConfig)
     generator: str = "offline/generator"
     patient: PatientConfig = Field(default_factory=PatientConfig)
@@ -71,16 +100,37 @@ class StudyConfig(Strict):
     judges: list[str] = Field(..., min_length=1)
     judge_mode: Literal["per-turn", "conversation"] = "per-turn"
     formulation: bool = False
-    concurrency: int = Field(16, ge=1, le=4096)
+    on_truncation: TruncationPolicy = Field(
+        "keep", description="an answer cut at its token cap: keep it and flag the turn, or fail the conversation "
+                            "(run --on-truncation)")
+    concurrency: int = Field(16, ge=1, le=MAX_CONCURRENCY)
     budget: float | None = Field(None, gt=0, allow_inf_nan=False, description="dollars for the whole run folder (what its records "
                                  "already cost counts); a conversation starts only if its estimated cost fits")
     cache: bool = True
     qc: QCConfig = Field(default_factory=QCConfig)
     forks: list[ForkConfig] = Field(default_factory=list, description="could-it-ask forks, judged like any intake")
 
-    @field_validator("clinicians", "judges", "conditions")
+    _base: Path | None = PrivateAttr(None)
+
+    @field_validator("name")
     @classmethod
-    def _distinct(cls, values: list[str]) -> list[str]:
+    def _a_folder_name(cls, value: str) -> str:
+        if set(value) == {"."}:  # "." and ".." would write into the current or the parent folder
+            raise ValueError(f"'{value}' is not a run name (it names an existing folder, not runs/<name>)")
+        return value
+
+    @field_validator("prompts_dir", "catalog")
+    @classmethod
+    def _folder_exists(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and not _relative_to_config(value, info).is_dir():
+            raise ValueError(f"{_relative_to_config(value, info)} is not a folder")
+        return value
+
+    @field_validator("clinicians", "judges", "conditions", "phenotypes")
+    @classmethod
+    def _distinct(cls, values: list[str] | None) -> list[str] | None:
+        if values is None:
+            return values
         seen = set()
         for value in values:
             if not value.strip():
@@ -92,8 +142,13 @@ class StudyConfig(Strict):
 
     @field_validator("conditions")
     @classmethod
-    def _known_conditions(cls, values: list[str]) -> list[str]:
-        known = available_conditions()
+    def _known_conditions(cls, values: list[str], info: ValidationInfo) -> list[str]:
+        prompts = info.data.get("prompts_dir")
+        if prompts:
+            with use_prompts(_relative_to_config(prompts, info), label="prompts_dir:"):
+                known = available_conditions()
+        else:  # the --prompts folder in effect, if any
+            known = available_conditions()
         for value in values:
             if value not in known:
                 raise ValueError(f"unknown condition '{value}' (templates: {', '.join(known)})")
@@ -110,6 +165,21 @@ class StudyConfig(Strict):
         return self
 
     # ------------------------------------------------------------ derived
+
+    def _resolved(self, value: str | None) -> Path | None:
+        return None if value is None else _under(self._base, value)
+
+    def prompts_folder(self) -> Path | None:
+        """The user's prompts folder (None: the shipped templates only)."""
+        return self._resolved(self.prompts_dir)
+
+    def catalog_folder(self) -> Path:
+        return self._resolved(self.catalog) or DEFAULT_CATALOG_DIR
+
+    def study_catalog(self) -> Catalog:
+        """The catalog the study samples from: ``catalog:`` (or the shipped one), cut to ``phenotypes:``."""
+        catalog = load_catalog(self.catalog_folder())
+        return catalog_subset(catalog, self.phenotypes, label="phenotypes:") if self.phenotypes else catalog
 
     @property
     def conversation_count(self) -> int:
@@ -129,10 +199,53 @@ class StudyConfig(Strict):
         return names
 
 
+def with_flags(config: StudyConfig, path: Path, *, prompts: Path | None = None,
+               catalog: Path | None = None) -> StudyConfig:
+    """The config with the command line's --prompts / --catalog filled in (recorded as absolute
+    paths, so the run folder's manifest says which folders were used). A folder is given once: a
+    flag naming what the config already names is refused."""
+    update: dict[str, str] = {}
+    for flag, key, value in (("--prompts", "prompts_dir", prompts), ("--catalog", "catalog", catalog)):
+        if value is None:
+            continue
+        if getattr(config, key) is not None:
+            raise IntakeEvalError(f"{flag} {value}: {path} already names {key}: {getattr(config, key)}; "
+                                  "give the folder once")
+        if not Path(value).is_dir():
+            raise IntakeEvalError(f"{flag} {value}: is not a folder")
+        update[key] = str(Path(value).expanduser().resolve())
+    if not update:
+        return config
+    changed = config.model_copy(update=update)
+    changed._base = config._base
+    if catalog is not None:
+        try:
+            changed.study_catalog()
+        except IntakeEvalError as exc:
+            raise IntakeEvalError(f"--catalog {catalog}: {exc.message}") from None
+    return changed
+
+
+def find_study_config(path: Path) -> Path:
+    """``path`` itself, or, when no such file exists and it is a bare name, the bundled config of
+    that name (``paper`` → the shipped configs/paper.yaml)."""
+    path = Path(path)
+    if path.exists() or len(path.parts) != 1:
+        return path
+    bundled = BUNDLED_CONFIGS / (path.name if path.suffix in (".yaml", ".yml") else f"{path.name}.yaml")
+    return bundled if bundled.is_file() else path
+
+
+def bundled_config_names() -> list[str]:
+    return sorted(p.stem for p in BUNDLED_CONFIGS.glob("*.yaml") if p.stem not in ("models", "qc_probes"))
+
+
 def load_study_config(path: Path) -> StudyConfig:
-    """Read and validate a study YAML. Every problem is one IntakeEvalError naming the file and key."""
+    """Read and validate a study YAML (a path, or a bundled config's name). Every problem is one
+    IntakeEvalError naming the file and key."""
+    path = find_study_config(path)
     if not path.exists():
-        raise IntakeEvalError(f"{path}: study config not found")
+        raise IntakeEvalError(f"{path}: study config not found (bundled configs: {', '.join(bundled_config_names())})")
     if path.is_dir():
         raise IntakeEvalError(f"{path}: is a folder; give a study YAML file (e.g. configs/demo.yaml)")
     try:
@@ -141,7 +254,15 @@ def load_study_config(path: Path) -> StudyConfig:
         raise IntakeEvalError(f"{path}: cannot read ({exc.__class__.__name__})") from None
     if not isinstance(data, dict):
         raise IntakeEvalError(f"{path}: a study config is a mapping of keys (name, profiles, clinicians, …)")
+    base = path.resolve().parent
     try:
-        return StudyConfig.model_validate(data)
+        config = StudyConfig.model_validate(data, context={"base": base})
     except ValidationError as exc:
         raise IntakeEvalError(describe_validation_error(exc, path)) from None
+    config._base = base
+    if config.catalog is not None or config.phenotypes:
+        try:
+            config.study_catalog()  # a broken catalog or an unknown phenotype id, before any work
+        except IntakeEvalError as exc:
+            raise IntakeEvalError(f"{path}: {exc.message}") from None
+    return config

@@ -15,7 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from intake_eval.core.shard import Shard
 from intake_eval.core.store import JsonlWriter, RunPaths
+from intake_eval.core.tasks import gather_or_cancel
 from intake_eval.forks.plan import parse_fork_at
 from intake_eval.forks.stage import run_fork_stage
 from intake_eval.interview.backfill import provider_error_formulations
@@ -49,12 +51,12 @@ from intake_eval.runner.stage import StageRunner
 from intake_eval.study.config import StudyConfig
 
 
-def _run_settings(config: StudyConfig) -> RunSettings:
+def _run_settings(config: StudyConfig, shard: Shard | None) -> RunSettings:
     return RunSettings(
         clinicians=list(config.clinicians), patient=config.patient.model, patient_mode=config.patient.mode,
         tracker=config.patient.tracker, turns=config.turns, conditions=list(config.conditions),
         trials=config.trials, concurrency=config.concurrency, budget=config.budget,
-        formulation=config.formulation,
+        formulation=config.formulation, on_truncation=config.on_truncation, shard=shard,
     )
 
 
@@ -132,33 +134,41 @@ async def _run_and_judge(plan: list, settings: Any, setups: list, pool: Any, pat
                     budget.judged(item[1].conversation_id, cost)  # releases its hold whatever happened
                 queue.task_done()
 
-    workers = [asyncio.create_task(worker()) for _ in range(max(1, judge_workers))]
+    count = max(1, judge_workers)
+
+    async def conversations() -> None:
+        try:
+            await run_conversations(plan, pool, paths=paths, patient=settings.patient, tracker=settings.tracker,
+                                    concurrency=settings.concurrency, budget=budget, on_done=on_done,
+                                    totals=totals, on_update=progress.update_run, stopped=pool.stopped)
+            await queue.join()
+        finally:
+            for _ in range(count):
+                queue.put_nowait(None)
+
     try:
-        await run_conversations(plan, pool, paths=paths, patient=settings.patient, tracker=settings.tracker,
-                                concurrency=settings.concurrency, budget=budget, on_done=on_done,
-                                totals=totals, on_update=progress.update_run, stopped=pool.stopped)
-        await queue.join()
+        # a judge worker that fails (an unwritable judgments/ folder) stops the conversations too and
+        # is raised once, instead of leaving queue.join() waiting for workers that are gone
+        await gather_or_cancel([conversations(), *(worker() for _ in range(count))])
     finally:
-        for _ in workers:
-            queue.put_nowait(None)
-        await asyncio.gather(*workers, return_exceptions=True)
         for writer in writers.values():
             writer.close()
     return totals
 
 
 def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: bool,
-                         laps: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Register, run and finish the run stage and every judge stage. Returns their counts."""
+                         laps: Callable[[str], None] | None = None, shard: Shard | None = None) -> dict[str, Any]:
+    """Register, run and finish the run stage and every judge stage (of one shard's profiles when
+    ``shard`` is given). Returns their counts."""
     paths, catalog = runner.paths, runner.catalog
-    settings = _run_settings(config)
+    settings = _run_settings(config, shard)
     begin_run_stage(runner, settings, force=force)
-    setups = begin_judge_stages(runner, config.judges, config.judge_mode, force=force)
+    setups = begin_judge_stages(runner, config.judges, config.judge_mode, force=force, shard=shard)
     profiles_list = load_profiles(paths)
     profiles = {p.profile_id: p for p in profiles_list}
     plan = plan_conversations(profiles_list, settings)
     progress = _Progress(runner.console, len(plan), len(plan) * len(setups))
-    wanted = ok_conversation_ids(paths)
+    wanted = ok_conversation_ids(paths, shard=shard)
     progress.progress.update(progress.judge,
                              completed=sum(judgment_counts(paths, s.label, wanted)["done"] for s in setups))
     # A per-turn judge's calls for one conversation go one after another (each reads the previous
@@ -176,7 +186,7 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
                                                            judge_workers=judge_workers, budget=budget))
         if interrupted:
             finish_run_stage(runner, plan, totals, interrupted=True, budget=budget)
-            finish_judge_stages(runner, setups, interrupted=True)
+            finish_judge_stages(runner, setups, interrupted=True, shard=shard)
             raise KeyboardInterrupt
         if laps is not None:
             laps("run+judge")
@@ -186,7 +196,7 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
         sweep, interrupted = runner.run(lambda: judge_stage(paths, setups, concurrency=judge_workers,
                                                             catalog=catalog, stopped=runner.pool.stopped,
                                                             on_done=lambda judgment: progress.judged(judgment.ok),
-                                                            spend_gate=spend_gate))
+                                                            spend_gate=spend_gate, shard=shard))
     if sweep is not None and sweep.not_started and spend_gate is not None:
         totals.budget_reached = True
     run = finish_run_stage(runner, plan, totals, interrupted=interrupted, budget=budget)
@@ -206,7 +216,7 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
             totals.budget_left = _judgments_left({**run_left, "spent": round(fork_gate.budget.spent, 6)},
                                                  sum(sweep.not_started.values()), fork_gate)
     judged = finish_judge_stages(runner, setups, interrupted=interrupted,
-                                 aborted=sweep.aborted if sweep is not None else None)
+                                 aborted=sweep.aborted if sweep is not None else None, shard=shard)
     if interrupted:
         raise KeyboardInterrupt
     if laps is not None and not config.forks:
@@ -248,5 +258,5 @@ def _forks(config: StudyConfig, runner: StageRunner, settings: RunSettings, setu
     gate = JudgingGate(budget) if budget is not None else None
     sweep, interrupted = runner.run(lambda: judge_stage(runner.paths, setups, concurrency=config.concurrency,
                                                         catalog=runner.catalog, stopped=runner.pool.stopped,
-                                                        spend_gate=gate))
+                                                        spend_gate=gate, shard=settings.shard))
     return counts, sweep, interrupted, gate

@@ -15,19 +15,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from intake_eval.catalog.load import load_catalog
-from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.errors import ConfigChangedError, IntakeEvalError
 from intake_eval.core.manifest import now_iso
+from intake_eval.core.prompts import use_prompts, user_prompts_folder
+from intake_eval.core.shard import Shard, shard_from_config
 from intake_eval.core.store import RunPaths, stable_hash
 from intake_eval.generate.stage import generate_profiles
+from intake_eval.interview.stage import RUN_STAGE
 from intake_eval.llm.base import ModelSpec
 from intake_eval.llm.registry import ModelsFiles, load_model_specs, resolve_spec
 from intake_eval.metrics.tables import write_metrics
 from intake_eval.metrics.trials import write_trial_metrics
 from intake_eval.report.build import build_report
 from intake_eval.runner.stage import StageRunner
-from intake_eval.simulated import check_offline_name
-from intake_eval.study.config import StudyConfig, load_study_config
+from intake_eval.simulated import check_offline_name, check_offline_role
+from intake_eval.study.config import StudyConfig, find_study_config, load_study_config, with_flags
 from intake_eval.study.estimate import StudyEstimate, estimate_study
 from intake_eval.study.overlap import run_and_judge_stages
 from intake_eval.trust.patient_qc import QCSettings, qc_gate, run_patient_qc
@@ -52,6 +54,7 @@ def resolve_roles(config: StudyConfig, models_file: ModelsFiles) -> dict[str, Mo
     resolved = {name: resolve_spec(name, specs) for name in config.model_names()}
     for spec in resolved.values():
         check_offline_name(spec.model)
+    check_offline_role("patient", resolved[config.patient.model])
     generator = resolved[config.generator]
     for role, aliases in config.roles().items():
         for alias in aliases:
@@ -61,10 +64,11 @@ def resolve_roles(config: StudyConfig, models_file: ModelsFiles) -> dict[str, Mo
     return resolved
 
 
-def estimate_config(config_path: Path, models_file: ModelsFiles = None) -> StudyEstimate:
-    config = load_study_config(config_path)
+def estimate_config(config_path: Path, models_file: ModelsFiles = None, catalog_dir: Path | None = None) -> StudyEstimate:
+    config = with_flags(load_study_config(config_path), config_path, prompts=user_prompts_folder(), catalog=catalog_dir)
     specs = resolve_roles(config, models_file)
-    return estimate_study(config, specs, load_catalog())
+    with use_prompts(config.prompts_folder(), label="prompts_dir:"):
+        return estimate_study(config, specs, config.study_catalog())
 
 
 def _patient_qc(config: StudyConfig, runner: StageRunner, *, force: bool) -> dict:
@@ -108,22 +112,57 @@ def _history_entry(runner: StageRunner, outcome: StudyOutcome, *, started: str, 
     }
 
 
+def default_run_dir(config: StudyConfig, shard: Shard | None) -> Path:
+    """runs/<name>, or runs/<name>.shard-<i>-of-<N> for one shard of it."""
+    name = config.name if shard is None else f"{config.name}.shard-{shard.index}-of-{shard.count}"
+    return Path("runs") / name
+
+
+def _check_same_shard(paths: RunPaths, manifest: dict[str, Any], shard: Shard | None, *, force: bool) -> None:
+    """A folder that ran as one shard (or unsharded) resumes only as that: refused before any stage
+    runs (the run stage's config guard would refuse it too, after generation and patient QC)."""
+    run = manifest.get("stages", {}).get(RUN_STAGE)
+    if run is None or force:
+        return
+    recorded = shard_from_config(run.get("config", {}))
+    if recorded != shard:
+        was = f"shard {recorded}" if recorded is not None else "unsharded"
+        now = f"--shard {shard}" if shard is not None else "no --shard"
+        raise ConfigChangedError(f"{paths.root}: this study folder ran {was}, not {now}; rerun with the same --shard, "
+                                 "use another --run-dir, or pass --force to start the run over")
+
+
 def run_study(config_path: Path, *, run_dir: Path | None = None, models_file: ModelsFiles = None,
-              force: bool = False, use_cache: bool = True, console: Any = None) -> StudyOutcome:
-    """Run (or resume) every stage of the study the config describes. Returns where the report is."""
+              force: bool = False, use_cache: bool = True, console: Any = None,
+              catalog_dir: Path | None = None, shard: Shard | None = None) -> StudyOutcome:
+    """Run (or resume) every stage of the study the config describes. Returns where the report is.
+    The config's ``prompts_dir:`` (or the --prompts folder in effect) is in effect for every stage;
+    ``catalog_dir`` is the --catalog flag (a config naming ``catalog:`` takes neither flag); with ``shard``,
+    only that shard's conversations (the folder is one of N that ``intake-eval merge`` joins)."""
+    config = with_flags(load_study_config(Path(config_path)), Path(config_path), prompts=user_prompts_folder(),
+                        catalog=catalog_dir)
+    with use_prompts(config.prompts_folder(), label="prompts_dir:"):
+        return _run_study(config, find_study_config(Path(config_path)), run_dir=run_dir, models_file=models_file,
+                          force=force, use_cache=use_cache, console=console, shard=shard)
+
+
+def _run_study(config: StudyConfig, config_path: Path, *, run_dir: Path | None, models_file: ModelsFiles,
+               force: bool, use_cache: bool, console: Any, shard: Shard | None) -> StudyOutcome:
     started, wall = now_iso(), time.monotonic()
-    config = load_study_config(Path(config_path))
-    paths = RunPaths(Path(run_dir) if run_dir is not None else Path("runs") / config.name)
+    paths = RunPaths(Path(run_dir) if run_dir is not None else default_run_dir(config, shard))
     resolve_roles(config, models_file)  # design errors (leakage, unknown aliases) before the lock
-    catalog = load_catalog()
+    catalog = config.study_catalog()
     say = console.print if console is not None else (lambda *a, **k: None)
     with StageRunner(paths, models_file=models_file, use_cache=use_cache and config.cache, console=console,
                      catalog=catalog) as runner:
         runner.resolve(config.model_names())  # every missing key named before any work starts
         manifest = runner.manifest
+        _check_same_shard(paths, manifest.data, shard, force=force)
         study = manifest.data.setdefault("study", {})
         study.update({"config_file": str(config_path), "config": config.model_dump(mode="json"),
                       "study_config_hash": stable_hash(config.model_dump(mode="json"))})
+        if shard is not None:
+            study["shard"] = shard.as_config()
         study.setdefault("history", [])
         manifest.record_seed("study", config.seed)
         manifest.save()
@@ -147,7 +186,7 @@ def run_study(config_path: Path, *, run_dir: Path | None = None, models_file: Mo
             lap("generate")
             if config.qc.enabled:
                 outcome.counts["qc"] = _patient_qc(config, runner, force=force)
-            outcome.counts.update(run_and_judge_stages(config, runner, force=force, laps=lap))
+            outcome.counts.update(run_and_judge_stages(config, runner, force=force, laps=lap, shard=shard))
             skipped = paths.unreadable_lines()
             if skipped:
                 outcome.counts["skipped_inputs"] = skipped
@@ -165,6 +204,7 @@ def run_study(config_path: Path, *, run_dir: Path | None = None, models_file: Mo
                                                    phases=phases))
             study["last_run"] = study["history"][-1]
             manifest.save()
-    say(f"study {config.name}: {outcome.counts.get('run', {}).get('ok', 0)} conversations ok, "
+    part = "" if shard is None else f" (shard {shard})"
+    say(f"study {config.name}{part}: {outcome.counts.get('run', {}).get('ok', 0)} conversations ok, "
         f"{outcome.calls} model calls this time ({outcome.cache_hits} from cache), ${outcome.cost_usd:.4f}")
     return outcome

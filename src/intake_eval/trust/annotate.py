@@ -31,6 +31,7 @@ from typing import Any
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.numbers import csv_cell
 from intake_eval.core.records import QUESTION_TYPES, Conversation, Judgment, Profile
+from intake_eval.core.spreadsheet import spreadsheet_row
 from intake_eval.core.store import (
     RunPaths,
     file_safe,
@@ -188,10 +189,11 @@ def _item(item_id: str, unit: Unit, conversation: Conversation, profile: Profile
 
 
 def _csv_text(columns: list[str], rows: list[dict[str, Any]]) -> str:
+    """A sheet people open in a spreadsheet: text that starts like a formula is neutralised."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows(spreadsheet_row(row) for row in rows)
     return buffer.getvalue()
 
 

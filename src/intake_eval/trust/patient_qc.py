@@ -43,6 +43,7 @@ from intake_eval.core.store import (
     stable_hash,
     write_text_atomic,
 )
+from intake_eval.core.tasks import gather_or_cancel
 from intake_eval.interview.participants import (
     PatientSetup,
     patient_opening,
@@ -309,7 +310,7 @@ async def run_probes(ctx: QCContext, plan: list[tuple[Profile, Probe]], *, write
             on_done(record)
         return record
 
-    return list(await asyncio.gather(*(one(profile, probe) for profile, probe in plan)))
+    return await gather_or_cancel(one(profile, probe) for profile, probe in plan)
 
 
 def existing_records(paths: RunPaths, patient: str, mode: str) -> dict[str, PatientProbe]:

@@ -220,12 +220,15 @@
     table.appendChild(el("thead", {}, [hr]));
     var body = el("tbody");
     var rows = [{ t: 0, c: null, p: conv.opening }].concat(conv.turns);
+    function cutNote(row, role) {  // an answer cut at the token cap is kept, and says so
+      return row.x && row.x.indexOf(role) >= 0 ? el("span", { cls: "qt", text: " [cut at the token cap]" }) : null;
+    }
     rows.forEach(function (row) {
       var jt = turns[row.t];
       var tr = el("tr", { cls: (jt ? "q-" + jt.q : "") + (jt && jt.f === 0 ? " leak" : ""), "data-turn": row.t });
       var text = el("td", {}, [
-        row.c !== null ? el("p", { cls: "utt" }, [el("b", { text: "clinician" }), row.c]) : null,
-        el("p", { cls: "utt pat" }, [el("b", { text: row.t === 0 ? "patient (opening)" : "patient" }), row.p]),
+        row.c !== null ? el("p", { cls: "utt" }, [el("b", { text: "clinician" }), row.c, cutNote(row, "clinician")]) : null,
+        el("p", { cls: "utt pat" }, [el("b", { text: row.t === 0 ? "patient (opening)" : "patient" }), row.p, cutNote(row, "patient")]),
         jt ? el("span", { cls: "qt", text: (row.t === 0 ? "opening" : jt.q.replace(/_/g, " ")) + (jt.f === 0 ? " \u00b7 leak: patient volunteered hidden information" : "") }) : null
       ]);
       tr.appendChild(el("td", { cls: "tn", text: String(row.t) }));

@@ -1,0 +1,9 @@
+"""Upper bounds on sizes a user chooses, declared once so a flag and the study config that set the
+same thing agree: beyond these a value is a typo or an attack, and is refused before any memory or
+time is spent on it."""
+
+from __future__ import annotations
+
+MAX_PROFILES = 1_000_000  # profiles in one run folder (`generate --n`, study `profiles.n`)
+MAX_CONCURRENCY = 4096  # tasks in flight at once
+MAX_YAML_NODES = 1_000_000  # values one YAML file a user gives may unfold into through its aliases
