@@ -171,6 +171,14 @@ def test_bad_inputs_are_one_line_and_nothing_is_overwritten(demo, tmp_path):
     assert len(kept) == 1 and (kept[0] / "mine.txt").read_text() == "keep me"
     assert (taken / "turns.parquet").is_file() and not (taken / "mine.txt").exists()
     assert not [p for p in tmp_path.iterdir() if ".partial-" in p.name]
+    result = runner.invoke(app, ["export", str(demo.root), "--out", str(taken), "--force"])  # within the second
+    assert result.exit_code == 0, result.output
+    assert len([p for p in tmp_path.iterdir() if p.name.startswith("taken.superseded-")]) == 2
+
+    link = tmp_path / "link"
+    link.symlink_to(empty, target_is_directory=True)
+    result = runner.invoke(app, ["export", str(demo.root), "--out", str(link)])
+    assert result.exit_code == 2 and "symlink" in result.output and link.is_symlink()
 
 
 def test_missing_pyarrow_is_one_install_line(demo, tmp_path, monkeypatch):

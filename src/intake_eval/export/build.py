@@ -49,8 +49,8 @@ def _checked_out(paths: RunPaths, out: Path, force: bool) -> None:
     if target == root or root in target.parents or target in root.parents:
         raise IntakeEvalError(f"--out {out}: is inside (or holds) the run folder {paths.root}; choose a folder "
                               "outside it (the export writes nothing into the run)")
-    if out.exists() and not out.is_dir():
-        raise IntakeEvalError(f"--out {out}: is a file; choose a folder")
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise IntakeEvalError(f"--out {out}: is a file or a symlink; choose a folder")
     if out.is_dir() and any(out.iterdir()) and not force:
         raise IntakeEvalError(f"--out {out}: is not empty; choose an empty folder, or pass --force to keep the old "
                               f"one as {out.name}.superseded-<time> and write anew")
@@ -128,7 +128,10 @@ def _move_into_place(staging: Path, out: Path) -> Path | None:
     superseded = None
     if out.is_dir() and any(out.iterdir()):
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        superseded = out.with_name(f"{out.name}.superseded-{stamp}")
+        superseded, suffix = out.with_name(f"{out.name}.superseded-{stamp}"), 1
+        while superseded.exists():  # two exports within a second: both old folders are kept
+            suffix += 1
+            superseded = out.with_name(f"{out.name}.superseded-{stamp}-{suffix}")
         out.rename(superseded)
     elif out.is_dir():
         out.rmdir()
