@@ -18,6 +18,7 @@ from intake_eval.commands import (
     annotate,
     classify,
     compare,
+    export,
     generate,
     init,
     judge,
@@ -129,6 +130,7 @@ def _register() -> None:
     app.command("models")(models.models)
     app.command("classify")(classify.classify)
     app.command("show")(show.show)
+    app.command("export")(export.export)
     app.command("qc-patient")(qc.qc_patient)
     app.add_typer(annotate.app, name="annotate")
     app.command("init")(init.init)
