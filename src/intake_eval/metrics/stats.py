@@ -9,6 +9,7 @@
   difference of the trial means, profiles resampled, and with trials the trials of A and of B
   resampled within each drawn profile.
 - A table of paired tests is one family: ``holm`` adjusts its p-values (statsmodels' multipletests).
+- A proportion of independent trials (the patient-QC probes) gets the Wilson score interval.
 - Turn-metric medians come with the count of conversations where the metric is undefined.
 - Two clinicians are compared on the same profiles: Wilcoxon signed-rank (scipy) and an exact or
   Monte-Carlo paired sign-flip permutation test on the mean difference.
@@ -32,6 +33,7 @@ N_PERMUTATIONS = 10000
 PERMUTATION_BATCH = 1000
 EXACT_PERMUTATION_MAX_N = 16  # 2**16 sign patterns: exact enumeration is still instant
 CI_LEVEL = 0.95
+Z95 = 1.959963984540054  # the standard normal quantile of 0.975
 PROFILE_BOOTSTRAP = f"profile bootstrap (profiles resampled with replacement; B={N_BOOTSTRAP}; 95% percentile)"
 NESTED_BOOTSTRAP = (f"nested cluster bootstrap (profiles resampled with replacement, then trials with replacement within "
                     f"each drawn profile; B={N_BOOTSTRAP}; 95% percentile)")
@@ -323,3 +325,16 @@ def paired_comparison(a: Mapping[str, float], b: Mapping[str, float], *, seed: s
 def mean_or_none(values: Sequence[float | None]) -> float | None:
     defined = [v for v in values if v is not None]
     return statistics.fmean(defined) if defined else None
+
+
+def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float | None, float | None]:
+    """Wilson score interval for a binomial proportion (None when n = 0)."""
+    if n == 0:
+        return None, None
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high

@@ -3,15 +3,12 @@ headline.csv and the viewer's conversation shards."""
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from intake_eval.core.numbers import csv_cell
 from intake_eval.core.records import QUESTION_TYPES
 from intake_eval.core.store import RunPaths, write_text_atomic
 from intake_eval.report import (
@@ -32,6 +29,7 @@ from intake_eval.report import (
     trust_section,
     viewer,
 )
+from intake_eval.metrics.reading import csv_text
 from intake_eval.report.load import RunData, domain_labels, load_run, order_judges
 from intake_eval.report.tables import arm_of
 from intake_eval.report.viewer import bleed_flags, outcome_codes
@@ -140,12 +138,7 @@ def provenance(data: RunData) -> dict[str, Any]:
 
 
 def headline_csv(rows: list[dict[str, Any]]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(HEADLINE_COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: csv_cell(row[k]) for k in HEADLINE_COLUMNS})
-    return buffer.getvalue()
+    return csv_text(HEADLINE_COLUMNS, rows)
 
 
 def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str], labels: dict[str, str],
