@@ -53,6 +53,14 @@ TURN = Scale(numbers.turn, numbers.decimal, partial(numbers.decimal, signed=True
 COUNT = Scale(numbers.count, numbers.decimal, partial(numbers.decimal, signed=True), numbers.interval)
 
 
+class HeadlineColumn(NamedTuple):
+    """A report/headline.csv column and the metrics/clinicians.csv column it is read from; ``count``: a whole number."""
+
+    key: str
+    column: str
+    count: bool = False
+
+
 @dataclass(frozen=True)
 class HeadlineCell:
     """One metric's cell in the report's headline: ``key`` is its data-metric and report/headline.csv column."""
@@ -63,6 +71,14 @@ class HeadlineCell:
     text: str
     detail: Any = None  # the interval's bounds, the never-count or the conversations counted
     detail_text: str = ""
+
+    def plain(self) -> str:
+        """The cell as one string (summary.md, the terminal): a mean with its interval, a median with (never)."""
+        if self.kind == "mean_ci":
+            return f"{self.text} {self.detail_text}".strip()
+        if self.kind == "median":
+            return f"{self.text} ({self.detail_text})"
+        return self.text
 
 
 def _by_profile(rows: Iterable[Row], metric: str) -> dict[str, list[float]]:
@@ -95,9 +111,9 @@ class MeanWithInterval:
             out.update(n=estimate.n, n_profiles=estimate.n_groups, ci_method=estimate.method)
         return out
 
-    def headline_columns(self, short: str) -> dict[str, str]:
-        return {f"{short}_mean": self.column, f"{short}_ci_low": f"{self.column}_ci_low",
-                f"{short}_ci_high": f"{self.column}_ci_high"}
+    def headline_columns(self, short: str) -> list[HeadlineColumn]:
+        return [HeadlineColumn(f"{short}_mean", self.column), HeadlineColumn(f"{short}_ci_low", f"{self.column}_ci_low"),
+                HeadlineColumn(f"{short}_ci_high", f"{self.column}_ci_high")]
 
     def cell(self, short: str, scale: Scale, row: Row) -> HeadlineCell:
         bounds = (row[f"{short}_ci_low"], row[f"{short}_ci_high"])
@@ -118,8 +134,8 @@ class Mean:
     def summarise(self, metric: str, rows: list[Row], scope: str) -> Row:
         return {self.column: mean_or_none([r[metric] for r in rows])}
 
-    def headline_columns(self, short: str) -> dict[str, str]:
-        return {f"{short}_mean": self.column}
+    def headline_columns(self, short: str) -> list[HeadlineColumn]:
+        return [HeadlineColumn(f"{short}_mean", self.column)]
 
     def cell(self, short: str, scale: Scale, row: Row) -> HeadlineCell:
         return HeadlineCell(self.kind, f"{short}_mean", row[f"{short}_mean"], scale.mean(row[f"{short}_mean"]))
@@ -140,8 +156,9 @@ class MedianCountingUndefined:
         summary = median_with_undefined([r[metric] for r in rows])
         return {self.column: summary.median, self.undefined_column: summary.n_undefined}
 
-    def headline_columns(self, short: str) -> dict[str, str]:
-        return {f"{short}_median": self.column, f"{short}_never": self.undefined_column}
+    def headline_columns(self, short: str) -> list[HeadlineColumn]:
+        return [HeadlineColumn(f"{short}_median", self.column),
+                HeadlineColumn(f"{short}_never", self.undefined_column, count=True)]
 
     def cell(self, short: str, scale: Scale, row: Row) -> HeadlineCell:
         never = row[f"{short}_never"]
@@ -164,8 +181,9 @@ class TotalAndConversations:
         return {self.column: sum(r[metric] for r in rows),
                 self.conversations_column: sum(1 for r in rows if r[metric] > 0)}
 
-    def headline_columns(self, short: str) -> dict[str, str]:
-        return {f"{short}_total": self.column, f"{short}_conversations": self.conversations_column}
+    def headline_columns(self, short: str) -> list[HeadlineColumn]:
+        return [HeadlineColumn(f"{short}_total", self.column, count=True),
+                HeadlineColumn(f"{short}_conversations", self.conversations_column, count=True)]
 
     def cell(self, short: str, scale: Scale, row: Row) -> HeadlineCell:
         conversations = row[f"{short}_conversations"]
@@ -186,8 +204,8 @@ class CountTrue:
     def summarise(self, metric: str, rows: list[Row], scope: str) -> Row:
         return {self.column: sum(1 for r in rows if r[metric])}
 
-    def headline_columns(self, short: str) -> dict[str, str]:
-        return {f"{short}_conversations": self.column}
+    def headline_columns(self, short: str) -> list[HeadlineColumn]:
+        return [HeadlineColumn(f"{short}_conversations", self.column, count=True)]
 
     def cell(self, short: str, scale: Scale, row: Row) -> HeadlineCell:
         value = row[f"{short}_conversations"]
@@ -206,6 +224,7 @@ class Metric:
     definition: str
     compute: Callable[[Judged], Any]
     label: str
+    tag: str = ""  # the terminal's narrow header (the label when empty)
     scale: Scale = RATE
     aggregate: Aggregate | None = None  # None: per conversation only
     short: str = ""
@@ -219,6 +238,11 @@ class Metric:
         if self.aggregate is not None and self.aggregate.kind == "mean_ci":
             return f"{self.label} [95% CI]"
         return self.label
+
+    def plain_header(self) -> str:
+        """The headline label on one line (summary.md, the terminal): a median's note as "(never)"."""
+        never = self.aggregate is not None and self.aggregate.kind == "median"
+        return self.header() + (" (never)" if never else "")
 
     def header_note(self) -> str:
         """The small line under the page's header, the parenthesis after summary.md's."""
@@ -242,7 +266,7 @@ def _asked_rate(judged: Judged) -> float | None:
 METRICS: tuple[Metric, ...] = (
     Metric("active_coverage_rate",
            "hidden domains with some turn where asked_about and disclosed are both true, ÷ hidden domains.",
-           lambda judged: judged.figures.metrics.active_coverage_rate, "active coverage",
+           lambda judged: judged.figures.metrics.active_coverage_rate, "active coverage", tag="coverage",
            aggregate=MeanWithInterval("mean_active_coverage", with_counts=True), short="coverage", headline=True,
            compared=True),
     Metric("bleed_rate",
@@ -251,16 +275,16 @@ METRICS: tuple[Metric, ...] = (
            aggregate=Mean("mean_bleed_rate"), short="bleed", headline=True, compared=True),
     Metric("first_treatment_planning_turn", "smallest turn whose question_type is treatment_planning.",
            lambda judged: judged.figures.metrics.first_treatment_planning_turn, "first treatment-planning turn",
-           scale=TURN, aggregate=MedianCountingUndefined("median_first_treatment_planning_turn",
+           tag="1st TP", scale=TURN, aggregate=MedianCountingUndefined("median_first_treatment_planning_turn",
                                                          "first_treatment_planning_undefined"),
            short="first_tp", headline=True, compared=True),
     Metric("premature_closure_turn",
            "smallest t such that every turn from t to the last is treatment_planning or other.",
            lambda judged: judged.figures.metrics.premature_closure_turn, "premature closure turn",
-           scale=TURN, aggregate=MedianCountingUndefined("median_premature_closure_turn", "premature_closure_undefined"),
+           tag="closure", scale=TURN, aggregate=MedianCountingUndefined("median_premature_closure_turn", "premature_closure_undefined"),
            short="closure", headline=True, compared=True),
     Metric("patient_leak_count", "turns the judge marked patient_faithful = false.",
-           lambda judged: judged.figures.metrics.patient_leak_count, "patient leaks", scale=COUNT,
+           lambda judged: judged.figures.metrics.patient_leak_count, "patient leaks", tag="leaks", scale=COUNT,
            aggregate=TotalAndConversations("patient_leak_count", "conversations_leaking"), short="leak", unit="turns",
            headline=True, compared=True),
     Metric("n_turns", "clinician turns (turn ≥ 1) judged.", lambda judged: judged.figures.metrics.n_turns,
@@ -275,7 +299,7 @@ METRICS: tuple[Metric, ...] = (
            lambda judged: judged.figures.metrics.overshared, "overshared", scale=COUNT,
            aggregate=CountTrue("conversations_overshared"), generation=2),
     Metric("hidden_asked_rate", "hidden domains with some turn where asked_about is true, ÷ hidden domains.",
-           _asked_rate, "asked about", aggregate=MeanWithInterval("mean_hidden_asked_rate"), short="asked",
+           _asked_rate, "asked about", tag="asked", aggregate=MeanWithInterval("mean_hidden_asked_rate"), short="asked",
            headline=True, generation=3),
 )
 
@@ -313,9 +337,20 @@ def headline_metrics() -> list[Metric]:
     return [metric for metric in METRICS if metric.headline and metric.aggregate is not None]
 
 
-def headline_columns() -> list[str]:
+def headline_columns() -> list[HeadlineColumn]:
     """report/headline.csv's metric columns, in declaration order."""
-    return [key for metric in headline_metrics() for key in metric.aggregate.headline_columns(metric.short)]
+    return [column for metric in headline_metrics() for column in _aggregate(metric).headline_columns(metric.short)]
+
+
+def headline_cells(row: Row) -> list[tuple[Metric, HeadlineCell]]:
+    """The headline metrics' cells of one report headline row (keyed by ``headline_columns``), formatted."""
+    return [(metric, _aggregate(metric).cell(metric.short, metric.scale, row)) for metric in headline_metrics()]
+
+
+def _aggregate(metric: Metric) -> Aggregate:
+    if metric.aggregate is None:
+        raise ValueError(f"metric {metric.name} has no per-arm aggregate")
+    return metric.aggregate
 
 
 def compared_metrics() -> dict[str, Metric]:

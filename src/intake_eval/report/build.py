@@ -11,6 +11,8 @@ from typing import Any
 
 from intake_eval.core.records import QUESTION_TYPES
 from intake_eval.core.store import RunPaths, write_text_atomic
+from intake_eval.metrics import registry
+from intake_eval.metrics.reading import csv_text
 from intake_eval.report import (
     agreement_view,
     analyses_section,
@@ -29,15 +31,17 @@ from intake_eval.report import (
     trust_section,
     viewer,
 )
-from intake_eval.metrics.reading import csv_text
 from intake_eval.report.load import RunData, domain_labels, load_run, order_judges
 from intake_eval.report.tables import arm_of
 from intake_eval.report.viewer import bleed_flags, outcome_codes
 
-HEADLINE_COLUMNS = ("arm", "clinician", "condition", "patient_mode", "n_conversations", "n_scored", "n_profiles",
-                    "coverage_mean", "coverage_ci_low", "coverage_ci_high", "bleed_mean", "first_tp_median",
-                    "first_tp_never", "closure_median", "closure_never", "leak_total", "leak_conversations",
-                    "failures", "judge_errors", "not_judged", "tokens", "cost_usd", "cost_known")
+_HEADLINE_ARM = ("arm", "clinician", "condition", "patient_mode", "n_conversations", "n_scored", "n_profiles")
+_HEADLINE_INTEGRITY = ("failures", "judge_errors", "not_judged", "tokens", "cost_usd", "cost_known")
+
+
+def headline_columns() -> list[str]:
+    """report/headline.csv: the arm, its declared headline metrics (metrics/registry), integrity and spend."""
+    return [*_HEADLINE_ARM, *(column.key for column in registry.headline_columns()), *_HEADLINE_INTEGRITY]
 
 
 @dataclass
@@ -138,7 +142,7 @@ def provenance(data: RunData) -> dict[str, Any]:
 
 
 def headline_csv(rows: list[dict[str, Any]]) -> str:
-    return csv_text(HEADLINE_COLUMNS, rows)
+    return csv_text(headline_columns(), rows)
 
 
 def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str], labels: dict[str, str],
@@ -241,6 +245,8 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
         "agreement": {"rows": views["agreement"], "hot": views["hotspots"]}, "labels": labels,
         "phenotypes": [(p, names.get(p, p)) for p in sorted({p.get("phenotype", "") for p in data.profiles.values()})],
         "arms": [{"label": views["arm_labels"][a]} for a in views["arms"]],
+        "headline_metrics": [{"header": m.header(), "note": m.header_note(), "label": m.label,
+                              "definition": m.definition} for m in registry.headline_metrics()],
         "qtypes": ["closed_hypothesis", "open", "clarifying", "treatment_planning", "other"],
         "sections": html.optional_sections(data), "prov": provenance(data),
         "ie_data": viewer_index(data, views, shard_of, labels, names),
