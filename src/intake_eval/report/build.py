@@ -15,20 +15,14 @@ from intake_eval.metrics import registry
 from intake_eval.metrics.reading import csv_text
 from intake_eval.report import (
     agreement_view,
-    analyses_section,
-    calibration_section,
     cell_links,
     charts,
-    diagnosis_section,
     figure_files,
     fmt,
-    forks_section,  # noqa: F401  (registers the capacity-gap section)
     html,
-    methods_section,
-    sensitivity_section,  # noqa: F401  (registers the judge-sensitivity section)
+    section_list,
     summary,
     tables,
-    trust_section,
     viewer,
 )
 from intake_eval.report.load import RunData, domain_labels, load_run, order_judges
@@ -194,7 +188,7 @@ def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[
             step("writing figure files")
             result.figures = figure_files.write_figures(render_charts, result.views, domain_labels(data),
                                                         paths.report_dir / "figures", figures,
-                                                        sections=lambda: html.optional_sections(data),
+                                                        sections=lambda: section_list.optional_sections(data),
                                                         run_root=paths.root)
             step(None)
         return result
@@ -248,18 +242,14 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
         "headline_metrics": [{"header": m.header(), "note": m.header_note(), "label": m.label,
                               "definition": m.definition} for m in registry.headline_metrics()],
         "qtypes": ["closed_hypothesis", "open", "clarifying", "treatment_planning", "other"],
-        "sections": html.optional_sections(data), "prov": provenance(data),
+        "sections": section_list.optional_sections(data), "prov": provenance(data),
         "ie_data": viewer_index(data, views, shard_of, labels, names),
     })
     index = paths.report_index
     write_text_atomic(index, page)
     summary_path = paths.report_summary
     write_text_atomic(summary_path, summary.render_markdown(run, views, data.notes, labels,
-                                                              extra=diagnosis_section.summary_markdown(data)
-                                                              + trust_section.summary_markdown(data)
-                                                              + analyses_section.summary_markdown(data)
-                                                              + calibration_section.summary_markdown(data)
-                                                              + methods_section.summary_markdown(data)))
+                                                              extra=section_list.summary_markdown(data)))
     headline_path = paths.report_headline
     write_text_atomic(headline_path, headline_csv(views["headline"]))
     step(None)

@@ -1,20 +1,17 @@
 """report/index.html: one self-contained page (CSS, JS, SVG charts inline; no network).
 
-Optional sections (safety, diagnosis, trials, …) plug in through ``register_section``: a function
-from the run's data to ``Section(id, title, html)`` or None. A metrics/<name>.csv with no
-registered renderer is still shown, as a plain table, so nothing computed is ever hidden.
+Optional sections (safety, diagnosis, trials, …) are ``Section(id, title, html)``s rendered in the order
+of report/section_list.py; ``csv_table_html`` draws a metrics CSV no section presents.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from intake_eval.report import fmt
-from intake_eval.report.load import OPTIONAL_TABLES, RunData
 
 
 @dataclass(frozen=True)
@@ -22,18 +19,6 @@ class Section:
     id: str
     title: str
     html: str
-
-
-SectionRenderer = Callable[[RunData], "Section | None"]
-SECTION_RENDERERS: dict[str, SectionRenderer] = {}
-SECTION_TITLES = {"safety": "Safety-critical screening", "diagnosis": "Coverage vs diagnosis",
-                  "trials": "Repeated trials: stability",
-                  "answers": "Answers refused, empty or cut at the token cap"}
-
-
-def register_section(name: str, renderer: SectionRenderer) -> None:
-    """Add (or replace) the renderer of an optional section, keyed by its metrics CSV name."""
-    SECTION_RENDERERS[name] = renderer
 
 
 def _asset(name: str) -> str:
@@ -59,24 +44,6 @@ def csv_table_html(table, limit: int = 200) -> str:
         body.append("<tr>" + "".join(cells) + "</tr>")
     more = f"<p class='lede'>{len(table) - limit} more rows in the CSV.</p>" if len(table) > limit else ""
     return f"<div class='scroll'><table class='data'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>{more}"
-
-
-def optional_sections(data: RunData) -> list[Section]:
-    sections = []
-    names = list(OPTIONAL_TABLES) + [n for n in SECTION_RENDERERS if n not in OPTIONAL_TABLES]
-    for name in names:
-        renderer = SECTION_RENDERERS.get(name)
-        if renderer is not None:
-            section = renderer(data)
-            if section is not None:
-                sections.append(section)
-            continue
-        table = data.tables.get(name)
-        if table is not None and len(table):
-            title = SECTION_TITLES.get(name, name.replace("_", " ").capitalize())
-            intro = f"<p class='lede'>From <code>metrics/{name}.csv</code>.</p>"
-            sections.append(Section(f"extra-{name}", title, intro + csv_table_html(table)))
-    return sections
 
 
 def comparisons_table(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
