@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from intake_eval.metrics import registry
 from intake_eval.report import fmt
 
 
@@ -49,13 +50,16 @@ def csv_table_html(table, limit: int = 200) -> str:
 def comparisons_table(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
     """metrics/comparisons.csv rows of the primary judge, formatted for the page (and summary.md)."""
     out = []
+    declared = registry.by_name()
     for row in rows:
-        metric = str(row["metric"]).replace("_", " ")
+        metric = declared[str(row["metric"])]  # metrics/comparisons.csv tests declared metrics only
+        scale = metric.scale
         out.append({
-            "scope": f"{row['condition']} · {row['patient_mode']}", "metric": metric,
+            "scope": f"{row['condition']} · {row['patient_mode']}", "metric": metric.label,
             "a": str(row["clinician_a"]), "b": str(row["clinician_b"]), "n_pairs": fmt.count(row["n_pairs"]),
-            "mean_a": fmt.pct(row["mean_a"]), "mean_b": fmt.pct(row["mean_b"]), "difference": fmt.points(row["mean_difference"]),
-            "difference_ci": fmt.ci(row.get("difference_ci_low"), row.get("difference_ci_high")),
+            "mean_a": scale.mean(row["mean_a"]), "mean_b": scale.mean(row["mean_b"]),
+            "difference": scale.difference(row["mean_difference"]),
+            "difference_ci": scale.interval(row.get("difference_ci_low"), row.get("difference_ci_high")),
             "wilcoxon_p": fmt.p_value(row["wilcoxon_p"]), "permutation_p": fmt.p_value(row["permutation_p"]),
             "wilcoxon_p_holm": fmt.p_value(row.get("wilcoxon_p_holm")),
             "permutation_p_holm": fmt.p_value(row.get("permutation_p_holm")),
