@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from intake_eval.catalog.load import load_catalog
 from intake_eval.cli import app
-from intake_eval.report import html
+from intake_eval.report import html, section_list
 from tests.test_report_browser import CHROMIUM, browser  # noqa: F401  (the shared headless browser fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")]
@@ -30,12 +30,12 @@ def demo(tmp_path_factory) -> Path:
     assert result.exit_code == 0, result.output
     extra = {f"extra_{i}": (lambda data, i=i: html.Section(f"extra-{i}", f"Extra analysis number {i}", "<p>more</p>"))
              for i in range(EXTRA_SECTIONS)}
-    html.SECTION_RENDERERS.update(extra)
+    listed = section_list.SECTIONS
+    section_list.SECTIONS = (*listed, *extra.items())
     try:
         result = CliRunner().invoke(app, ["report", "--run-dir", str(run_dir), "--quiet"])
     finally:
-        for name in extra:
-            html.SECTION_RENDERERS.pop(name)
+        section_list.SECTIONS = listed
     assert result.exit_code == 0, result.output
     return run_dir
 

@@ -158,7 +158,8 @@ def _summarize(out: Any, paths: Any, outcome: Any, tables: dict[str, Path]) -> N
     from rich import box
     from rich.table import Table
 
-    from intake_eval.core import numbers
+    from intake_eval.metrics import registry
+    from intake_eval.report.tables import headline_metric_values
 
     result = outcome.result
     if result is not None:
@@ -178,17 +179,14 @@ def _summarize(out: Any, paths: Any, outcome: Any, tables: dict[str, Path]) -> N
         table = Table(title=f"judge {outcome.labels[0]}: medians with (undefined count); err = judge errors",
                       title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
         table.add_column("clinician", overflow="fold", min_width=16)
-        for column in ("n", "coverage [95% CI]", "bleed", "1st TP", "closure", "leaks", "err"):
-            table.add_column(column, justify="right")
+        table.add_column("n", justify="right")
+        for metric in registry.headline_metrics():  # the declared headline metrics, as the report shows them
+            table.add_column(metric.tag or metric.label, justify="right")
+        table.add_column("err", justify="right")
         for row in rows:
             name = row["clinician"] + (f" · {row['condition']} · {row['patient_mode']}" if several else "")
-            value = lambda column: float(row[column]) if row.get(column) else None  # noqa: E731
-            coverage = f"{numbers.pct(value('mean_active_coverage'))} " \
-                       f"{numbers.ci(value('mean_active_coverage_ci_low'), value('mean_active_coverage_ci_high'))}"
-            table.add_row(name, row["n"], coverage.strip(), numbers.pct(value("mean_bleed_rate")),
-                          f"{numbers.turn(value('median_first_treatment_planning_turn'))} ({row['first_treatment_planning_undefined']})",
-                          f"{numbers.turn(value('median_premature_closure_turn'))} ({row['premature_closure_undefined']})",
-                          row["patient_leak_count"], row["judge_errors"])
+            cells = registry.headline_cells(headline_metric_values(row))
+            table.add_row(name, row["n"], *(cell.plain() for _, cell in cells), row["judge_errors"])
         out.print(table)
     out.print(f"metrics: {paths.metrics_dir}/ ({', '.join(sorted(tables))})")
     if outcome.interrupted:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from intake_eval.compare.runs import HEADLINE_METRICS, LoadedRun, profile_trials
+from intake_eval.compare.runs import LoadedRun, profile_trials
+from intake_eval.metrics import registry
 from intake_eval.metrics.stats import add_holm, paired_comparison, paired_difference_ci
 
 PAIRED_COLUMNS = ["run_a", "run_b", "judge_a", "judge_b", "entity", "metric", "n_pairs", "mean_a", "mean_b",
@@ -28,7 +29,7 @@ def paired_rows(runs: list[LoadedRun], columns: list[str]) -> list[dict[str, Any
     first, rows = runs[0], []
     for other in runs[1:]:
         judge_a, judge_b = first.judges[0], other.judges[0]
-        for metric in HEADLINE_METRICS:
+        for metric in registry.compared_metrics():
             trials_a = profile_trials(first, judge_a, metric, columns)
             trials_b = profile_trials(other, judge_b, metric, columns)
             for entity in sorted(trials_a.keys() & trials_b.keys()):

@@ -11,7 +11,8 @@ from typing import Any
 
 from markupsafe import escape
 
-from intake_eval.compare.runs import METRIC_NAMES, LoadedRun
+from intake_eval.compare.runs import LoadedRun
+from intake_eval.metrics import registry
 from intake_eval.metrics.sensitivity import ScorerView, Sensitivity, kendall_tau
 from intake_eval.report import fmt
 from intake_eval.report.cell_links import query
@@ -52,25 +53,20 @@ class Comparison:
                "; ".join(f"{s.scorer.label}: {s.verdict}" for s in shaky)
 
 
-def _value(metric: str, value: Any) -> str:
-    return fmt.pct(value) if metric.endswith("_rate") else fmt.decimal(value)
-
-
-def _difference(row: dict[str, Any]) -> str:
+def _difference(row: dict[str, Any], scale: registry.Scale) -> str:
     if fmt.missing(row["difference"]):
         return fmt.DASH
-    if row["metric"].endswith("_rate"):
-        return f"{fmt.points(row['difference'])} {fmt.ci(row['ci_low'], row['ci_high'])}".strip()
-    return f"{fmt.decimal(row['difference'], signed=True)} {fmt.interval(row['ci_low'], row['ci_high'])}".strip()
+    return f"{scale.difference(row['difference'])} {scale.interval(row['ci_low'], row['ci_high'])}".strip()
 
 
 def paired_table(comparison: Comparison) -> dict[str, list[list[str]]]:
     """'run_a → run_b' → formatted rows."""
     out: dict[str, list[list[str]]] = {}
     for row in comparison.paired:
-        out.setdefault(_pair_title(row), []).append([row["entity"], METRIC_NAMES.get(row["metric"], row["metric"]),
-                                                     fmt.count(row["n_pairs"]), _value(row["metric"], row["mean_a"]),
-                                                     _value(row["metric"], row["mean_b"]), _difference(row),
+        metric = registry.by_name()[row["metric"]]  # the metrics `compare` tests are declared ones
+        out.setdefault(_pair_title(row), []).append([row["entity"], metric.label,
+                                                     fmt.count(row["n_pairs"]), metric.scale.mean(row["mean_a"]),
+                                                     metric.scale.mean(row["mean_b"]), _difference(row, metric.scale),
                                                      fmt.p_value(row["permutation_p"]),
                                                      fmt.p_value(row.get("permutation_p_holm"))])
     return out

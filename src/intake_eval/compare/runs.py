@@ -20,13 +20,6 @@ from intake_eval.core.errors import IntakeEvalError
 from intake_eval.metrics.sensitivity import entity_profile_trials, entity_profile_values
 from intake_eval.report.load import order_judges
 
-HEADLINE_METRICS = ("active_coverage_rate", "bleed_rate", "first_treatment_planning_turn", "premature_closure_turn",
-                    "patient_leak_count")
-METRIC_NAMES = {"active_coverage_rate": "active coverage", "bleed_rate": "bleed rate",
-                "first_treatment_planning_turn": "first treatment-planning turn",
-                "premature_closure_turn": "premature closure turn", "patient_leak_count": "patient leaks"}
-
-
 @dataclass(frozen=True)
 class Scorer:
     """Who produced a set of numbers: a run folder and one of its judges."""

@@ -17,6 +17,7 @@ from intake_eval.core.store import (
     iter_records,
 )
 from intake_eval.core.usage import CLINICIAN_ROLES, usage_of
+from intake_eval.metrics import registry
 from intake_eval.metrics.agreement import (
     compact_units,
     units_from_labels,
@@ -88,7 +89,7 @@ def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: dict[
     result = None
     if judgment.ok:
         result = figures(labels, hidden)
-        row.update(result.metrics.as_row())
+        row.update(registry.metric_row(registry.Judged(labels, hidden, result)))
         outcomes = result.outcomes
         row["caught_domains"] = ";".join(o.domain for o in outcomes if o.actively_covered)
         row["missed_domains"] = ";".join(o.domain for o in outcomes if not o.actively_covered)

@@ -22,11 +22,17 @@ def iter_judgment_labels(path: Path) -> Iterator[tuple[Judgment, list[TurnLabels
         yield judgment, labels
 
 
-def write_csv(path: Path, columns: Iterable[str], rows: Iterable[dict[str, Any]]) -> Path:
+def csv_text(columns: Iterable[str], rows: Iterable[dict[str, Any]]) -> str:
+    """The one CSV writer: a header of ``columns``, cells by core/numbers.csv_cell, keys not in ``columns`` ignored."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in rows:
         writer.writerow({k: csv_cell(v) for k, v in row.items()})
-    write_text_atomic(path, buffer.getvalue())
+    return buffer.getvalue()
+
+
+def write_csv(path: Path, columns: Iterable[str], rows: Iterable[dict[str, Any]]) -> Path:
+    """``csv_text`` written atomically: every metrics/*.csv, report/headline.csv and the patient-QC tables."""
+    write_text_atomic(path, csv_text(columns, rows))
     return path

@@ -9,6 +9,9 @@
   difference of the trial means, profiles resampled, and with trials the trials of A and of B
   resampled within each drawn profile.
 - A table of paired tests is one family: ``holm`` adjusts its p-values (statsmodels' multipletests).
+- Repeated trials: the pooled within-profile SD (``between_trial_sd``) and, for contrast with the
+  nested interval, the bootstrap that treats every conversation as independent (``naive_bootstrap_ci``).
+- A proportion of independent trials (the patient-QC probes) gets the Wilson score interval.
 - Turn-metric medians come with the count of conversations where the metric is undefined.
 - Two clinicians are compared on the same profiles: Wilcoxon signed-rank (scipy) and an exact or
   Monte-Carlo paired sign-flip permutation test on the mean difference.
@@ -32,6 +35,7 @@ N_PERMUTATIONS = 10000
 PERMUTATION_BATCH = 1000
 EXACT_PERMUTATION_MAX_N = 16  # 2**16 sign patterns: exact enumeration is still instant
 CI_LEVEL = 0.95
+Z95 = 1.959963984540054  # the standard normal quantile of 0.975
 PROFILE_BOOTSTRAP = f"profile bootstrap (profiles resampled with replacement; B={N_BOOTSTRAP}; 95% percentile)"
 NESTED_BOOTSTRAP = (f"nested cluster bootstrap (profiles resampled with replacement, then trials with replacement within "
                     f"each drawn profile; B={N_BOOTSTRAP}; 95% percentile)")
@@ -323,3 +327,49 @@ def paired_comparison(a: Mapping[str, float], b: Mapping[str, float], *, seed: s
 def mean_or_none(values: Sequence[float | None]) -> float | None:
     defined = [v for v in values if v is not None]
     return statistics.fmean(defined) if defined else None
+
+
+def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float | None, float | None]:
+    """Wilson score interval for a binomial proportion (None when n = 0)."""
+    if n == 0:
+        return None, None
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high
+
+
+def between_trial_sd(values_by_profile: list[list[float]]) -> float | None:
+    """sqrt of the mean within-profile sample variance over profiles with at least two trials."""
+    variances = []
+    for values in values_by_profile:
+        if len(values) >= 2:
+            mean = sum(values) / len(values)
+            variances.append(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    return math.sqrt(sum(variances) / len(variances)) if variances else None
+
+
+def sample_sd(values: list[float]) -> float | None:
+    """The sample standard deviation (ddof=1); None below two values."""
+    if len(values) < 2:
+        return None
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def naive_bootstrap_ci(values: list[float], *, seed: str, resamples: int = N_BOOTSTRAP,
+                       level: float = 0.95) -> tuple[float, float] | None:
+    """Bootstrap treating every conversation as independent (for contrast with the cluster CI)."""
+    import numpy as np
+
+    if not values:
+        return None
+    data = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(int(stable_hash(["trials-naive", seed])[:12], 16))
+    means = data[rng.integers(len(data), size=(resamples, len(data)))].mean(axis=1)
+    tail = (1 - level) / 2
+    low, high = np.quantile(means, [tail, 1 - tail])
+    return float(low), float(high)

@@ -24,6 +24,7 @@ from intake_eval.core.records import QUESTION_TYPES
 from intake_eval.core.store import (
     RunPaths,
 )
+from intake_eval.metrics import registry
 from intake_eval.metrics.agreement import (
     PairedLabels,
     agreement_rows,
@@ -48,21 +49,27 @@ from intake_eval.metrics.stats import (
     add_holm,
     mean_ci,
     mean_or_none,
-    median_with_undefined,
     paired_comparison,
     paired_difference_ci,
 )
 from intake_eval.metrics.turn_labels import TURN_LABELS_TABLE, TurnLabelRows
 
 GROUP = ("judge", "clinician", "condition", "patient_mode")
-CONVERSATION_COLUMNS = (
-    "conversation_id", "judge", "judge_mode", "clinician", "phenotype", "profile_id", "condition", "patient_mode",
-    "trial", "alignment", "n_hidden", "status", "active_coverage_rate", "bleed_rate", "first_treatment_planning_turn",
-    "premature_closure_turn", "patient_leak_count", "n_turns", *(f"n_{q}" for q in QUESTION_TYPES),
-    "caught_domains", "missed_domains", "bled_domains", "judge_calls", "judge_prompt_tokens",
-    "judge_completion_tokens", "judge_cost_usd", "judge_errors", "leak_adjusted_active_coverage_rate", "overshared",
-    "judge_cached_prompt_tokens",
-)
+_CONVERSATION_FACTS = ("conversation_id", "judge", "judge_mode", "clinician", "phenotype", "profile_id", "condition",
+                       "patient_mode", "trial", "alignment", "n_hidden", "status")
+_CONVERSATION_BOOKKEEPING = ("caught_domains", "missed_domains", "bled_domains", "judge_calls", "judge_prompt_tokens",
+                             "judge_completion_tokens", "judge_cost_usd", "judge_errors")
+
+
+def conversation_columns() -> list[str]:
+    """metrics/conversations.csv: the conversation's facts, the declared metrics (registry.METRICS) and the
+    judge's bookkeeping, each generation of columns after those published before it."""
+    return [*_CONVERSATION_FACTS, *registry.conversation_metric_columns(1, 1), *_CONVERSATION_BOOKKEEPING,
+            *registry.conversation_metric_columns(2, 2), "judge_cached_prompt_tokens",
+            *registry.conversation_metric_columns(3)]
+
+
+CONVERSATION_COLUMNS = tuple(conversation_columns())  # the shipped declarations' layout
 
 
 # ---------------------------------------------------------------- tables
@@ -76,18 +83,10 @@ def _group_dict(key: tuple) -> dict[str, Any]:
     return dict(zip(GROUP, key))
 
 
-def _by_profile(rows: Iterable[dict[str, Any]], metric: str) -> dict[str, list[float]]:
-    groups: dict[str, list[float]] = defaultdict(list)
-    for row in rows:
-        if row.get(metric) is not None:
-            groups[row["profile_id"]].append(float(row[metric]))
-    return groups
-
-
-def _estimate_columns(prefix: str, rows: list[dict[str, Any]], metric: str, seed: str) -> dict[str, Any]:
-    estimate = mean_ci(_by_profile(rows, metric), seed=seed)
-    return {f"{prefix}": estimate.mean, f"{prefix}_ci_low": estimate.ci_low, f"{prefix}_ci_high": estimate.ci_high,
-            "n": estimate.n, "n_profiles": estimate.n_groups, "ci_method": estimate.method}
+def _coverage_estimate(rows: list[dict[str, Any]], seed: str) -> dict[str, Any]:
+    """Mean active coverage with its interval, n, n_profiles and ci_method: the declared headline aggregate."""
+    coverage = registry.by_name()["active_coverage_rate"]
+    return coverage.aggregate.summarise(coverage.name, rows, seed)
 
 
 def _ok_rows(collected: Collected) -> list[dict[str, Any]]:
@@ -114,7 +113,7 @@ def cells_rows(collected: Collected) -> list[dict[str, Any]]:
     for key in sorted(groups):
         rows = groups[key]
         out.append({**_group_dict(key[:-1]), "phenotype": key[-1], "alignment": rows[0]["alignment"],
-                    **_estimate_columns("mean_active_coverage", rows, "active_coverage_rate", "cells|" + "|".join(map(str, key))),
+                    **_coverage_estimate(rows, "cells|" + "|".join(map(str, key))),
                     "mean_bleed_rate": mean_or_none([r["bleed_rate"] for r in rows])})
     return out
 
@@ -199,17 +198,10 @@ def clinicians_rows(collected: Collected) -> list[dict[str, Any]]:
     for key in sorted(groups):
         rows = groups[key]
         ok = [r for r in rows if r["status"] == "ok"]
-        ftp = median_with_undefined([r["first_treatment_planning_turn"] for r in ok])
-        closure = median_with_undefined([r["premature_closure_turn"] for r in ok])
         costs = [r["judge_cost_usd"] for r in rows]
         out.append({
             **_group_dict(key), "judge_mode": rows[0]["judge_mode"], "judged": len(rows),
-            **_estimate_columns("mean_active_coverage", ok, "active_coverage_rate", "clinicians|" + "|".join(map(str, key))),
-            "mean_bleed_rate": mean_or_none([r["bleed_rate"] for r in ok]),
-            "median_first_treatment_planning_turn": ftp.median, "first_treatment_planning_undefined": ftp.n_undefined,
-            "median_premature_closure_turn": closure.median, "premature_closure_undefined": closure.n_undefined,
-            "patient_leak_count": sum(r["patient_leak_count"] for r in ok),
-            "conversations_leaking": sum(1 for r in ok if r["patient_leak_count"] > 0),
+            **registry.summarise(ok, "clinicians|" + "|".join(map(str, key))),
             "conversation_failures": failures.get(key[1:], 0),
             "judge_errors": sum(1 for r in rows if r["status"] == "judge_error"),
             "judge_provider_errors": sum(1 for r in rows if r["status"] not in ("ok", "judge_error")),
@@ -218,8 +210,6 @@ def clinicians_rows(collected: Collected) -> list[dict[str, Any]]:
             "judge_cost_usd": sum(c for c in costs if c is not None) if all(c is not None for c in costs) else None,
             "clinician_tokens": clinician_spend.get(key[1:], [0, 0.0])[0],
             "clinician_cost_usd": clinician_spend.get(key[1:], [0, 0.0])[1],
-            "mean_leak_adjusted_active_coverage": mean_or_none([r["leak_adjusted_active_coverage_rate"] for r in ok]),
-            "conversations_overshared": sum(1 for r in ok if r["overshared"]),
         })
     return out
 
@@ -259,7 +249,7 @@ def masking_rows(collected: Collected) -> list[dict[str, Any]]:
     out = []
     for key in sorted(groups):
         out.append({**_group_dict(key[:-1]), "alignment": key[-1],
-                    **_estimate_columns("mean_active_coverage", groups[key], "active_coverage_rate", "masking|" + "|".join(map(str, key))),
+                    **_coverage_estimate(groups[key], "masking|" + "|".join(map(str, key))),
                     "mean_bleed_rate": mean_or_none([r["bleed_rate"] for r in groups[key]])})
     aligned = {tuple(r[g] for g in GROUP): r["mean_active_coverage"] for r in out if r["alignment"] == "aligned"}
     for row in out:
@@ -280,18 +270,23 @@ TABLE_COLUMNS: dict[str, list[str]] = {
     "trajectories": [*_GROUP_COLUMNS, "turn", "n", "mean_cumulative_coverage", *(f"share_{q}" for q in QUESTION_TYPES),
                      "mean_cumulative_coverage_ci_low", "mean_cumulative_coverage_ci_high", "ci_method"],
     "agreement": ["judge_a", "judge_b", "conversations", "label", "n", "raw_agreement", "kappa", "prevalence_a", "prevalence_b"],
-    "clinicians": [*_GROUP_COLUMNS, "judge_mode", "judged", *_ESTIMATE, "mean_bleed_rate",
-                   "median_first_treatment_planning_turn", "first_treatment_planning_undefined",
-                   "median_premature_closure_turn", "premature_closure_undefined", "patient_leak_count",
-                   "conversations_leaking", "conversation_failures", "judge_errors", "judge_provider_errors",
-                   "judge_tokens", "judge_tokens_per_conversation", "judge_cost_usd", "clinician_tokens", "clinician_cost_usd",
-                   "mean_leak_adjusted_active_coverage", "conversations_overshared"],
     "comparisons": ["judge", "condition", "patient_mode", "metric", "clinician_a", "clinician_b", "n_pairs", "n_nonzero",
                     "mean_a", "mean_b", "mean_difference", "wilcoxon_statistic", "wilcoxon_p", "permutation_p",
                     "permutation_exact", "difference_ci_low", "difference_ci_high", "ci_method", "wilcoxon_p_holm",
                     "permutation_p_holm"],
     "masking": [*_GROUP_COLUMNS, "alignment", *_ESTIMATE, "mean_bleed_rate", "difference_vs_aligned"],
 }
+
+
+_CLINICIAN_BOOKKEEPING = ["conversation_failures", "judge_errors", "judge_provider_errors", "judge_tokens",
+                          "judge_tokens_per_conversation", "judge_cost_usd", "clinician_tokens", "clinician_cost_usd"]
+
+
+def clinician_columns() -> list[str]:
+    """metrics/clinicians.csv: the arm, the declared aggregates (registry.METRICS) and the arm's bookkeeping,
+    each generation of columns after those published before it."""
+    return [*_GROUP_COLUMNS, "judge_mode", "judged", *registry.summary_columns(1, 1), *_CLINICIAN_BOOKKEEPING,
+            *registry.summary_columns(2)]
 
 
 def write_metrics(paths: RunPaths) -> dict[str, Path]:
@@ -307,12 +302,12 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
     collected = collect(paths, also=also)
     conversation_rows = [collected.rows[key] for key in sorted(collected.rows)]
     tables = {
-        "conversations": (CONVERSATION_COLUMNS, conversation_rows),
+        "conversations": (conversation_columns(), conversation_rows),
         "cells": (TABLE_COLUMNS["cells"], cells_rows(collected)),
         "domains": (TABLE_COLUMNS["domains"], domains_rows(collected)),
         "trajectories": (TABLE_COLUMNS["trajectories"], trajectories_rows(collected)),
         "agreement": (TABLE_COLUMNS["agreement"], agreement_table(collected)),
-        "clinicians": (TABLE_COLUMNS["clinicians"], clinicians_rows(collected)),
+        "clinicians": (clinician_columns(), clinicians_rows(collected)),
         "comparisons": (TABLE_COLUMNS["comparisons"], comparisons_rows(collected)),
         "masking": (TABLE_COLUMNS["masking"], masking_rows(collected)),
         "masking_model": (MASKING_MODEL_COLUMNS, masking_model_rows(_ok_rows(collected))),

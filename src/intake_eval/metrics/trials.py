@@ -21,7 +21,6 @@ Written to ``metrics/trials.csv`` only when some conversation has trial > 0.
 from __future__ import annotations
 
 import csv
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -29,16 +28,20 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.errors import IntakeEvalError
-from intake_eval.core.numbers import csv_cell
 from intake_eval.core.records import Judgment, Profile
 from intake_eval.core.store import (
     RunPaths,
     iter_records,
-    stable_hash,
-    write_text_atomic,
 )
 from intake_eval.metrics.figures import domain_outcomes
-from intake_eval.metrics.stats import N_BOOTSTRAP, mean_ci
+from intake_eval.metrics.reading import write_csv
+from intake_eval.metrics.stats import (
+    N_BOOTSTRAP,
+    between_trial_sd,
+    mean_ci,
+    naive_bootstrap_ci,
+    sample_sd,
+)
 
 TRIALS_METRICS = "trials"
 BOOTSTRAP_RESAMPLES = N_BOOTSTRAP
@@ -72,23 +75,6 @@ def _by_profile(observations: Iterable[TrialObservation]) -> dict[str, list[Tria
     return {pid: sorted(items, key=lambda o: o.trial) for pid, items in sorted(grouped.items())}
 
 
-def between_trial_sd(values_by_profile: list[list[float]]) -> float | None:
-    """sqrt of the mean within-profile sample variance over profiles with at least two trials."""
-    variances = []
-    for values in values_by_profile:
-        if len(values) >= 2:
-            mean = sum(values) / len(values)
-            variances.append(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-    return math.sqrt(sum(variances) / len(variances)) if variances else None
-
-
-def _sd(values: list[float]) -> float | None:
-    if len(values) < 2:
-        return None
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-
-
 def headline_seed(key: GroupKey) -> str:
     """The seed metrics/clinicians.csv draws this group's coverage interval with (tables.clinicians_rows)."""
     return "clinicians|" + "|".join(key)
@@ -100,21 +86,6 @@ def cluster_bootstrap_ci(values_by_profile: list[list[float]], *, seed: str, res
     groups = {f"{i:09d}": values for i, values in enumerate(values_by_profile) if values}
     estimate = mean_ci(groups, seed=seed, n_boot=resamples, level=level)
     return None if estimate.ci_low is None else (estimate.ci_low, estimate.ci_high)
-
-
-def naive_bootstrap_ci(values: list[float], *, seed: str, resamples: int = BOOTSTRAP_RESAMPLES,
-                       level: float = 0.95) -> tuple[float, float] | None:
-    """Bootstrap treating every conversation as independent (for contrast with the cluster CI)."""
-    import numpy as np
-
-    if not values:
-        return None
-    data = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(int(stable_hash(["trials-naive", seed])[:12], 16))
-    means = data[rng.integers(len(data), size=(resamples, len(data)))].mean(axis=1)
-    tail = (1 - level) / 2
-    low, high = np.quantile(means, [tail, 1 - tail])
-    return float(low), float(high)
 
 
 def consistency_counts(by_profile: dict[str, list[TrialObservation]]) -> tuple[int, int, int]:
@@ -149,7 +120,7 @@ def trial_figures(observations: list[TrialObservation], *, seed: str = "") -> di
         "conversations": len(pooled),
         "mean_active_coverage": sum(pooled) / len(pooled) if pooled else None,
         "between_trial_sd": between_trial_sd(values),
-        "between_profile_sd": _sd([sum(v) / len(v) for v in values if v]),
+        "between_profile_sd": sample_sd([sum(v) / len(v) for v in values if v]),
         "ci_low": estimate.ci_low,
         "ci_high": estimate.ci_high,
         "naive_ci_low": naive[0] if naive else None,
@@ -239,7 +210,7 @@ def _caught_columns(row: dict[str, str]) -> dict[str, bool] | None:
     """Per-domain catches from the caught_domains / missed_domains columns (None when absent)."""
     if "caught_domains" not in row or "missed_domains" not in row:
         return None
-    split = lambda text: [d for d in (text or "").split(";") if d]  # noqa: E731
+    split = lambda text: [d for d in (text or "").split(";") if d]
     return {**{d: False for d in split(row["missed_domains"])}, **{d: True for d in split(row["caught_domains"])}}
 
 
@@ -258,15 +229,9 @@ def write_trial_metrics(paths: RunPaths) -> Path | None:
     if not has_trials(groups):
         target.unlink(missing_ok=True)  # derived data: never leave a stale table from an earlier run
         return None
-    lines = [COLUMNS]
+    records = []
     for key, observations in groups.items():
         judge, clinician, condition, mode = key
         figures = trial_figures(observations, seed=headline_seed(key))
-        record = {"judge": judge, "clinician": clinician, "condition": condition, "patient_mode": mode, **figures}
-        lines.append([csv_cell(record[column]) for column in COLUMNS])
-    import io
-
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows(lines)
-    write_text_atomic(target, buffer.getvalue())
-    return target
+        records.append({"judge": judge, "clinician": clinician, "condition": condition, "patient_mode": mode, **figures})
+    return write_csv(target, COLUMNS, records)

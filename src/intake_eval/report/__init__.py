@@ -2,5 +2,5 @@
 report/headline.csv and the transcript viewer's on-demand shards (report/conversations/*.js).
 
 Entry point: ``intake_eval.report.build.build_report(run_dir, judge=None)``. Optional sections
-(safety, diagnosis, trials, …) plug in with ``intake_eval.report.html.register_section``.
+(safety, diagnosis, trials, …) are listed, in page order, in ``intake_eval.report.section_list``.
 """

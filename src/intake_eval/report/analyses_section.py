@@ -1,7 +1,7 @@
 """Report sections "When domains get probed" (leak-adjusted coverage, Kaplan–Meier curves) and
 "Cost by role".
 
-Registered with ``report.html.register_section`` under ``probe_curves`` (metrics/probe_curves.csv,
+Listed in ``report.section_list`` under ``probe_curves`` (metrics/probe_curves.csv,
 with the per-clinician numbers of metrics/clinicians.csv) and ``cost`` (metrics/cost.csv and
 cost_per_domain.csv). Only the report judge's rows are shown where labels matter.
 """
@@ -21,7 +21,7 @@ from intake_eval.report.diagnosis_section import (
     _primary,
     _read,
 )
-from intake_eval.report.html import Section, register_section
+from intake_eval.report.html import Section
 from intake_eval.report.load import RunData, domain_labels
 from intake_eval.report.summary import _table as md_table
 
@@ -199,7 +199,3 @@ def summary_markdown(data: RunData) -> list[str]:
         money = money_sentence(data)
         out += [f"## {COST_TITLE}", "", *([money, ""] if money else []), *md_table(COST_HEADER, cost_table_rows(cost)), ""]
     return out
-
-
-register_section("probe_curves", probe_section)
-register_section("cost", cost_section)

@@ -3,43 +3,39 @@ headline.csv and the viewer's conversation shards."""
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from intake_eval.core.numbers import csv_cell
 from intake_eval.core.records import QUESTION_TYPES
 from intake_eval.core.store import RunPaths, write_text_atomic
+from intake_eval.metrics import registry
+from intake_eval.metrics.reading import csv_text
 from intake_eval.report import (
     agreement_view,
-    analyses_section,
-    calibration_section,
     cell_links,
     charts,
-    diagnosis_section,
     figure_files,
     fmt,
-    forks_section,  # noqa: F401  (registers the capacity-gap section)
     html,
-    methods_section,
-    sensitivity_section,  # noqa: F401  (registers the judge-sensitivity section)
+    section_list,
     summary,
     tables,
-    trust_section,
     viewer,
 )
 from intake_eval.report.load import RunData, domain_labels, load_run, order_judges
 from intake_eval.report.tables import arm_of
 from intake_eval.report.viewer import bleed_flags, outcome_codes
 
-HEADLINE_COLUMNS = ("arm", "clinician", "condition", "patient_mode", "n_conversations", "n_scored", "n_profiles",
-                    "coverage_mean", "coverage_ci_low", "coverage_ci_high", "bleed_mean", "first_tp_median",
-                    "first_tp_never", "closure_median", "closure_never", "leak_total", "leak_conversations",
-                    "failures", "judge_errors", "not_judged", "tokens", "cost_usd", "cost_known")
+_HEADLINE_ARM = ("arm", "clinician", "condition", "patient_mode", "n_conversations", "n_scored", "n_profiles")
+_HEADLINE_INTEGRITY = ("failures", "judge_errors", "not_judged", "tokens", "cost_usd", "cost_known")
+
+
+def headline_columns() -> list[str]:
+    """report/headline.csv: the arm, its declared headline metrics (metrics/registry), integrity and spend."""
+    return [*_HEADLINE_ARM, *(column.key for column in registry.headline_columns()), *_HEADLINE_INTEGRITY]
 
 
 @dataclass
@@ -140,12 +136,7 @@ def provenance(data: RunData) -> dict[str, Any]:
 
 
 def headline_csv(rows: list[dict[str, Any]]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(HEADLINE_COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: csv_cell(row[k]) for k in HEADLINE_COLUMNS})
-    return buffer.getvalue()
+    return csv_text(headline_columns(), rows)
 
 
 def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str], labels: dict[str, str],
@@ -197,7 +188,7 @@ def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[
             step("writing figure files")
             result.figures = figure_files.write_figures(render_charts, result.views, domain_labels(data),
                                                         paths.report_dir / "figures", figures,
-                                                        sections=lambda: html.optional_sections(data),
+                                                        sections=lambda: section_list.optional_sections(data),
                                                         run_root=paths.root)
             step(None)
         return result
@@ -248,19 +239,17 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
         "agreement": {"rows": views["agreement"], "hot": views["hotspots"]}, "labels": labels,
         "phenotypes": [(p, names.get(p, p)) for p in sorted({p.get("phenotype", "") for p in data.profiles.values()})],
         "arms": [{"label": views["arm_labels"][a]} for a in views["arms"]],
+        "headline_metrics": [{"header": m.header(), "note": m.header_note(), "label": m.label,
+                              "definition": m.definition} for m in registry.headline_metrics()],
         "qtypes": ["closed_hypothesis", "open", "clarifying", "treatment_planning", "other"],
-        "sections": html.optional_sections(data), "prov": provenance(data),
+        "sections": section_list.optional_sections(data), "prov": provenance(data),
         "ie_data": viewer_index(data, views, shard_of, labels, names),
     })
     index = paths.report_index
     write_text_atomic(index, page)
     summary_path = paths.report_summary
     write_text_atomic(summary_path, summary.render_markdown(run, views, data.notes, labels,
-                                                              extra=diagnosis_section.summary_markdown(data)
-                                                              + trust_section.summary_markdown(data)
-                                                              + analyses_section.summary_markdown(data)
-                                                              + calibration_section.summary_markdown(data)
-                                                              + methods_section.summary_markdown(data)))
+                                                              extra=section_list.summary_markdown(data)))
     headline_path = paths.report_headline
     write_text_atomic(headline_path, headline_csv(views["headline"]))
     step(None)

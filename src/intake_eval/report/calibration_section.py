@@ -1,7 +1,7 @@
 """Report section "Judge calibration": active coverage corrected for judge error with human labels
 (metrics/calibrated.csv, from `intake-eval annotate import` of a --for-calibration pack).
 
-Registered with ``report.html.register_section`` under the CSV name; ``summary_markdown`` gives the
+Listed in ``report.section_list`` under the CSV name; ``summary_markdown`` gives the
 same table for report/summary.md.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from intake_eval.report import fmt
 from intake_eval.report.diagnosis_section import _esc, _html_table
-from intake_eval.report.html import Section, register_section
+from intake_eval.report.html import Section
 from intake_eval.report.load import RunData
 from intake_eval.report.summary import _table as md_table
 
@@ -80,6 +80,3 @@ def summary_markdown(data: RunData) -> list[str]:
     if table is None:
         return []
     return [f"## {TITLE}", "", f"{DEFINITIONS} Judge: {_judges(table)}.", ""] + md_table(HEADER, calibrated_rows(table)) + [""]
-
-
-register_section(CALIBRATED, calibration_section)

@@ -1,6 +1,6 @@
 """Report sections: "Safety-critical screening" and "Coverage vs diagnosis".
 
-Registered with ``report.html.register_section`` under the names of their metrics CSVs (safety,
+Listed in ``report.section_list`` under the names of their metrics CSVs (safety,
 diagnosis); the per-clinician numbers come from metrics/safety_clinicians.csv and
 metrics/diagnosis_clinicians.csv, the scatter from metrics/diagnosis.csv. Only the report judge's
 rows are shown (``intake-eval report --judge J``, else the primary judge). A safety/diagnosis CSV
@@ -15,7 +15,7 @@ from typing import Any
 
 from intake_eval.report import fmt
 from intake_eval.report.charts import OKABE_ITO, _plt, to_svg
-from intake_eval.report.html import Section, csv_table_html, register_section
+from intake_eval.report.html import Section, csv_table_html
 from intake_eval.report.load import RunData, order_judges
 from intake_eval.report.summary import _table
 
@@ -223,7 +223,3 @@ def summary_markdown(data: RunData) -> list[str]:
         out += ["## Coverage vs diagnosis (post-intake formulation)", "", DIAGNOSIS_DEFINITIONS, ""]
         out += _table(DIAGNOSIS_HEADER, diagnosis_rows(diagnosis)) + [""]
     return out
-
-
-register_section("safety", safety_section)
-register_section("diagnosis", diagnosis_section)

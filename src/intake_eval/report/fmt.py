@@ -20,20 +20,15 @@ from intake_eval.core.numbers import (  # noqa: F401  (the report's formats, use
     points,
     turn,
 )
+from intake_eval.metrics import registry
 from intake_eval.metrics.sensitivity import tied_ranks
 
 
-def headline_cells(row: dict[str, Any]) -> dict[str, str]:
-    """The formatted cells of one headline row, keyed like the row."""
+def headline_cells(row: dict[str, Any]) -> dict[str, Any]:
+    """The formatted cells of one headline row: ``metrics`` holds the declared headline metrics'
+    (metrics/registry: (metric, cell) in declaration order), the rest are keyed like the row."""
     return {
-        "coverage": pct(row["coverage_mean"]),
-        "coverage_ci": ci(row["coverage_ci_low"], row["coverage_ci_high"]),
-        "bleed": pct(row["bleed_mean"]),
-        "first_tp": turn(row["first_tp_median"]),
-        "first_tp_never": count(row["first_tp_never"]),
-        "closure": turn(row["closure_median"]),
-        "closure_never": count(row["closure_never"]),
-        "leaks": count(row["leak_total"]),
+        "metrics": registry.headline_cells(row),
         "failures": count(row["failures"]),
         "no_text": count(row.get("no_text", 0)),
         "cut": DASH if row.get("cut_share") is None else pct(row["cut_share"]),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from intake_eval.report import fmt
 from intake_eval.report.cell_links import arm_filter, viewer_link
 from intake_eval.report.diagnosis_section import _for_judge, _html_table, _primary
-from intake_eval.report.html import Section, register_section
+from intake_eval.report.html import Section
 from intake_eval.report.load import RunData, domain_labels
 
 TITLE = "Could it ask? Capacity gap"
@@ -51,6 +51,3 @@ def render(data: RunData) -> Section | None:
                                   fmt.pct(r.spontaneous), fmt.pct(r.nudged), fmt.points(r.capacity_gap)] for r in rows],
                                 links=links))
     return Section("capacity-gap", TITLE, "".join(html))
-
-
-register_section("capacity_gap", render)

@@ -1,20 +1,18 @@
 """report/index.html: one self-contained page (CSS, JS, SVG charts inline; no network).
 
-Optional sections (safety, diagnosis, trials, …) plug in through ``register_section``: a function
-from the run's data to ``Section(id, title, html)`` or None. A metrics/<name>.csv with no
-registered renderer is still shown, as a plain table, so nothing computed is ever hidden.
+Optional sections (safety, diagnosis, trials, …) are ``Section(id, title, html)``s rendered in the order
+of report/section_list.py; ``csv_table_html`` draws a metrics CSV no section presents.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from intake_eval.metrics import registry
 from intake_eval.report import fmt
-from intake_eval.report.load import OPTIONAL_TABLES, RunData
 
 
 @dataclass(frozen=True)
@@ -22,18 +20,6 @@ class Section:
     id: str
     title: str
     html: str
-
-
-SectionRenderer = Callable[[RunData], "Section | None"]
-SECTION_RENDERERS: dict[str, SectionRenderer] = {}
-SECTION_TITLES = {"safety": "Safety-critical screening", "diagnosis": "Coverage vs diagnosis",
-                  "trials": "Repeated trials: stability",
-                  "answers": "Answers refused, empty or cut at the token cap"}
-
-
-def register_section(name: str, renderer: SectionRenderer) -> None:
-    """Add (or replace) the renderer of an optional section, keyed by its metrics CSV name."""
-    SECTION_RENDERERS[name] = renderer
 
 
 def _asset(name: str) -> str:
@@ -61,34 +47,19 @@ def csv_table_html(table, limit: int = 200) -> str:
     return f"<div class='scroll'><table class='data'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>{more}"
 
 
-def optional_sections(data: RunData) -> list[Section]:
-    sections = []
-    names = list(OPTIONAL_TABLES) + [n for n in SECTION_RENDERERS if n not in OPTIONAL_TABLES]
-    for name in names:
-        renderer = SECTION_RENDERERS.get(name)
-        if renderer is not None:
-            section = renderer(data)
-            if section is not None:
-                sections.append(section)
-            continue
-        table = data.tables.get(name)
-        if table is not None and len(table):
-            title = SECTION_TITLES.get(name, name.replace("_", " ").capitalize())
-            intro = f"<p class='lede'>From <code>metrics/{name}.csv</code>.</p>"
-            sections.append(Section(f"extra-{name}", title, intro + csv_table_html(table)))
-    return sections
-
-
 def comparisons_table(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
     """metrics/comparisons.csv rows of the primary judge, formatted for the page (and summary.md)."""
     out = []
+    declared = registry.by_name()
     for row in rows:
-        metric = str(row["metric"]).replace("_", " ")
+        metric = declared[str(row["metric"])]  # metrics/comparisons.csv tests declared metrics only
+        scale = metric.scale
         out.append({
-            "scope": f"{row['condition']} · {row['patient_mode']}", "metric": metric,
+            "scope": f"{row['condition']} · {row['patient_mode']}", "metric": metric.label,
             "a": str(row["clinician_a"]), "b": str(row["clinician_b"]), "n_pairs": fmt.count(row["n_pairs"]),
-            "mean_a": fmt.pct(row["mean_a"]), "mean_b": fmt.pct(row["mean_b"]), "difference": fmt.points(row["mean_difference"]),
-            "difference_ci": fmt.ci(row.get("difference_ci_low"), row.get("difference_ci_high")),
+            "mean_a": scale.mean(row["mean_a"]), "mean_b": scale.mean(row["mean_b"]),
+            "difference": scale.difference(row["mean_difference"]),
+            "difference_ci": scale.interval(row.get("difference_ci_low"), row.get("difference_ci_high")),
             "wilcoxon_p": fmt.p_value(row["wilcoxon_p"]), "permutation_p": fmt.p_value(row["permutation_p"]),
             "wilcoxon_p_holm": fmt.p_value(row.get("wilcoxon_p_holm")),
             "permutation_p_holm": fmt.p_value(row.get("permutation_p_holm")),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from intake_eval.report.html import Section, register_section
+from intake_eval.report.html import Section
 from intake_eval.report.load import RunData
 from intake_eval.report.methods import MODEL_HEADER, Methods, PromptText, collect_methods
 from intake_eval.report.summary import _table
@@ -121,6 +121,3 @@ def methods_markdown(methods: Methods) -> list[str]:
 
 def summary_markdown(data: RunData) -> list[str]:
     return methods_markdown(collect_methods(data))
-
-
-register_section("methods", methods_section)

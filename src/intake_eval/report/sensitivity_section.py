@@ -11,7 +11,7 @@ from typing import Any
 from intake_eval.metrics.sensitivity import judge_sensitivity
 from intake_eval.report import fmt
 from intake_eval.report.diagnosis_section import _html_table
-from intake_eval.report.html import Section, register_section
+from intake_eval.report.html import Section
 from intake_eval.report.load import RunData, order_judges
 
 TITLE = "Sensitivity to judge choice"
@@ -49,6 +49,3 @@ def sensitivity_section(data: RunData) -> Section | None:
     if not rows:
         return None
     return Section("judge-sensitivity", TITLE, f"<p class='lede'>{DEFINITIONS}</p>" + _html_table(HEADER, rows))
-
-
-register_section("judge_sensitivity", sensitivity_section)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from intake_eval.metrics import registry
 from intake_eval.report import fmt
 from intake_eval.report.html import comparisons_table as comparison_cells
 
@@ -14,6 +15,10 @@ def _table(header: list[str], rows: list[list[str]], align: list[str] | None = N
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(rule) + " |"]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
     return lines
+
+
+def _capitalised(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def render_markdown(run: dict[str, Any], views: dict[str, Any], notes: list[str], labels: dict[str, str],
@@ -37,13 +42,11 @@ def render_markdown(run: dict[str, Any], views: dict[str, Any], notes: list[str]
     rows = []
     for row in views["headline"]:
         f = row.get("fmt") or fmt.headline_cells(row)
-        rows.append([row["arm"], str(row["n_scored"]), f"{f['coverage']} {f['coverage_ci']}".strip(), f["bleed"],
-                     f"{f['first_tp']} ({f['first_tp_never']})", f"{f['closure']} ({f['closure_never']})",
-                     f["leaks"], f["failures"], f"{f['no_text']} ({f['cut']} cut)", f["judge_errors"], f["tokens"],
-                     f["cost"]])
-    out += _table(["Clinician", "n", "Active coverage [95% CI]", "Bleed", "First treatment-planning turn (never)",
-                   "Premature closure turn (never)", "Patient leaks", "Failed", "No visible text (turns cut)",
-                   "Judge errors", "Tokens", "Cost"], rows)
+        rows.append([row["arm"], str(row["n_scored"]), *(cell.plain() for _, cell in f["metrics"]),
+                     f["failures"], f"{f['no_text']} ({f['cut']} cut)", f["judge_errors"], f["tokens"], f["cost"]])
+    metric_headers = [_capitalised(m.plain_header()) for m in registry.headline_metrics()]
+    out += _table(["Clinician", "n", *metric_headers, "Failed", "No visible text (turns cut)", "Judge errors", "Tokens",
+                   "Cost"], rows)
     out.append("")
     if views.get("comparisons"):
         out += ["### Paired comparisons on the same profiles", "", intervals.get("comparisons", ""), ""]

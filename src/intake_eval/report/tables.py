@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from intake_eval.core.records import QUESTION_TYPES
+from intake_eval.metrics import registry
 from intake_eval.metrics.intervals import declared_intervals
 from intake_eval.report.load import RunData
 
@@ -95,15 +96,7 @@ def headline(data: RunData, arms: list[Arm], labels: dict[Arm, str], primary: st
         out.append({
             "arm": labels[arm], "clinician": arm[0], "condition": arm[1], "patient_mode": arm[2],
             "n_conversations": len(convs), "n_scored": _int(row.get("n")), "n_profiles": _int(row.get("n_profiles")),
-            "coverage_mean": _num(row.get("mean_active_coverage")),
-            "coverage_ci_low": _num(row.get("mean_active_coverage_ci_low")),
-            "coverage_ci_high": _num(row.get("mean_active_coverage_ci_high")),
-            "bleed_mean": _num(row.get("mean_bleed_rate")),
-            "first_tp_median": _num(row.get("median_first_treatment_planning_turn")),
-            "first_tp_never": _int(row.get("first_treatment_planning_undefined")),
-            "closure_median": _num(row.get("median_premature_closure_turn")),
-            "closure_never": _int(row.get("premature_closure_undefined")),
-            "leak_total": _int(row.get("patient_leak_count")), "leak_conversations": _int(row.get("conversations_leaking")),
+            **headline_metric_values(row),
             "failures": _int(row.get("conversation_failures")) if row else failures,
             "judge_errors": _int(row.get("judge_errors")) + _int(row.get("judge_provider_errors")),
             "not_judged": sum(1 for c in convs if c.get("status", "ok") == "ok" and c["conversation_id"] not in done),
@@ -114,6 +107,12 @@ def headline(data: RunData, arms: list[Arm], labels: dict[Arm, str], primary: st
             **answer_cells(answers.get(arm, {})),
         })
     return out
+
+
+def headline_metric_values(row: dict[str, Any]) -> dict[str, Any]:
+    """The declared headline metrics (metrics/registry) of one clinicians.csv row, by their headline keys."""
+    return {column.key: _int(row.get(column.column)) if column.count else _num(row.get(column.column))
+            for column in registry.headline_columns()}
 
 
 def answer_cells(row: dict[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from intake_eval.metrics import registry
 from intake_eval.report import fmt
+
+
+def _cells(cell: registry.HeadlineCell) -> tuple[str, ...]:
+    """A headline metric's terminal cells: a mean (bold) and its interval apart, a median with (never)."""
+    if cell.kind == "mean_ci":
+        return f"[bold]{cell.text}[/]", cell.detail_text
+    return (cell.plain(),)
 
 
 def print_summary(console, result) -> None:
@@ -17,19 +25,21 @@ def print_summary(console, result) -> None:
     coverage = Table(title=f"Active coverage (judge: {views['primary'] or 'none'})", title_justify="left",
                      caption="1st TP = first treatment-planning turn, closure = premature-closure turn: medians (never)",
                      caption_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), header_style="bold")
-    for name in ("clinician", "n", "coverage", "95% CI", "bleed", "1st TP", "closure"):
-        coverage.add_column(name, justify="left" if name == "clinician" else "right", no_wrap=True,
-                            min_width=width if name == "clinician" else None)
+    coverage.add_column("clinician", justify="left", no_wrap=True, min_width=width)
+    coverage.add_column("n", justify="right", no_wrap=True)
+    for metric in registry.headline_metrics():
+        coverage.add_column(metric.tag or metric.label, justify="right", no_wrap=True)
+        if metric.aggregate is not None and metric.aggregate.kind == "mean_ci":
+            coverage.add_column("95% CI", justify="right", no_wrap=True)
     for row, f in rows:
-        coverage.add_row(row["arm"], str(row["n_scored"]), f"[bold]{f['coverage']}[/]", f["coverage_ci"], f["bleed"],
-                         f"{f['first_tp']} ({f['first_tp_never']})", f"{f['closure']} ({f['closure_never']})")
+        coverage.add_row(row["arm"], str(row["n_scored"]), *(text for _, cell in f["metrics"] for text in _cells(cell)))
     console.print(coverage)
     spend = Table(title="Integrity and spend", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), header_style="bold")
-    for name in ("clinician", "failed", "judge errors", "patient leaks", "tokens", "cost"):
+    for name in ("clinician", "failed", "judge errors", "tokens", "cost"):
         spend.add_column(name, justify="left" if name == "clinician" else "right", no_wrap=True,
                          min_width=width if name == "clinician" else None)
     for row, f in rows:
-        spend.add_row(row["arm"], f["failures"], f["judge_errors"], f["leaks"], f["tokens"], f["cost"])
+        spend.add_row(row["arm"], f["failures"], f["judge_errors"], f["tokens"], f["cost"])
     console.print(spend)
     m = views["matrix"]
     if m["phenotypes"]:

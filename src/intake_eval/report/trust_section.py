@@ -8,7 +8,7 @@
 - "Repeated trials: stability" (metrics/trials.csv): between-trial SD, the nested (profiles then
   trials) CI against the naive one, and consistency (caught in every trial vs in at least one).
 
-Registered with ``report.html.register_section`` under the CSV names; ``summary_markdown`` gives
+Listed in ``report.section_list`` under the CSV names; ``summary_markdown`` gives
 the same headline figures for report/summary.md. A CSV without the expected columns is left to the
 plain-table fallback.
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 from intake_eval.report import fmt
 from intake_eval.report.diagnosis_section import _esc, _for_judge, _html_table, _primary
-from intake_eval.report.html import Section, csv_table_html, register_section
+from intake_eval.report.html import Section, csv_table_html
 from intake_eval.report.load import RunData
 from intake_eval.report.summary import _table as md_table
 
@@ -198,14 +198,3 @@ def summary_markdown(data: RunData) -> list[str]:
         out += ["## Repeated trials: stability", "", TRIALS_DEFINITIONS, ""]
         out += md_table(TRIALS_HEADER, trials_rows(shown if len(shown) else trials)) + [""]
     return out
-
-
-def _hidden(data: RunData) -> Section | None:
-    """patient_qc_domains is shown inside the patient QC section, not on its own."""
-    return None
-
-
-register_section("patient_qc", qc_section)
-register_section("patient_qc_domains", _hidden)
-register_section("annotation_agreement", annotation_section)
-register_section("trials", trials_section)

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import io
-import math
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,7 +39,6 @@ from intake_eval.core.store import (
     file_hash,
     iter_records,
     stable_hash,
-    write_text_atomic,
 )
 from intake_eval.core.tasks import gather_or_cancel
 from intake_eval.interview.participants import (
@@ -53,6 +50,8 @@ from intake_eval.interview.plan import PATIENT_PROMPTS, load_profiles
 from intake_eval.judge.judging import JUDGE_PROMPTS, judge_conversation
 from intake_eval.llm.base import ModelCallError, UsageMeter
 from intake_eval.llm.registry import ModelsFiles
+from intake_eval.metrics.reading import write_csv
+from intake_eval.metrics.stats import wilson_interval
 from intake_eval.runner.stage import StageRunner
 from intake_eval.trust.probes import (
     DEFAULT_PROBES,
@@ -74,7 +73,6 @@ QC_DOMAIN_COLUMNS = ["patient", "patient_model", "patient_mode", "judge", "metri
 METRICS: dict[str, str] = {"direct": "disclosure_recall", "open": "leak_rate", "absent": "invention_rate"}
 QC_COLUMNS = ["patient", "patient_model", "patient_mode", "judge", "metric", "successes", "n", "rate", "ci_low",
               "ci_high", "profiles", "errors"]
-Z95 = 1.959963984540054
 
 
 # ---------------------------------------------------------------- running one probe
@@ -147,19 +145,6 @@ async def run_probe(ctx: QCContext, profile: Profile, probe: Probe) -> PatientPr
 
 
 # ---------------------------------------------------------------- summary
-
-def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float | None, float | None]:
-    """Wilson score interval for a binomial proportion (None when n = 0)."""
-    if n == 0:
-        return None, None
-    p = successes / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == n else min(1.0, centre + half)
-    return low, high
-
 
 @dataclass(frozen=True)
 class Rate:
@@ -279,12 +264,7 @@ def write_qc_table(paths: RunPaths, name: str, columns: list[str], result: QCRes
                     if (row.get("patient"), row.get("patient_mode"), row.get("judge")) != (result.patient, result.mode, result.judge)]
     merged = kept + [{k: csv_cell(v) for k, v in row.items()} for row in rows]
     merged.sort(key=lambda r: (r["patient"], r["patient_mode"], r["judge"], r["metric"], r.get("domain", "")))
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(merged)
-    write_text_atomic(target, buffer.getvalue())
-    return target
+    return write_csv(target, columns, merged)
 
 
 def write_qc_metrics(paths: RunPaths, result: QCResult, records: list[PatientProbe] | None = None,
