@@ -112,3 +112,25 @@ def test_credentials_inside_an_api_base_are_refused_unechoed_and_reach_no_artifa
     assert PASSWORD not in done.stdout + done.stderr and "proxy-user" not in done.stdout + done.stderr
     leaks = [str(p) for p in tmp_path.rglob("*") if p.is_file() and p != models and PASSWORD.encode() in p.read_bytes()]
     assert not leaks, leaks
+
+
+def test_credentials_inside_extra_params_are_refused_before_they_reach_the_manifest(tmp_path):
+    """extra_params reach the manifest and the report's methods table: a credential header or key there is
+    refused by name (without echoing it); counts that merely mention tokens are not credentials."""
+    from typer.testing import CliRunner
+
+    from intake_eval.cli import app
+
+    for params, where in (("extra_headers: {Authorization: Bearer sk-live-0451}", "extra_params.extra_headers.Authorization"),
+                          ("x-api-key: sk-live-0451", "extra_params.x-api-key")):
+        models = tmp_path / "models.yaml"
+        models.write_text("models:\n  doc:\n    model: openai/local\n    api_base: http://127.0.0.1:9/v1\n"
+                          f"    extra_params: {{{params}}}\n")
+        result = CliRunner().invoke(app, ["models", "--models", str(models)])
+        assert result.exit_code == 2, result.output
+        assert where in " ".join(result.output.split()) and "sk-live-0451" not in result.output
+    allowed = tmp_path / "allowed.yaml"
+    allowed.write_text("models:\n  doc:\n    model: openai/local\n    api_base: http://127.0.0.1:9/v1\n"
+                       "    extra_params: {max_completion_tokens: 64, extra_headers: {HTTP-Referer: example}}\n")
+    result = CliRunner().invoke(app, ["models", "--models", str(allowed)])
+    assert result.exit_code == 0, result.output

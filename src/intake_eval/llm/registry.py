@@ -87,9 +87,10 @@ def _check_spec(alias: str, spec: ModelSpec, source: Path) -> None:
         where = {"model": "model", "temperature": "temperature", "max_tokens": "max_tokens"}.get(reserved[0])
         instead = f"set the alias's own {where} field" if where else "intake-eval sets it for every request"
         raise bad(f"extra_params.{reserved[0]}", f"may not be set here ({instead}; the records name what was sent)")
-    secret_params = sorted(key for key in spec.extra_params if "key" in key.lower() or "token" == key.lower())
+    secret_params = sorted(_credential_paths(spec.extra_params))
     if secret_params:
-        raise bad(f"extra_params.{secret_params[0]}", "keys do not belong in a models file; use api_key_env")
+        # extra_params reach the manifest and the report's methods table: a credential there would be published
+        raise bad(f"extra_params.{secret_params[0]}", "credentials do not belong in a models file; use api_key_env")
     if spec.api_base and urlparse(spec.api_base).scheme not in ("http", "https"):
         raise bad("api_base", "must be an http(s) URL such as http://127.0.0.1:8000/v1")
     if spec.api_base and "@" in urlparse(spec.api_base).netloc:
@@ -102,6 +103,23 @@ def _check_spec(alias: str, spec: ModelSpec, source: Path) -> None:
     for field in LOCAL_ONLY_FIELDS:
         if getattr(spec, field) is not None and not spec.is_local:
             raise bad(field, "applies to local/<model.gguf> models only (the embedded llama.cpp server)")
+
+
+# A header or parameter that carries a credential; not a count such as max_completion_tokens or budget_tokens.
+_CREDENTIAL_NAME = re.compile(r"authorization|secret|password|cookie|credential|api[-_]?key|(^|[-_])(key|token)$",
+                              re.IGNORECASE)
+
+
+def _credential_paths(params: Mapping[str, object], prefix: str = "") -> list[str]:
+    """Where extra_params (nested ones too, e.g. ``extra_headers.Authorization``) name a credential."""
+    found = []
+    for key, value in params.items():
+        path = f"{prefix}{key}"
+        if _CREDENTIAL_NAME.search(str(key)):
+            found.append(path)
+        elif isinstance(value, Mapping):
+            found.extend(_credential_paths(value, f"{path}."))
+    return found
 
 
 def _looks_like_secret(name: str) -> bool:
