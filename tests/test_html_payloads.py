@@ -13,22 +13,13 @@ import pytest
 
 from tests.adversarial_cases import cli
 from tests.html_payloads import CLINICIAN, JUDGE, PAYLOADS, payload_run
-from tests.test_report_browser import ARGS, CHROMIUM
+from tests.test_report_browser import CHROMIUM, browser  # noqa: F401  (the shared headless chromium fixture)
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (/usr/bin/chromium); "
                        "install it with `apt-get install -y chromium`"),
 ]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
-    with sync_api.sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield instance
-        instance.close()
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +30,7 @@ def run(tmp_path_factory) -> Path:
 class Visit:
     """A page with every dialog and every executed payload recorded."""
 
-    def __init__(self, browser, url: str):
+    def __init__(self, browser, url: str):  # noqa: F811  (a page of the shared browser)
         self.dialogs: list[str] = []
         self.page = browser.new_page(viewport={"width": 1400, "height": 1000})
         self.page.on("dialog", lambda dialog: (self.dialogs.append(dialog.message), dialog.dismiss()))
@@ -63,7 +54,7 @@ class Visit:
         return self.page.locator("body").inner_text()
 
 
-def test_the_report_runs_no_payload(browser, run):
+def test_the_report_runs_no_payload(browser, run):  # noqa: F811  (the shared fixture)
     visit = Visit(browser, (run / "report" / "index.html").as_uri())
     visit.assert_nothing_ran()
     body = visit.text()
@@ -77,7 +68,7 @@ def test_the_report_runs_no_payload(browser, run):
     assert any(payload in visit.page.locator("#viewer-body").inner_text() for payload in PAYLOADS)
 
 
-def test_the_report_over_view_runs_no_payload(browser, run):
+def test_the_report_over_view_runs_no_payload(browser, run):  # noqa: F811  (the shared fixture)
     from intake_eval.report.serve import report_server, url_of
     import threading
 
@@ -92,7 +83,7 @@ def test_the_report_over_view_runs_no_payload(browser, run):
         server.server_close()
 
 
-def test_the_annotation_form_runs_no_payload(browser, run):
+def test_the_annotation_form_runs_no_payload(browser, run):  # noqa: F811  (the shared fixture)
     visit = Visit(browser, (run / "annotations" / "form.html").as_uri())
     visit.assert_nothing_ran()
     assert any(payload in visit.text() for payload in PAYLOADS)
@@ -102,7 +93,7 @@ def test_the_annotation_form_runs_no_payload(browser, run):
     visit.assert_nothing_ran()
 
 
-def test_compare_runs_no_payload(browser, run, tmp_path):
+def test_compare_runs_no_payload(browser, run, tmp_path):  # noqa: F811  (the shared fixture)
     other = tmp_path / "other\"><svg onload=alert('other')>"
     shutil.copytree(run, other)
     out = tmp_path / "compare"
