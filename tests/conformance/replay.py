@@ -41,6 +41,9 @@ from typing import Any, Union
 HERE = Path(__file__).resolve().parent
 OWN_RECORDINGS = HERE / "recorded"
 SHARED_RECORDINGS = HERE.parents[2] / "shared" / "conformance"
+# The shared set as it stood when these tests were written, kept byte for byte so the suite never depends on a
+# folder beside the checkout; the live ../shared/conformance (or $INTAKE_EVAL_CONFORMANCE_DIR) adds later recordings.
+SHARED_COPY = HERE / "shared_copy"
 FOLDER_VARIABLE = "INTAKE_EVAL_CONFORMANCE_DIR"
 NOT_SERVED = {"status": 404, "headers": {}, "body": {"detail": "Not Found"}}  # FastAPI's answer for an unknown path
 
@@ -61,7 +64,7 @@ Route = Union[Answer, list[Answer], Callable[[ReplayRequest], Answer]]
 
 def recording_folders() -> list[Path]:
     shared = Path(os.environ[FOLDER_VARIABLE]) if os.environ.get(FOLDER_VARIABLE) else SHARED_RECORDINGS
-    return [folder for folder in (OWN_RECORDINGS, shared) if folder.is_dir()]
+    return [folder for folder in (OWN_RECORDINGS, shared, SHARED_COPY) if folder.is_dir()]
 
 
 @lru_cache(maxsize=None)
@@ -80,7 +83,7 @@ def recorded(name: str) -> dict[str, Any]:
 
 
 def recorded_names() -> list[str]:
-    """Every recording's name, both folders (a name in our own folder hides the shared one)."""
+    """Every recording's name, all folders (a name in an earlier folder hides a later one's)."""
     return sorted({path.stem for folder in recording_folders() for path in folder.glob("*.json")})
 
 
