@@ -189,39 +189,35 @@ def test_the_same_refusal_for_different_prompts_never_stops_the_endpoint(monkeyp
     assert pool.stopped(GPT) is None and len(notices) == 1  # the first refusal shown once, counted after
 
 
+def _one_failed_call(server: ReplayServer) -> pytest.ExceptionInfo[ModelCallError]:
+    """One request to the replayed server through the real pool, which must fail."""
+    spec = resolve_spec("openai/served", {}).model_copy(update={"api_base": server.url, "api_key_env": None})
+    pool = ModelPool({"served": spec}, use_cache=False, retry_policy=QUICK)
+
+    async def go():
+        try:
+            await pool.get("served").complete(ask(0))
+        finally:
+            await pool.aclose()
+
+    with pytest.raises(ModelCallError) as raised:
+        asyncio.run(go())
+    return raised
+
+
 def test_a_fastapi_detail_body_is_shown(monkeypatch):
     """vLLM (FastAPI) answers a request it cannot route or validate with {"detail": …}. Derived: the
     body FastAPI gives a validation error (its documented shape), on the chat route."""
     detail = {"status": 422, "headers": {}, "body": {"detail": [
         {"type": "missing", "loc": ["body", "messages"], "msg": "Field required", "input": {}}]}}
     with ReplayServer({"chat": detail}) as server:
-        spec = resolve_spec("openai/served", {}).model_copy(update={"api_base": server.url, "api_key_env": None})
-        pool = ModelPool({"served": spec}, use_cache=False, retry_policy=QUICK)
-
-        async def go():
-            try:
-                await pool.get("served").complete(ask(0))
-            finally:
-                await pool.aclose()
-
-        with pytest.raises(ModelCallError) as raised:
-            asyncio.run(go())
+        raised = _one_failed_call(server)
     assert "HTTP 422: body.messages: Field required" in str(raised.value)
 
 
 def test_an_unserved_route_says_not_found_in_the_servers_words(monkeypatch):
     with ReplayServer({}) as server:
-        spec = resolve_spec("openai/served", {}).model_copy(update={"api_base": server.url, "api_key_env": None})
-        pool = ModelPool({"served": spec}, use_cache=False, retry_policy=QUICK)
-
-        async def go():
-            try:
-                await pool.get("served").complete(ask(0))
-            finally:
-                await pool.aclose()
-
-        with pytest.raises(ModelCallError) as raised:
-            asyncio.run(go())
+        raised = _one_failed_call(server)
     assert "HTTP 404: Not Found" in str(raised.value) and "None" not in str(raised.value)
 
 
