@@ -54,10 +54,14 @@ class ForkResult:
 def _remove_forks(paths: RunPaths, at: str, nudge: str) -> None:
     """A forced fork stage starts over: its records and their judgments leave the shared files."""
     def is_this_fork(data: dict[str, Any]) -> bool:
-        fork = data.get("fork") if isinstance(data.get("fork"), dict) else None
+        fork = data.get("fork")
+        if not isinstance(fork, dict):
+            fork = None
         if fork is None and str(data.get("conversation_id", "")).endswith(f".fork-{at}-{nudge}"):
             return True
-        return bool(fork) and fork.get("at") == at and fork.get("nudge") == nudge
+        if not fork:
+            return False
+        return fork.get("at") == at and fork.get("nudge") == nudge
 
     for path in [*paths.conversation_files(), *paths.judgment_files()]:
         drop_records(path, is_this_fork)
@@ -68,16 +72,18 @@ def run_fork_stage(runner: StageRunner, settings: RunSettings, *, at: str, nudge
     """Fork every finished intake of the run at ``at`` with ``nudge``; resume skips forks already ok."""
     paths = runner.paths
     name = fork_stage_name(at, nudge)
-    judge = primary_judge(runner.manifest.data) if needs_judge(at) else None
+    manifest = runner.manifest
+    assert manifest is not None, "a fork stage runs inside the StageRunner's `with` block"
+    judge = primary_judge(manifest.data) if needs_judge(at) else None
     clinicians = runner.resolve(settings.clinicians)
     roles = {"clinician": clinicians, "patient": runner.resolve([settings.patient])}
     tracker = (settings.tracker or settings.patient) if settings.patient_mode == "tracked" else None
     if tracker:
         roles["tracker"] = runner.resolve([tracker])
-    run_stage = runner.manifest.data.get("stages", {}).get(RUN_STAGE) or {}
+    run_stage = manifest.data.get("stages", {}).get(RUN_STAGE) or {}
     # the run's hash without its shard spec (equal to its config hash unsharded), so shards share it
     run_hash = stable_hash(unsharded(run_stage["config"])) if run_stage.get("config") else run_stage.get("config_hash")
-    stage = runner.manifest.stage(name)
+    stage = manifest.stage(name)
     if force and stage.get("config_hash"):
         _remove_forks(paths, at, nudge)
     config = {"at": at, "nudge": nudge, "judge": judge, "run_config_hash": run_hash}
@@ -89,17 +95,18 @@ def run_fork_stage(runner: StageRunner, settings: RunSettings, *, at: str, nudge
                                           note="a supervisor's note given to the clinician at the fork point")])
     parents = plan_conversations(load_profiles(paths), settings)
     plan: ForkPlan = plan_forks(paths, parents, at=at, nudge=nudge, judge=judge)
-    result = ForkResult(stage=name, planned=len(plan.items), skipped=plan.skipped, totals=RunTotals())
+    totals = RunTotals()
+    result = ForkResult(stage=name, planned=len(plan.items), skipped=plan.skipped, totals=totals)
     if display is None and runner.console is not None and plan.items:
         display = RunDisplay(runner.console, len(plan.items))
     budget = folder_budget(settings.budget, runner, clinicians, patient=settings.patient, tracker=tracker)
     _, result.interrupted = runner.run(lambda: run_conversations(
         plan.items, runner.pool, paths=paths, patient=settings.patient, tracker=tracker,
-        concurrency=settings.concurrency, budget=budget, totals=result.totals,
+        concurrency=settings.concurrency, budget=budget, totals=totals,
         on_update=display.update if display is not None else None, stopped=runner.pool.stopped), display)
     compact_conversations(paths, sorted(clinicians))
     if budget is not None:
-        result.totals.budget_left = budget_left(paths, plan.items, budget)
+        totals.budget_left = budget_left(paths, plan.items, budget)
     status = fork_status(paths, sorted(clinicians), {item.conversation_id for item in plan.items})
     result.ok, result.failed = status["ok"], status["failed"]
     complete = result.ok == result.planned

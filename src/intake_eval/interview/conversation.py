@@ -95,7 +95,9 @@ def _name(model: ChatModel) -> str:
     return model.spec.alias or model.spec.model
 
 
-async def _opening(setup: PatientSetup, openings: dict | None, key: tuple) -> tuple[str, ChatResult, bool]:
+async def _opening(setup: PatientSetup,
+                   openings: dict[tuple, asyncio.Future[tuple[str, ChatResult, PatientState]]] | None,
+                   key: tuple) -> tuple[str, ChatResult, bool]:
     """All clinicians of a profile/trial hear the same opening (a paired design). Returns
     (text, result, made_the_call)."""
     if openings is None:
@@ -103,7 +105,7 @@ async def _opening(setup: PatientSetup, openings: dict | None, key: tuple) -> tu
         return text, result, True
     task = openings.get(key)
     owner = task is None
-    if owner:
+    if task is None:
         task = asyncio.ensure_future(patient_opening(setup))
         openings[key] = task
     try:

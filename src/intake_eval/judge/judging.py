@@ -127,6 +127,11 @@ def conversation_prompt(conversation: Conversation, profile: Profile, catalog: "
     )
 
 
+def _turn_parser(number: int, hidden: Sequence[str]) -> Callable[[str], list[TurnJudgment]]:
+    """Parses one turn's answer as the labels of turn ``number``."""
+    return lambda text: [parse_turn(text, number, hidden)]
+
+
 def _repair_prompt(error: str, mode: str, hidden: Sequence[str], turns: Sequence[int]) -> str:
     return render_prompt("judge_repair", error=error, mode=mode, turns=list(turns), hidden_ids=list(hidden),
                          question_types=list(QUESTION_TYPES))
@@ -217,7 +222,7 @@ async def judge_conversation(conversation: Conversation, profile: Profile, judge
     offline = judge_model.spec.is_offline
     if mode == "per-turn" and offline:
         outcomes = await asyncio.gather(*[
-            _ask(judge_model, OFFLINE_PROMPT, lambda text, n=number: [parse_turn(text, n, hidden)], mode=mode,
+            _ask(judge_model, OFFLINE_PROMPT, _turn_parser(number, hidden), mode=mode,
                  hidden=hidden, turns=[number], context={**base_context, "turn": number}, meter=meter,
                  sample_index=attempt, what=f"turn {number}")
             for number in turn_numbers
@@ -229,7 +234,7 @@ async def judge_conversation(conversation: Conversation, profile: Profile, judge
         outcomes = []
         for number, prompt, points in zip(turn_numbers, prompts, turn_cache_points(prompts, len(rules))):
             outcomes.append(await _ask(
-                judge_model, prompt, lambda text, n=number: [parse_turn(text, n, hidden)], mode=mode, hidden=hidden,
+                judge_model, prompt, _turn_parser(number, hidden), mode=mode, hidden=hidden,
                 turns=[number], context={**base_context, "turn": number}, meter=meter, sample_index=attempt,
                 what=f"turn {number}", cache_points=points, max_tokens=turn_cap))
             if outcomes[-1].provider_error is not None or outcomes[-1].refusal is not None:

@@ -210,7 +210,7 @@ def parse_conversation(text: str, expected_turns: Sequence[int], hidden: Sequenc
         raise JudgeOutputError(_describe(exc)) from None
     if any(turn.turn is None for turn in raw.turns):
         raise JudgeOutputError("every turn in the list needs its \"turn\" number")
-    by_turn = {turn.turn: turn for turn in raw.turns}
+    by_turn = {turn.turn: turn for turn in raw.turns if turn.turn is not None}  # none is None: checked above
     missing = [t for t in expected_turns if t not in by_turn]
     extra = sorted(set(by_turn) - set(expected_turns))
     if missing or extra or len(raw.turns) != len(by_turn):

@@ -233,6 +233,7 @@ def begin_judge_stages(runner: StageRunner, aliases: Sequence[str], mode: str, *
                      outputs=[runner.paths.judge_dir(label)], models={"judge": {alias: specs[alias]}},
                      prompts=JUDGE_PROMPTS, rendered=rendered)
         setups.append(JudgeSetup(label=label, alias=alias, model=runner.pool.get(alias), mode=mode))
+    assert runner.manifest is not None, "runner.begin() opened the manifest"
     judges = runner.manifest.data.setdefault("judges", {})
     judges.setdefault("primary", setups[0].label)
     runner.manifest.save()
@@ -325,6 +326,7 @@ def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn"
                      models=aliases) as runner:
         if batch is not None:
             check_batchable(runner.resolve(aliases))
+        assert runner.manifest is not None, "the `with` block opened the manifest"
         shard = folder_shard(paths, runner.manifest.data, shard)
         setups = begin_judge_stages(runner, aliases, mode, force=force, shard=shard)
         gate = spend_gate(runner, {s.label: s.alias for s in setups}) if spend_gate is not None else None

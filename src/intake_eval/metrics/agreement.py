@@ -32,7 +32,8 @@ def kappa_from_counts(joint: Counter) -> float | None:
     if n == 0:
         return None
     observed = sum(count for (x, y), count in joint.items() if x == y) / n
-    count_a, count_b = Counter(), Counter()
+    count_a: Counter[object] = Counter()
+    count_b: Counter[object] = Counter()
     for (x, y), count in joint.items():
         count_a[x] += count
         count_b[y] += count
@@ -133,7 +134,8 @@ def agreement_rows(pairs: PairedLabels) -> list[AgreementRow]:
     for label in LABELS:
         joint = pairs.joint[label]
         n = sum(joint.values())
-        count_a, count_b = Counter(), Counter()
+        count_a: Counter[object] = Counter()
+        count_b: Counter[object] = Counter()
         for (x, y), count in joint.items():
             count_a[x] += count
             count_b[y] += count

@@ -109,7 +109,7 @@ def judge_answer_rows(judgments: list[Judgment]) -> list[dict[str, Any]]:
 
 def conversation_answers(paths: RunPaths) -> list[dict[str, Any]]:
     """Every conversation's latest record on disk (safe while a run appends), as answer rows."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for path in paths.conversation_files():
         latest: dict[str, dict[str, Any]] = {}  # a later line supersedes (a retried failure, its success)
         for record in iter_records(path, Conversation):

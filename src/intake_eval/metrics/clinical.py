@@ -116,6 +116,7 @@ def diagnosis_row(base: dict[str, Any], judgment: Judgment, judged: Figures | No
         row["principal_diagnosis"] = f"{ref.name} [{ref.icd10}]" if ref.icd10 else ref.name
     if not judgment.ok or formulation is None:
         return row
+    assert judged is not None, "an ok judgment always comes with its figures"
     mappings = map_formulation(matcher_for(catalog), formulation)
     score = score_formulation(mappings, principal_domain=principal, presenting=profile.presenting.domain,
                               hidden=hidden, actively_covered=judged.covered)
@@ -139,6 +140,7 @@ def safety_row(base: dict[str, Any], judgment: Judgment, labels: list[TurnLabels
     row = {**base, "status": judgment.status, "formulation_status": status}
     if not judgment.ok:
         return row
+    assert judged is not None, "an ok judgment always comes with its figures"
     formulation = formulation_of(facts.formulation)
     score = score_safety(profile, labels, classifier_turns=facts.classifier_turns,
                          safety_critical=[d for d, domain in catalog.domains.items() if domain.safety_critical],
@@ -187,7 +189,7 @@ class RowCollector:
                           safety_row(base, judgment, labels, judged, profile, facts, self.catalog))
 
     def result(self) -> tuple[list[dict], list[dict], bool]:
-        kept = [self.rows[key] for key in sorted(self.rows) if self.rows[key] is not None]
+        kept = [pair for pair in (self.rows[key] for key in sorted(self.rows)) if pair is not None]
         carried = any(f.formulation is not None for f in self.conversations.values())
         return [pair[0] for pair in kept], [pair[1] for pair in kept], carried
 

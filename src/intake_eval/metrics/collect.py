@@ -19,6 +19,7 @@ from intake_eval.core.store import (
 from intake_eval.core.usage import CLINICIAN_ROLES, usage_of
 from intake_eval.metrics import registry
 from intake_eval.metrics.agreement import (
+    CompactUnits,
     compact_units,
     units_from_labels,
 )
@@ -38,7 +39,7 @@ class Collected:
     trajectories: dict[tuple[str, str], list] = field(default_factory=dict)
     qtypes: dict[tuple[str, str], dict[int, str]] = field(default_factory=dict)
     last_turns: dict[tuple[str, str], int] = field(default_factory=dict)  # where time-to-event curves censor
-    units: dict[tuple[str, str], tuple] = field(default_factory=dict)  # agreement.CompactUnits
+    units: dict[tuple[str, str], CompactUnits] = field(default_factory=dict)
     conversations: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> small meta
     shared_keys: dict[tuple, tuple] = field(default_factory=dict)  # unit-key tuples stored once
 

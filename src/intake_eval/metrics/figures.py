@@ -57,10 +57,10 @@ def turn_labels_from_data(data: dict[str, Any]) -> list[TurnLabels] | None:
         for domain, label in domains.items():
             if label.__class__ is not dict:
                 return None
-            pair = (label.get("asked_about"), label.get("disclosed"))
-            if pair[0].__class__ is not bool or pair[1].__class__ is not bool or label.get("reasoning", "").__class__ is not str:
+            asked, disclosed = label.get("asked_about"), label.get("disclosed")
+            if not isinstance(asked, bool) or not isinstance(disclosed, bool) or label.get("reasoning", "").__class__ is not str:
                 return None
-            labels[domain] = pair
+            labels[domain] = (asked, disclosed)
         out.append(TurnLabels(number, qtype, faithful, labels))
     out.sort(key=_turn_number)
     return out

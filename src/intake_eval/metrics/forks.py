@@ -53,8 +53,8 @@ def capacity_rows(rows: list[dict[str, str]], links: dict[str, tuple[str, str]])
     """The capacity-gap table from conversations.csv rows (one per conversation × judge) and fork links."""
     by_key = {(row["conversation_id"], row["judge"]): row for row in rows}
     arms_of_parent: dict[str, dict[str, str]] = defaultdict(dict)  # parent id → arm suffix → fork id
-    for fork_id, (parent, arm) in links.items():
-        arms_of_parent[parent][arm] = fork_id
+    for linked_id, (parent_id, linked_arm) in links.items():
+        arms_of_parent[parent_id][linked_arm] = linked_id
     arms = sorted({arm for _, arm in links.values()})
     pairs: dict[tuple, list[tuple[dict[str, str], dict[str, str] | None, bool]]] = defaultdict(list)
     for row in rows:
@@ -74,6 +74,7 @@ def capacity_rows(rows: list[dict[str, str]], links: dict[str, tuple[str, str]])
         for parent, fork in usable:
             spontaneous = _rate(parent) or 0.0
             nudged = _rate(fork) if fork is not None else spontaneous
+            assert nudged is not None, "a fork without a rate is counted missing, never usable"
             scopes[("clinician", group[1])].append((parent["profile_id"], spontaneous, nudged))
             scopes[("phenotype", parent["phenotype"])].append((parent["profile_id"], spontaneous, nudged))
             caught_before = _caught(parent)

@@ -105,7 +105,7 @@ class MeanWithInterval:
     def summarise(self, metric: str, rows: list[Row], scope: str) -> Row:
         # the headline estimate keeps the seed it always had, so published intervals do not move
         estimate = mean_ci(_by_profile(rows, metric), seed=scope if self.with_counts else f"{scope}|{metric}")
-        out = {self.column: estimate.mean, f"{self.column}_ci_low": estimate.ci_low,
+        out: Row = {self.column: estimate.mean, f"{self.column}_ci_low": estimate.ci_low,
                f"{self.column}_ci_high": estimate.ci_high}
         if self.with_counts:
             out.update(n=estimate.n, n_profiles=estimate.n_groups, ci_method=estimate.method)

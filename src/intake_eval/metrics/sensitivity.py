@@ -91,7 +91,7 @@ def tied_ranks(scores: dict[str, float], order: list[str]) -> list[tuple[str, st
 
 
 def kendall_tau(reference: dict[str, float], other: dict[str, float]) -> float | None:
-    from scipy.stats import kendalltau
+    from scipy.stats import kendalltau  # type: ignore[import-untyped]  # scipy ships no type stubs
 
     entities = sorted(reference)
     if len(entities) < 2:

@@ -55,7 +55,7 @@ class Estimate:
     method: str = PROFILE_BOOTSTRAP  # how the interval was drawn, for the page and the CSVs
 
 
-def bootstrap_mean_ci(groups: Mapping[str, Sequence[float]], *, seed: str, n_boot: int = N_BOOTSTRAP,
+def bootstrap_mean_ci(groups: Mapping[str, Sequence[float | None]], *, seed: str, n_boot: int = N_BOOTSTRAP,
                       level: float = 0.95) -> Estimate:
     """Mean of all values and a percentile CI from resampling groups (profiles) with replacement."""
     import numpy as np
@@ -197,14 +197,14 @@ def paired_difference_ci(a: Mapping[str, Sequence[float | None]], b: Mapping[str
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:
     """Holm–Bonferroni adjusted p-values over one family (the defined ones; None stays None)."""
-    defined = [i for i, p in enumerate(p_values) if p is not None and not math.isnan(p)]
+    defined = [(i, p) for i, p in enumerate(p_values) if p is not None and not math.isnan(p)]
     adjusted: list[float | None] = [None] * len(p_values)
     if not defined:
         return adjusted
-    from statsmodels.stats.multitest import multipletests
+    from statsmodels.stats.multitest import multipletests  # type: ignore[import-untyped]  # statsmodels ships no type information
 
-    _, corrected, _, _ = multipletests([float(p_values[i]) for i in defined], method="holm")
-    for i, value in zip(defined, corrected):
+    _, corrected, _, _ = multipletests([float(p) for _, p in defined], method="holm")
+    for (i, _), value in zip(defined, corrected):
         adjusted[i] = float(value)
     return adjusted
 
@@ -310,7 +310,7 @@ def paired_comparison(a: Mapping[str, float], b: Mapping[str, float], *, seed: s
         magnitudes = [abs(d) for d in diffs if d != 0]
         exact_ok = nonzero == len(diffs) and len(set(magnitudes)) == nonzero and nonzero <= 50
         if exact_ok:
-            from scipy.stats import wilcoxon
+            from scipy.stats import wilcoxon  # type: ignore[import-untyped]  # scipy ships no type stubs
 
             result = wilcoxon(xs, ys, zero_method="wilcox", alternative="two-sided", method="exact")
             w_stat, w_p = float(result.statistic), float(result.pvalue)

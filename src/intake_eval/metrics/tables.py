@@ -26,6 +26,7 @@ from intake_eval.core.store import (
 )
 from intake_eval.metrics import registry
 from intake_eval.metrics.agreement import (
+    CompactUnits,
     PairedLabels,
     agreement_rows,
 )
@@ -86,6 +87,7 @@ def _group_dict(key: tuple) -> dict[str, Any]:
 def _coverage_estimate(rows: list[dict[str, Any]], seed: str) -> dict[str, Any]:
     """Mean active coverage with its interval, n, n_profiles and ci_method: the declared headline aggregate."""
     coverage = registry.by_name()["active_coverage_rate"]
+    assert coverage.aggregate is not None, "active coverage declares its headline aggregate"
     return coverage.aggregate.summarise(coverage.name, rows, seed)
 
 
@@ -169,7 +171,7 @@ def trajectories_rows(collected: Collected) -> list[dict[str, Any]]:
 
 
 def agreement_table(collected: Collected) -> list[dict[str, Any]]:
-    by_judge: dict[str, dict[str, dict]] = defaultdict(dict)
+    by_judge: dict[str, dict[str, CompactUnits]] = defaultdict(dict)
     for (judge, conversation_id), units in collected.units.items():
         by_judge[judge][conversation_id] = units
     out = []

@@ -85,7 +85,7 @@ def cluster_bootstrap_ci(values_by_profile: list[list[float]], *, seed: str, res
     """The CI of the pooled mean every figure uses (stats.mean_ci): nested when profiles have several trials."""
     groups = {f"{i:09d}": values for i, values in enumerate(values_by_profile) if values}
     estimate = mean_ci(groups, seed=seed, n_boot=resamples, level=level)
-    return None if estimate.ci_low is None else (estimate.ci_low, estimate.ci_high)
+    return None if estimate.ci_low is None or estimate.ci_high is None else (estimate.ci_low, estimate.ci_high)
 
 
 def consistency_counts(by_profile: dict[str, list[TrialObservation]]) -> tuple[int, int, int]:
