@@ -333,7 +333,7 @@ def missing_notes(data: RunData) -> list[str]:
 
 def domain_labels(data: RunData) -> dict[str, str]:
     """domain id → the label the profiles give it (the catalog's wording), for every domain drawn."""
-    labels = {}
+    labels: dict[str, str] = {}
     for profile in data.profiles.values():
         for draw in [profile.get("presenting", {})] + profile.get("hidden", []):
             if draw.get("domain"):
