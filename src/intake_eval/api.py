@@ -80,7 +80,7 @@ class MetricsTables(Mapping):
 
     def __getitem__(self, name: str) -> Any:
         if name not in self._read:
-            import pandas as pd
+            import pandas as pd  # type: ignore[import-untyped]  # pandas-stubs is not installed
 
             self._read[name] = with_arm(pd.read_csv(self._paths[name]))  # KeyError for an unknown table, as a dict does
         return self._read[name]

@@ -34,7 +34,8 @@ from intake_eval.commands import (
     view,
 )
 
-_DEFAULT_SHOW_IMPL = warnings._showwarnmsg_impl  # prints; a recorder replaces it while recording
+# prints; a recorder replaces it while recording (a private hook typeshed does not declare)
+_DEFAULT_SHOW_IMPL = warnings._showwarnmsg_impl  # type: ignore[attr-defined]
 
 
 class _OneLineErrors(TyperGroup):
@@ -94,7 +95,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     import warnings
 
     print(f"warning: {message}", file=file if file is not None else sys.stderr)
-    recorder = warnings._showwarnmsg_impl
+    recorder = warnings._showwarnmsg_impl  # type: ignore[attr-defined]  # private hook, not in typeshed
     if recorder is not _DEFAULT_SHOW_IMPL:
         recorder(warnings.WarningMessage(message, category, filename, lineno, file, line))
 

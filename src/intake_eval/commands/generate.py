@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from intake_eval.generate.sampling import Mode
 
 from intake_eval.commands.common import (
     DEFAULT_RUN_DIR,
@@ -72,7 +75,7 @@ def generate(
     from intake_eval.core.store import RunPaths
     from intake_eval.generate.stage import check_settings
 
-    mode = "stratified" if stratified else "weighted"
+    mode: Mode = "stratified" if stratified else "weighted"
     check_settings(n, mode, max_attempts, qc_threshold, concurrency, hidden_count)
     catalog = load_catalog(Path(catalog_dir) if catalog_dir is not None else DEFAULT_CATALOG_DIR)
     if explain:
@@ -91,7 +94,7 @@ def generate(
         raise typer.Exit(1)  # profiles left to make: a rerun retries them
 
 
-def _run(paths: Any, catalog: Any, *, n: int, mode: str, seed: int, generator: str, models_file: Any,
+def _run(paths: Any, catalog: Any, *, n: int, mode: Mode, seed: int, generator: str, models_file: Any,
          use_cache: bool, force: bool, concurrency: int, max_attempts: int, qc_threshold: float, out: Any,
          hidden_count: str):
     from intake_eval.generate.stage import execute_generate
@@ -135,7 +138,7 @@ def _print_rates(out: Any, paths: Any, summary: Any) -> None:
     else:
         out.print("sampling design: literature; each optional domain at its cited rate (at least one hidden)")
     if rows:
-        from scipy.stats import binom
+        from scipy.stats import binom  # type: ignore[import-untyped]  # scipy ships no type information
 
         inside = 0
         for row in rows:
@@ -146,7 +149,7 @@ def _print_rates(out: Any, paths: Any, summary: Any) -> None:
                   f"range; mean |realised − design| {sum(gaps) / len(gaps):.3f}; table: {paths.sampling_rates}")
 
 
-def _explain(catalog: Any, *, n: int, mode: str, seed: int, index: int, generator: str, models_file: Any,
+def _explain(catalog: Any, *, n: int, mode: Mode, seed: int, index: int, generator: str, models_file: Any,
              max_attempts: int, qc_threshold: float, hidden_count: str = "seed") -> None:
     """The study's "build sample profile" walkthrough: each stage's draws for one profile."""
     import asyncio

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 from intake_eval.commands.common import (
     DEFAULT_RUN_DIR,
@@ -119,7 +122,7 @@ class _Display:
 
     def __init__(self, console: Any):
         self.console = console
-        self.progress = None
+        self.progress: Progress | None = None
         self.errors = 0
 
     def planned(self, total: int) -> None:

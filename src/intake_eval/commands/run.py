@@ -144,15 +144,17 @@ def _fork(out, paths, settings, at: str, nudge: str, *, models, use_cache: bool,
                   "to fork them; then judge again to label the forks.")
     if forked.interrupted:
         return 130
-    if forked.totals.budget_reached:
-        out.print(budget_stop_line(forked.totals.budget_left, forked.planned - forked.ok - forked.failed))
-    for reason in sorted(set(forked.totals.stopped.values())):
+    totals = forked.totals
+    assert totals is not None  # the fork stage always counts its calls
+    if totals.budget_reached:
+        out.print(budget_stop_line(totals.budget_left, forked.planned - forked.ok - forked.failed))
+    for reason in sorted(set(totals.stopped.values())):
         from rich.markup import escape
 
         out.print(f"[red]stopped[/]: {escape(reason)}")
     if forked.failed:
         out.print(f"[red]{forked.failed} forks failed[/]; run the same command again to retry them.")
-    return 1 if forked.failed or forked.totals.stopped or forked.totals.budget_reached else 0
+    return 1 if forked.failed or totals.stopped or totals.budget_reached else 0
 
 
 def _answers_summary(out, paths) -> None:

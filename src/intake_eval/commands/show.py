@@ -3,6 +3,7 @@ clinician's system prompt (``--patient-prompt``: the patient's too)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -90,6 +91,7 @@ def render_prompts(console, paths, conversation, profile, *, patient: bool) -> N
     stage = fork_stage_name(str(fork.get("at")), str(fork.get("nudge"))) if fork else RUN_STAGE
 
     kept = stage_template_sources(paths, manifest, stage)
+    render: Callable[..., str]
     if kept is not None:
         render, source = partial(render_source, kept), "the run folder's templates"
     else:
@@ -139,7 +141,7 @@ def find_judgments(paths, conversation) -> dict:
     from intake_eval.core.records import Judgment
     from intake_eval.core.store import iter_records
 
-    found = {}
+    found: dict[str, Judgment] = {}
     if not paths.judgments_dir.exists():
         return found
     for judge_dir in sorted(p for p in paths.judgments_dir.iterdir() if p.is_dir()):

@@ -49,7 +49,7 @@ def declared_fields(table: Table) -> list[tuple[str, str, str]]:
 
 
 def front_matter(tables: list[ExportedTable], license_id: str, pretty_name: str) -> str:
-    configs = [{"config_name": table.name, "data_files": [{"split": "train", "path": table.file}]} for table in tables
+    configs: list[dict[str, object]] = [{"config_name": table.name, "data_files": [{"split": "train", "path": table.file}]} for table in tables
                if table.rows]  # datasets refuses a split with no rows, so an empty table is no configuration
     if configs:
         configs[0]["default"] = True

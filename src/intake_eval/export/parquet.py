@@ -23,9 +23,9 @@ INSTALL_HINT = "pip install 'intake-eval[export]'"
 def pyarrow_modules() -> tuple[Any, Any, Any]:
     """(pyarrow, pyarrow.parquet, pyarrow.csv), or one line saying how to install them."""
     try:
-        import pyarrow
-        import pyarrow.csv
-        import pyarrow.parquet
+        import pyarrow  # type: ignore[import-untyped]  # pyarrow ships no type information
+        import pyarrow.csv  # type: ignore[import-untyped]  # pyarrow ships no type information
+        import pyarrow.parquet  # type: ignore[import-untyped]  # pyarrow ships no type information
     except ImportError:
         raise IntakeEvalError(f"export needs pyarrow, which is not installed; install it with: "
                               f"{INSTALL_HINT}") from None

@@ -71,8 +71,8 @@ def hotspots(data: RunData, judges: list[str], top: int = 10) -> dict[str, Any]:
                 cells += 1
         if cells:
             per_conv.append((differing, cells, cid))
-    domains = sorted(({"domain": d, "rate": sum(v) / len(v), "n": len(v)} for d, v in by_domain.items()),
-                     key=lambda r: (-r["rate"], r["domain"]))
+    rates = sorted(((d, sum(v) / len(v), len(v)) for d, v in by_domain.items()), key=lambda r: (-r[1], r[0]))
+    domains = [{"domain": d, "rate": rate, "n": n} for d, rate, n in rates]
     confusions = [{"a": a, "b": b, "count": n, "share": n / qtype_total} for (a, b), n in qtype_pairs.most_common(5)]
     worst = [{"conversation_id": cid, "clinician": data.conversations.get(cid, {}).get("clinician", ""),
               "differing": d, "cells": c} for d, c, cid in sorted(per_conv, key=lambda r: (-r[0], r[2]))[:top] if d]

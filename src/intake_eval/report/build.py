@@ -53,13 +53,15 @@ def _steps(progress: Callable[[str], None] | None):
     import time
 
     timings: dict[str, float] = {}
-    state = {"name": None, "t": time.perf_counter()}
+    current: str | None = None
+    started = time.perf_counter()
 
     def step(name: str | None) -> None:
+        nonlocal current, started
         now = time.perf_counter()
-        if state["name"]:
-            timings[state["name"]] = round(now - state["t"], 3)
-        state.update(name=name, t=now)
+        if current:
+            timings[current] = round(now - started, 3)
+        current, started = name, now
         if name and progress:
             progress(name)
 
@@ -166,8 +168,8 @@ def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str],
                          [d["domain"] for d in profile.get("hidden", [])],
                          " · ".join(x for x in (who, f"presents with {labels.get(presenting, presenting)}" if presenting else "") if x)]
     # Open on an instructive conversation: judged, with the widest mix of domain states (caught and missed).
-    judged = [c for c in convs if c[4] == "ok" and c[5]]
-    start = max(judged, key=lambda c: (len(set(c[5])), "3" in c[5], c[0]))[0] if judged else (convs[0][0] if convs else None)
+    judged_convs = [c for c in convs if c[4] == "ok" and c[5]]
+    start = max(judged_convs, key=lambda c: (len(set(c[5])), "3" in c[5], c[0]))[0] if judged_convs else (convs[0][0] if convs else None)
     shown = {p[0] for p in profiles.values()}
     return {"judges": views["judges"], "primary": views["primary"], "labels": labels, "convs": convs, "bled": bled,
             "profiles": profiles,

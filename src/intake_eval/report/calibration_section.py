@@ -32,7 +32,7 @@ _NEEDS = ("scope", "judge", "clinician", "condition", "patient_mode", "phenotype
 
 
 def read_calibrated(data: RunData):
-    import pandas as pd
+    import pandas as pd  # type: ignore[import-untyped]  # pandas-stubs is not installed
 
     path = data.paths.metrics(CALIBRATED)
     if not path.exists():

@@ -40,14 +40,14 @@ def render(data: RunData) -> Section | None:
         top = domains.sort_values("capacity_gap", ascending=False).head(12)
         html.append("<h3>Domains the nudge recovers most</h3>")
         labels = domain_labels(data)
-        rows = list(top.itertuples(index=False))
+        domain_rows = list(top.itertuples(index=False))
         # each side opens its transcripts: the intakes as they ran, and their forks after the nudge
         links = [{3: viewer_link(**arm_filter((str(r.clinician), str(r.condition), str(r.patient_mode))), domain=str(r.key),
                                  scored=1),
                   4: viewer_link(**arm_filter((str(r.clinician), str(r.fork_arm), str(r.patient_mode))), domain=str(r.key),
-                                 scored=1)} for r in rows]
+                                 scored=1)} for r in domain_rows]
         html.append(_html_table(["domain", "clinician", "intakes", "caught spontaneously", "caught when nudged", "gap"],
                                 [[labels.get(str(r.key), str(r.key)), str(r.clinician), fmt.count(r.n_intakes),
-                                  fmt.pct(r.spontaneous), fmt.pct(r.nudged), fmt.points(r.capacity_gap)] for r in rows],
+                                  fmt.pct(r.spontaneous), fmt.pct(r.nudged), fmt.points(r.capacity_gap)] for r in domain_rows],
                                 links=links))
     return Section("capacity-gap", TITLE, "".join(html))

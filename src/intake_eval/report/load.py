@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -220,7 +221,7 @@ def load_records(paths: RunPaths, damage: list[str] | None = None) -> tuple[dict
     return profiles, conversations, judgments, index
 
 
-def order_judges(judgments: dict[str, dict], manifest: dict[str, Any], prefer: str | None) -> list[str]:
+def order_judges(judgments: Mapping[str, Sized], manifest: dict[str, Any], prefer: str | None) -> list[str]:
     """Primary judge first: --judge if given, else the first judge the judge stage was run with."""
     available = list(judgments)
     if prefer is not None:
@@ -265,7 +266,7 @@ def refresh_metrics(paths: RunPaths) -> None:
 
 
 def read_tables(paths: RunPaths, notes: list[str]) -> dict[str, Any]:
-    import pandas as pd
+    import pandas as pd  # type: ignore[import-untyped]  # pandas-stubs is not installed
 
     tables: dict[str, Any] = {}
     for name in METRIC_TABLES + OPTIONAL_TABLES:
@@ -333,7 +334,7 @@ def missing_notes(data: RunData) -> list[str]:
 
 def domain_labels(data: RunData) -> dict[str, str]:
     """domain id → the label the profiles give it (the catalog's wording), for every domain drawn."""
-    labels = {}
+    labels: dict[str, str] = {}
     for profile in data.profiles.values():
         for draw in [profile.get("presenting", {})] + profile.get("hidden", []):
             if draw.get("domain"):

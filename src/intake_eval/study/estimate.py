@@ -333,7 +333,7 @@ def _wall_times(config: "StudyConfig", lines: list[EstimateLine]) -> dict[str, f
     # slowest clinician's chain decides (its own calls + the patient's and tracker's share).
     run = by_stage["run"]
     per_clinician = max(1.0, conversations / len(config.clinicians))
-    clinician_chain = {}
+    clinician_chain: dict[str, float] = {}
     for line in run:
         if line.alias in config.clinicians and line.role in ("clinician", "formulation"):
             seconds = line.calls / per_clinician * _call_seconds(line)

@@ -111,9 +111,9 @@ def _load(folder: Path) -> ShardFolder:
     if not paths.manifest.is_file():
         raise IntakeEvalError(f"{folder}: no manifest.json; not a run folder (merge joins folders made with --shard)")
     data = parse_manifest(paths.manifest, paths.manifest.read_text(encoding="utf-8"))
-    specs = {shard_from_config(stage.get("config", {})) for name, stage in data.get("stages", {}).items()
-             if name != REPORT_STAGE}
-    specs.discard(None)
+    recorded = (shard_from_config(stage.get("config", {})) for name, stage in data.get("stages", {}).items()
+                if name != REPORT_STAGE)
+    specs = {spec for spec in recorded if spec is not None}
     if not specs:
         raise IntakeEvalError(f"{folder}: not a shard (no stage records a --shard i/N); merge joins folders made "
                               "with run/judge/study --shard")
@@ -255,8 +255,9 @@ def _concat_logs(shards: list[ShardFolder], target: RunPaths) -> None:
     if calls:
         with open(target.root / CALL_LOG, "wb") as out:
             for path in calls:
-                data = path.read_bytes()
-                out.write(data if not data or data.endswith(b"\n") else data[: data.rfind(b"\n") + 1])
+                content = path.read_bytes()
+                out.write(content if not content or content.endswith(b"\n")
+                          else content[: content.rfind(b"\n") + 1])
 
 
 # ---------------------------------------------------------------- manifest

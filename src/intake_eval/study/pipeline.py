@@ -83,6 +83,7 @@ def _patient_qc(config: StudyConfig, runner: StageRunner, *, force: bool) -> dic
 
 
 def _report(runner: StageRunner, run_counts: dict[str, int]) -> Path:
+    assert runner.manifest is not None  # the runner is entered before any phase runs
     stages = runner.manifest.data["stages"]
     runner.begin("report", {"stages": {k: v.get("config_hash") for k, v in stages.items() if k != "report"}},
                  force=True)
@@ -162,6 +163,7 @@ def _run_study(config: StudyConfig, config_path: Path, *, run_dir: Path | None, 
                      catalog=catalog) as runner:
         runner.resolve(config.model_names())  # every missing key named before any work starts
         manifest = runner.manifest
+        assert manifest is not None  # set on entering the runner
         _check_same_shard(paths, manifest.data, shard, force=force)
         study = manifest.data.setdefault("study", {})
         study.update({"config_file": str(config_path), "config": config.model_dump(mode="json"),

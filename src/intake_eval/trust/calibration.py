@@ -81,7 +81,8 @@ def arm_name(arm: Arm) -> str:
 def judged_conversations(paths: RunPaths, folder: Path) -> tuple[str, dict[str, Judged]]:
     """(judge alias, conversation id → Judged) over the judge's ok judgments with a known profile."""
     profiles = {p.profile_id: p for p in iter_records(paths.profiles, Profile)}
-    alias, found = folder.name, {}
+    alias = folder.name
+    found: dict[str, Judged] = {}
     for path in sorted(folder.glob("*.jsonl")):
         for judgment, labels in iter_judgment_labels(path):
             alias = judgment.judge
@@ -91,13 +92,14 @@ def judged_conversations(paths: RunPaths, folder: Path) -> tuple[str, dict[str, 
                 continue
             hidden = profile.hidden_domains
             rate = figures(labels, hidden).metrics.active_coverage_rate
+            assert rate is not None  # defined whenever the profile hides a domain, checked above
             units = [Unit(judgment.conversation_id, judgment.clinician, judgment.profile_id, turn.turn, domain,
                           turn.question_type, asked, disclosed)
                      for turn in labels if turn.turn >= 1
                      for domain, (asked, disclosed) in sorted(turn.domains.items()) if domain in hidden]
             found[judgment.conversation_id] = Judged(
                 judgment.conversation_id, (judgment.clinician, judgment.condition, judgment.patient_mode),
-                profile.phenotype, hidden, float(rate), units)
+                profile.phenotype, hidden, rate, units)
     return alias, found
 
 

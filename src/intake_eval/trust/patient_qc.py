@@ -27,6 +27,7 @@ from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.numbers import csv_cell
 from intake_eval.core.progress import ProgressBar
 from intake_eval.core.records import (
+    PatientMode,
     Conversation,
     ConversationTurn,
     PatientProbe,
@@ -80,7 +81,7 @@ QC_COLUMNS = ["patient", "patient_model", "patient_mode", "judge", "metric", "su
 @dataclass
 class QCContext:
     patient: str
-    mode: str
+    mode: PatientMode
     judge: str
     patient_model: "ChatModel"
     judge_model: "ChatModel"
@@ -106,7 +107,7 @@ def _usage(result: Any) -> Any:
 async def run_probe(ctx: QCContext, profile: Profile, probe: Probe) -> PatientProbe:
     """Opening, the probe, the patient's reply, and the judge's labels of that reply."""
 
-    base = dict(key=f"{probe.probe_id}|{ctx.judge}", probe_id=probe.probe_id, kind=probe.kind, target=probe.target,
+    base: dict[str, Any] = dict(key=f"{probe.probe_id}|{ctx.judge}", probe_id=probe.probe_id, kind=probe.kind, target=probe.target,
                 probe=probe.text, profile_id=profile.profile_id, phenotype=profile.phenotype, patient=ctx.patient,
                 patient_model=ctx.patient_model.spec.model, patient_mode=ctx.mode, judge=ctx.judge,
                 judge_model=ctx.judge_model.spec.model)
@@ -218,11 +219,11 @@ def qc_gate(result: QCResult, max_leak_rate: float | None, *, min_recall: float 
     for limit, rate, probes, what in ((max_leak_rate, leak, "open-invitation", "leak"), (min_recall, recall, "direct", "recall")):
         if limit is not None and rate.n == 0:
             raise IntakeEvalError(f"{who}: patient QC has no judged {probes} probes; cannot check the {what} threshold")
-    if max_leak_rate is not None and leak.rate > max_leak_rate:
+    if max_leak_rate is not None and leak.rate is not None and leak.rate > max_leak_rate:
         raise IntakeEvalError(f"{who}: leak rate {leak.rate:.1%} ({leak.successes}/{leak.n}) is above the allowed "
                               f"{max_leak_rate:.1%}; the patient reveals hidden domains without being asked "
                               "(see metrics/patient_qc.csv and qc/)")
-    if min_recall is not None and recall.rate < min_recall:
+    if min_recall is not None and recall.rate is not None and recall.rate < min_recall:
         raise IntakeEvalError(f"{who}: disclosure recall {recall.rate:.1%} ({recall.successes}/{recall.n}) is below "
                               f"the required {min_recall:.1%}; the patient does not disclose hidden domains when "
                               "asked directly (see metrics/patient_qc.csv and qc/)")
@@ -326,6 +327,7 @@ def run_patient_qc(runner: StageRunner, settings: QCSettings, *, force: bool = F
     paths = runner.paths
     if settings.mode not in PATIENT_PROMPTS:
         raise IntakeEvalError(f"--patient-mode {settings.mode}: choose one of {', '.join(PATIENT_PROMPTS)}")
+    mode: PatientMode = "tracked" if settings.mode == "tracked" else "prompted"  # validated just above
     if settings.n < 1:
         raise IntakeEvalError(f"--n {settings.n}: must be at least 1")
     names = {"patient": settings.patient, "judge": settings.judge}
@@ -347,8 +349,8 @@ def run_patient_qc(runner: StageRunner, settings: QCSettings, *, force: bool = F
     done = {k: r for k, r in existing_records(paths, settings.patient, settings.mode).items() if r.status == "ok"}
     todo = [(p, probe) for p, probe in plan if f"{probe.probe_id}|{settings.judge}" not in done]
     pool = runner.pool
-    ctx = QCContext(settings.patient, settings.mode, settings.judge, pool.get(settings.patient),
-                    pool.get(settings.judge), pool.get(settings.tracker) if "tracker" in roles else None, catalog)
+    ctx = QCContext(settings.patient, mode, settings.judge, pool.get(settings.patient),
+                    pool.get(settings.judge), pool.get(names["tracker"]) if "tracker" in names else None, catalog)
     progress = ProgressBar(runner.console, "patient QC", len(plan), len(plan) - len(todo))
     with JsonlWriter(target) as writer:
         fresh, interrupted = runner.run(lambda: run_probes(ctx, todo, write=writer.write,
@@ -358,6 +360,7 @@ def run_patient_qc(runner: StageRunner, settings: QCSettings, *, force: bool = F
     if interrupted:
         runner.finish(stage, status="interrupted")
         raise KeyboardInterrupt
+    assert fresh is not None  # the runner returns no result only when interrupted
     by_key = {**done, **{r.key: r for r in fresh}}
     records = [by_key[f"{probe.probe_id}|{settings.judge}"] for _, probe in plan]
     result = summarize(records, patient=settings.patient, patient_model=roles["patient"].model,

@@ -93,8 +93,8 @@ def related_domains(catalog: "Catalog", config: ProbeConfig) -> dict[str, set[st
         for symptom in domain.symptoms:
             holders[symptom.id].add(domain.id)
     for group in [*holders.values(), *map(set, config.absent.related)]:
-        for domain in group:
-            related[domain] |= set(group) - {domain}
+        for domain_id in group:
+            related[domain_id] |= set(group) - {domain_id}
     return related
 
 
