@@ -33,6 +33,10 @@ def run(
     tracker: Annotated[str | None, typer.Option(
         "--tracker", help="Tracked mode: model that decides which hidden domains a clinician turn asks about "
         "(default: the patient model; an offline/ model means the offline classifier).", show_default=False)] = None,
+    patient_style: Annotated[list[str] | None, typer.Option(
+        "--patient-style", help="How the patient speaks: forthcoming (the default), guarded, terse, verbose-tangential "
+        "or vague-recall (README: Patient behaviour styles). Repeat to cross several with every clinician and "
+        "condition on the same profiles.", show_default=False)] = None,
     turns: Annotated[int, typer.Option("--turns", help="Clinician turns per conversation.")] = 12,
     condition: Annotated[list[str] | None, typer.Option(
         "--condition", help="Clinician prompt condition (prompts/clinician_<condition>.j2): minimal (the study's) "
@@ -72,7 +76,7 @@ def run(
     models: ModelsOption = None,
     prompts: PromptsOption = None,
 ) -> None:
-    """Run the intake conversations for every profile × clinician × condition × trial.
+    """Run the intake conversations for every profile × clinician × condition × patient style × trial.
 
     The patient speaks first, then the clinician takes --turns turns, each answered by the
     patient. Conversations are written to RUN_DIR/conversations/<clinician>.jsonl as they
@@ -84,6 +88,7 @@ def run(
     """
     from intake_eval.commands.common import console
     from intake_eval.core.errors import IntakeEvalError
+    from intake_eval.core.patient_styles import check_styles
     from intake_eval.core.prompts import available_conditions
     from intake_eval.core.shard import parse_shard
     from intake_eval.core.store import RunPaths
@@ -115,6 +120,7 @@ def run(
         clinicians=list(clinician), patient=patient, patient_mode=patient_mode, tracker=tracker, turns=turns,
         conditions=list(dict.fromkeys(conditions)), trials=trials, concurrency=concurrency, limit=limit, budget=budget,
         formulation=formulation, on_truncation=on_truncation, shard=parse_shard(shard),
+        patient_styles=check_styles(patient_style or []),
     )
     from intake_eval.forks.plan import nudge_text, parse_fork_at
 

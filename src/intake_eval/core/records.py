@@ -158,6 +158,8 @@ class Conversation(Record):
     patient: str
     patient_model: str = ""
     patient_mode: PatientMode = "prompted"
+    # how the patient spoke (core/patient_styles.py); records made before styles are forthcoming
+    patient_style: str = "forthcoming"
     condition: str = "minimal"
     trial: int = 0
     max_turns: int = 12
@@ -263,6 +265,7 @@ class PatientProbe(Record):
     patient: str
     patient_model: str = ""
     patient_mode: PatientMode = "prompted"
+    patient_style: str = "forthcoming"  # core/patient_styles.py
     judge: str
     judge_model: str = ""
     opening: str = ""

@@ -17,6 +17,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from intake_eval.core.patient_styles import DEFAULT_STYLE
 from intake_eval.core.records import Conversation, ConversationTurn, Profile
 from intake_eval.core.store import file_safe
 from intake_eval.interview.formulation import request_formulation
@@ -39,8 +40,24 @@ CallHook = Callable[[str, ChatResult], None]  # (role, result): live token/dolla
 FAILURE_TERMINATIONS = frozenset({"empty_after_length", "refused", "empty_answer", "truncated"})
 
 
-def make_conversation_id(profile_id: str, clinician: str, condition: str, patient_mode: str, trial: int) -> str:
-    return f"{profile_id}.{file_safe(clinician)}.{condition}.{patient_mode}.t{trial}"
+def make_conversation_id(profile_id: str, clinician: str, condition: str, patient_mode: str, trial: int, *,
+                         patient: str | None = None, style: str | None = None) -> str:
+    """``{profile}.{clinician}.{condition}.{mode}[.p-{patient}][.s-{style}].t{trial}``. The patient segment is
+    there only when a run has several patient models, the style segment only for a style other than the
+    default, so the ids of runs with one patient model and forthcoming patients never change."""
+    segments = [profile_id, file_safe(clinician), condition, patient_mode]
+    if patient is not None:
+        segments.append(f"p-{file_safe(patient)}")
+    if style is not None and style != DEFAULT_STYLE:
+        segments.append(f"s-{style}")
+    return ".".join([*segments, f"t{trial}"])
+
+
+def pairing_id(conversation_id: str) -> str:
+    """The id without its patient-style segment: what conversations of one profile, clinician, condition
+    and trial share across styles (the offline clinicians seed their habits from it, so a style
+    comparison is paired on everything but the patient's behaviour)."""
+    return ".".join(part for part in conversation_id.split(".") if not part.startswith("s-"))
 
 
 def make_fork_id(parent_id: str, at: str, nudge: str) -> str:
@@ -76,10 +93,12 @@ class PlannedConversation:
     formulation: bool = False
     fork: ForkStart | None = None
     on_truncation: str = "keep"  # keep (and flag the turn) | fail (the conversation): answer.TRUNCATION_POLICIES
+    patient_style: str = DEFAULT_STYLE  # how the patient speaks (core/patient_styles.py)
 
     @property
     def conversation_id(self) -> str:
-        own = make_conversation_id(self.profile.profile_id, self.clinician, self.condition, self.patient_mode, self.trial)
+        own = make_conversation_id(self.profile.profile_id, self.clinician, self.condition, self.patient_mode, self.trial,
+                                   style=self.patient_style)
         return make_fork_id(own, self.fork.at, self.fork.nudge) if self.fork is not None else own
 
 
@@ -158,6 +177,7 @@ async def run_conversation(item: PlannedConversation, participants: Participants
         tracker=participants.tracker,
         sample_index=item.trial,
         on_answer=count,
+        style=item.patient_style,
     )
     conversation_id = item.conversation_id
     opening = ""
@@ -168,7 +188,8 @@ async def run_conversation(item: PlannedConversation, participants: Participants
     fork = item.fork
     try:
         if fork is None:
-            opening, result, made_call = await _opening(setup, openings, (item.profile.profile_id, item.patient_mode, item.trial))
+            opening_key = (item.profile.profile_id, item.patient_mode, item.patient_style, item.trial)
+            opening, result, made_call = await _opening(setup, openings, opening_key)
             count("patient", result, record=item.records_opening_usage, spent=made_call)
             opening_finish = result.finish_reason
             check_cut("patient", participants.patient, result)
@@ -189,7 +210,7 @@ async def run_conversation(item: PlannedConversation, participants: Participants
             said = await clinician_turn(
                 participants.clinician, condition=item.condition, opening=opening, turns=state.turns,
                 turn=number, max_turns=item.max_turns, conversation_id=conversation_id, trial=item.trial,
-                nudge=nudge, on_result=lambda result: count("clinician", result),
+                nudge=nudge, pairing=pairing_id(conversation_id), on_result=lambda result: count("clinician", result),
             )
             check_cut("clinician", participants.clinician, said)
             role = "patient"
@@ -232,6 +253,7 @@ async def run_conversation(item: PlannedConversation, participants: Participants
         patient=participants.patient_alias or _name(participants.patient),
         patient_model=participants.patient.spec.model,
         patient_mode=item.patient_mode,
+        patient_style=item.patient_style,
         condition=item.condition,
         trial=item.trial,
         max_turns=item.max_turns,

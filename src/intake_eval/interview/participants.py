@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 from intake_eval.catalog.classifier import classify
+from intake_eval.core.patient_styles import DEFAULT_STYLE, STYLES
 from intake_eval.core.prompts import render_prompt
 from intake_eval.core.records import (
     ConversationTurn,
@@ -59,6 +60,7 @@ class PatientSetup:
     model: ChatModel
     tracker: ChatModel | None = None  # tracked mode only; an offline spec means the offline classifier
     sample_index: int = 0
+    style: str = DEFAULT_STYLE  # how the patient speaks (core/patient_styles.py)
     # Sees every answered call of a reply (role, result) as it arrives, so a failure later in the
     # same reply (an invalid tracker answer, an empty patient text) loses none of the usage paid.
     on_answer: Callable[[str, ChatResult], None] | None = field(default=None, compare=False, repr=False)
@@ -72,7 +74,7 @@ class PatientSetup:
     def system_prompt(self, unlocked: tuple[str, ...]) -> str:
         key = unlocked if self.mode == "tracked" else ()
         if key not in self.prompt_cache:
-            self.prompt_cache[key] = patient_system_prompt(self.profile, self.mode, key)
+            self.prompt_cache[key] = patient_system_prompt(self.profile, self.mode, key, style=self.style)
         return self.prompt_cache[key]
 
 
@@ -91,12 +93,17 @@ def history_dicts(state: PatientState) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- patient prompts
 
 def patient_system_prompt(profile: Profile, mode: str, unlocked: tuple[str, ...] = (),
-                          render: Callable[..., str] = render_prompt) -> str:
-    """``render`` (template name, variables → text): the installed templates, or a run folder's snapshot."""
+                          render: Callable[..., str] = render_prompt, *, style: str = DEFAULT_STYLE) -> str:
+    """``render`` (template name, variables → text): the installed templates, or a run folder's snapshot.
+    A style other than the default appends its fragment (``prompts/_patient_style_<style>.j2``) after the
+    whole prompt, so the default's prompt is exactly what it was before styles existed."""
     if mode == "prompted":
-        return render("patient_prompted", profile=profile)
-    allowed = [draw for draw in profile.hidden if draw.domain in set(unlocked)]
-    return render("patient_responder", profile=profile, unlocked=allowed)
+        base = render("patient_prompted", profile=profile)
+    else:
+        allowed = [draw for draw in profile.hidden if draw.domain in set(unlocked)]
+        base = render("patient_responder", profile=profile, unlocked=allowed)
+    fragment = STYLES[style].fragment
+    return base if fragment is None else f"{base}\n\n{render(fragment, profile=profile)}"
 
 
 def patient_messages(system: str, state: PatientState, clinician_utterance: str | None) -> list[Message]:
@@ -126,6 +133,7 @@ def _patient_context(setup: PatientSetup, state: PatientState, unlocked: tuple[s
         "turn": turn,
         "clinician_utterance": utterance,
         "history": history_dicts(state),
+        "style": setup.style,
     }
 
 
@@ -248,8 +256,10 @@ def clinician_messages(condition: str, opening: str, turns: tuple[ConversationTu
 
 async def clinician_turn(model: ChatModel, *, condition: str, opening: str, turns: tuple[ConversationTurn, ...],
                          turn: int, max_turns: int, conversation_id: str, trial: int,
-                         nudge: str | None = None, on_result: Callable[[ChatResult], None] | None = None) -> ChatResult:
-    """One clinician utterance. The result's text is visible speech; reasoning stays apart. An answer
+                         nudge: str | None = None, on_result: Callable[[ChatResult], None] | None = None,
+                         pairing: str | None = None) -> ChatResult:
+    """One clinician utterance. ``pairing``: the id the conversations of one profile share across patient
+    styles (context only, never sent: offline clinicians seed their habits from it). The result's text is visible speech; reasoning stays apart. An answer
     without visible text raises ModelCallError (refused | empty_answer, llm/answer.py); ``on_result``
     sees every answered call, those included."""
     messages = clinician_messages(condition, opening, turns, nudge)
@@ -266,6 +276,7 @@ async def clinician_turn(model: ChatModel, *, condition: str, opening: str, turn
             "max_turns": max_turns,
             "trial": trial,
             "request": "turn",
+            "pairing": pairing or conversation_id,
         },
     )
     return await complete_visible(model, request, f"clinician {model.spec.alias or model.spec.model}", on_result)

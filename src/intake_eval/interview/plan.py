@@ -1,7 +1,7 @@
 """The run plan: which conversations a run holds, what determines them, and the live totals.
 
-``plan_conversations`` orders (profile × trial × clinician × condition) profile-major so the
-clinicians of one profile run side by side and share its opening; ``stage_config`` is what the
+``plan_conversations`` orders (profile × trial × style × clinician × condition) profile-major so the
+clinicians of one profile run side by side and share its opening (one opening per style); ``stage_config`` is what the
 config guard compares; ``disk_counts`` reads what is finished across every invocation.
 """
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.patient_styles import DEFAULT_STYLE, style_prompt_names
 from intake_eval.core.prompts import prompt_hashes
 from intake_eval.core.records import Conversation, Profile
 from intake_eval.core.shard import SHARD_KEY, Shard
@@ -52,6 +53,8 @@ class RunSettings:
     formulation: bool = False  # post-intake case formulation after the last turn
     on_truncation: str = "keep"  # an answer cut at the token cap: keep it and flag the turn, or fail the conversation
     shard: Shard | None = None  # only the profiles of this shard (the folder is one shard of a study)
+    # how the patients speak (core/patient_styles.py): every style crossed with every clinician and condition
+    patient_styles: list[str] = field(default_factory=lambda: [DEFAULT_STYLE])
 
 
 def plan_conversations(profiles: list[Profile], settings: RunSettings) -> list[PlannedConversation]:
@@ -66,22 +69,25 @@ def plan_conversations(profiles: list[Profile], settings: RunSettings) -> list[P
     plan = []
     for profile in chosen:
         for trial in range(settings.trials):
-            first = True
-            for clinician in settings.clinicians:
-                for condition in settings.conditions:
-                    plan.append(PlannedConversation(
-                        profile=profile, clinician=clinician, condition=condition,
-                        patient_mode=settings.patient_mode, trial=trial, max_turns=settings.turns,
-                        records_opening_usage=first, formulation=settings.formulation,
-                        on_truncation=settings.on_truncation,
-                    ))
-                    first = False
+            for style in settings.patient_styles:
+                first = True
+                for clinician in settings.clinicians:
+                    for condition in settings.conditions:
+                        plan.append(PlannedConversation(
+                            profile=profile, clinician=clinician, condition=condition,
+                            patient_mode=settings.patient_mode, trial=trial, max_turns=settings.turns,
+                            records_opening_usage=first, formulation=settings.formulation,
+                            on_truncation=settings.on_truncation, patient_style=style,
+                        ))
+                        first = False
     return plan
 
 
 def prompt_names(settings: RunSettings) -> list[str]:
     formulation = {"formulation", "formulation_repair"} if settings.formulation else set()
-    return sorted({f"clinician_{c}" for c in settings.conditions} | set(PATIENT_PROMPTS[settings.patient_mode]) | formulation)
+    styles = set(style_prompt_names(settings.patient_styles))
+    return sorted({f"clinician_{c}" for c in settings.conditions} | set(PATIENT_PROMPTS[settings.patient_mode])
+                  | formulation | styles)
 
 
 @dataclass
@@ -179,6 +185,8 @@ def stage_config(settings: RunSettings, specs: dict[str, Any], profiles_path: Pa
         config["formulation"] = True
     if settings.on_truncation != "keep":  # likewise: keep is what every earlier run did
         config["on_truncation"] = settings.on_truncation
+    if settings.patient_styles != [DEFAULT_STYLE]:  # absent for forthcoming patients only: earlier runs resume
+        config["patient_styles"] = sorted(settings.patient_styles)
     if settings.shard is not None:  # absent unsharded; a folder never resumes as another shard
         config[SHARD_KEY] = settings.shard.as_config()
     if settings.patient_mode == "tracked":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from intake_eval.core.patient_styles import DEFAULT_STYLE
 from intake_eval.core.records import Conversation, Profile
 from intake_eval.interview.formulation import formulation_instruction
 from intake_eval.interview.participants import (
@@ -37,8 +38,11 @@ def run_prompt_texts(settings: RunSettings, profiles: list[Profile]) -> list[Ren
     if profiles:
         example = min(profiles, key=lambda profile: profile.profile_id)
         mode = settings.patient_mode
-        prompts.append(RenderedPrompt("patient", mode, patient_system_prompt(example, mode, ()), PATIENT_TEMPLATES[mode],
-                                      example=f"profile {example.profile_id}", note=PATIENT_NOTES[mode]))
+        for style in settings.patient_styles:  # the default style's label is the mode alone, as before styles
+            variant = mode if style == DEFAULT_STYLE else f"{mode}.{style}"
+            prompts.append(RenderedPrompt("patient", variant, patient_system_prompt(example, mode, (), style=style),
+                                          PATIENT_TEMPLATES[mode], example=f"profile {example.profile_id}",
+                                          note=PATIENT_NOTES[mode]))
     prompts.append(RenderedPrompt("patient", "opening_instruction", opening_instruction(), "patient_opening",
                                   note="the first user message the patient gets, asking it to speak first"))
     if settings.formulation:
@@ -51,13 +55,13 @@ def conversation_patient_prompts(conversation: Conversation, profile: Profile,
                                  render: Callable[..., str]) -> list[tuple[str, str]]:
     """The patient's system prompt of one conversation as (when, text): prompted mode has one; tracked
     mode's grows as domains unlock, so the one at the opening and, if different, the one at the end."""
-    mode = conversation.patient_mode
+    mode, style = conversation.patient_mode, conversation.patient_style
     if mode != "tracked":
-        return [("every turn", patient_system_prompt(profile, mode, (), render))]
-    prompts = [("at the opening (nothing unlocked)", patient_system_prompt(profile, mode, (), render))]
+        return [("every turn", patient_system_prompt(profile, mode, (), render, style=style))]
+    prompts = [("at the opening (nothing unlocked)", patient_system_prompt(profile, mode, (), render, style=style))]
     last = next((turn.tracker for turn in reversed(conversation.turns) if turn.tracker is not None), None)
     unlocked = tuple(last.unlocked_after) if last is not None else ()
     if unlocked:
         prompts.append((f"at the last turn (unlocked: {', '.join(unlocked)})",
-                        patient_system_prompt(profile, mode, unlocked, render)))
+                        patient_system_prompt(profile, mode, unlocked, render, style=style)))
     return prompts

@@ -10,7 +10,9 @@ Each reply classifies the clinician's utterance (intake_eval.catalog.classifier)
 - a follow-up (onset, frequency, impact, triggers) answers about the domain last talked about;
 - advice gets an acknowledgement; rapport and logistics get a short reply.
 State (what has been said) is recovered from context["history"], so the model holds none.
-Wording varies with a generator seeded by (profile_id, turn).
+Wording varies with a generator seeded by (profile_id, turn). How many sentences each answer takes
+and its phrases follow the behaviour style in context["style"] (simulated/patient_voice.py); the
+rules above, what is disclosed and when, are the same for every style.
 """
 
 from __future__ import annotations
@@ -21,15 +23,13 @@ from typing import TYPE_CHECKING, Any
 from intake_eval.catalog.classifier import classify
 from intake_eval.core.records import DomainDraw, Profile
 from intake_eval.llm.base import ChatRequest, ChatResult, ModelCallError, ModelSpec
+from intake_eval.simulated.patient_voice import Voice, voice
 from intake_eval.simulated.phrasing import phrases, pick, result, seeded, sentences
 
 if TYPE_CHECKING:
     from intake_eval.catalog.schema import Catalog
 
 PHRASES = "offline_patient"
-OPENING_SEGMENTS = 3  # presenting-concern sentences in the opening
-DISCLOSURE_SEGMENTS = 3  # sentences of a hidden domain on first disclosure
-ELABORATION_SEGMENTS = 2
 
 _FOLLOW_UP = {
     "onset": re.compile(r"\b(when did|how long|since when|start|begin|began|first noticed)\b"),
@@ -109,19 +109,21 @@ def reply(context: dict[str, Any], messages: list | tuple = ()) -> str:
     turn = int(context.get("turn") or 0)
     utterance = context.get("clinician_utterance")
     rng = seeded("offline-patient", profile.profile_id, turn)
+    speaking = voice(context.get("style"))
     if turn == 0 or not utterance:
-        return opening(profile, rng)
+        return opening(profile, rng, speaking)
     history = list(context.get("history") or [])
     said = [m.get("content") or "" for m in messages if m.get("role") == "assistant"]
     said += [item.get("patient", "") for item in history]
     state = _State(profile, history, said)
     if context.get("mode") == "tracked":
-        return _answer(state, utterance, set(context.get("unlocked") or ()), rng)
-    return _answer(state, utterance, None, rng)
+        return _answer(state, utterance, set(context.get("unlocked") or ()), rng, speaking)
+    return _answer(state, utterance, None, rng, speaking)
 
 
-def opening(profile: Profile, rng) -> str:
-    bank = phrases(PHRASES)
+def opening(profile: Profile, rng, speaking: Voice | None = None) -> str:
+    speaking = speaking or voice(None)
+    bank = speaking.bank()
     demo = profile.demographics
     parts = [pick(rng, bank["greetings"])]
     intro = bank["intro_with_name"] if demo.name else bank["intro_without_name"]
@@ -133,7 +135,9 @@ def opening(profile: Profile, rng) -> str:
         parts.append(pick(rng, bank["relationship"]).format(relationship=demo.relationship))
     if demo.postpartum:
         parts.append(pick(rng, bank["postpartum"]))
-    parts.extend(draw_segments(profile.presenting)[:OPENING_SEGMENTS])
+    parts.extend(draw_segments(profile.presenting)[:speaking.opening_segments])
+    if speaking.tangential:
+        parts.append(pick(rng, bank["tangents"]))
     return " ".join(parts)
 
 
@@ -173,8 +177,19 @@ def _talk_about(state: _State, domain: str, count: int, rng) -> list[str]:
     return [pick(rng, phrases(PHRASES)["nothing_more"])]
 
 
-def _answer(state: _State, utterance: str, unlocked: set[str] | None, rng) -> str:
-    bank = phrases(PHRASES)
+def _disclose(state: _State, domain: str, rng, speaking: Voice) -> list[str]:
+    """A hidden domain's first disclosure in this voice: its rendered sentences, or (guarded, terse) one
+    sentence carrying one of its symptoms — the domain's own words either way, so a judge sees it."""
+    draw = state.draws[domain]
+    if not speaking.symptom_disclosure or not draw.symptoms:
+        return _talk_about(state, domain, speaking.disclosure_segments, rng)
+    unsaid = [symptom for symptom in draw.symptoms if symptom not in state.said_text] or draw.symptoms
+    return [pick(rng, speaking.bank()["symptom_frames"]).format(symptom=unsaid[0])]
+
+
+def _answer(state: _State, utterance: str, unlocked: set[str] | None, rng, speaking: Voice | None = None) -> str:
+    speaking = speaking or voice(None)
+    bank = speaking.bank()
     profile = state.profile
     found = classify(utterance, disclosed=sorted(state.spoken))
     hidden = set(profile.hidden_domains)
@@ -187,13 +202,15 @@ def _answer(state: _State, utterance: str, unlocked: set[str] | None, rng) -> st
     parts: list[str] = []
     if asked:
         denied, locked = [], []
+        disclosed = False
         for domain in _ordered(sorted(asked), profile.presenting.domain):
             if domain == profile.presenting.domain or (domain in hidden and domain in state.spoken):
-                parts.extend(_talk_about(state, domain, ELABORATION_SEGMENTS, rng))
+                parts.extend(_talk_about(state, domain, speaking.elaboration_segments, rng))
             elif domain in hidden and (unlocked is None or domain in unlocked):
                 if not parts:
                     parts.append(pick(rng, bank["disclosure_leads"]))
-                parts.extend(_talk_about(state, domain, DISCLOSURE_SEGMENTS, rng))
+                parts.extend(_disclose(state, domain, rng, speaking))
+                disclosed = True
             elif domain in hidden:
                 locked.append(domain)  # tracked mode: the responder was not given this domain
             else:
@@ -202,14 +219,22 @@ def _answer(state: _State, utterance: str, unlocked: set[str] | None, rng) -> st
             parts.append(pick(rng, bank["locked"]))
         if denied:
             parts.append(pick(rng, bank["partial_denials"] if parts else bank["denials"]))
+        if disclosed and speaking.hedges_recall:
+            parts.append(pick(rng, bank["recall_hedges"]))
+        if speaking.tangential and len(parts) > 1:
+            parts.append(pick(rng, bank["tangents"]))
         return " ".join(parts)
     kind = found.question_type
     if kind == "treatment_planning":
         return pick(rng, bank["advice_acknowledgements"])
     if kind == "clarifying":
-        return _follow_up(state, utterance, rng)
+        return _follow_up(state, utterance, rng, speaking)
     if kind == "open":
-        return _elaborate(state, rng)
+        if speaking.deflects_open:
+            return pick(rng, bank["open_deflections"])
+        if speaking.tangential:
+            return f"{_elaborate(state, rng, speaking)} {pick(rng, bank['tangents'])}"
+        return _elaborate(state, rng, speaking)
     if _CLOSING.search(utterance):
         return pick(rng, bank["closing_replies"])
     if _LOGISTICS.search(utterance):
@@ -221,13 +246,13 @@ def _ordered(domains: list[str], presenting: str) -> list[str]:
     return sorted(domains, key=lambda domain: (domain != presenting, domain))
 
 
-def _elaborate(state: _State, rng) -> str:
+def _elaborate(state: _State, rng, speaking: Voice) -> str:
     """An open invitation: more about the presenting concern, then about disclosed domains."""
     profile = state.profile
     for domain in [profile.presenting.domain] + sorted(state.spoken - {profile.presenting.domain}):
         fresh = state.unsaid(domain)
         if fresh:
-            return " ".join(fresh[:ELABORATION_SEGMENTS])
+            return " ".join(fresh[:speaking.elaboration_segments])
     bank = phrases(PHRASES)
     unused = [c for c in profile.life_context if c not in state.said_text]
     if unused:
@@ -235,9 +260,9 @@ def _elaborate(state: _State, rng) -> str:
     return " ".join(_talk_about(state, profile.presenting.domain, 1, rng))
 
 
-def _follow_up(state: _State, utterance: str, rng) -> str:
+def _follow_up(state: _State, utterance: str, rng, speaking: Voice) -> str:
     """Onset, frequency, impact, triggers or coping of the domain last talked about."""
-    bank = phrases(PHRASES)
+    bank = speaking.bank()
     domain = state.focus()
     lowered = utterance.lower()
     if _FOLLOW_UP["onset"].search(lowered):
@@ -251,4 +276,4 @@ def _follow_up(state: _State, utterance: str, rng) -> str:
         return pick(rng, bank["trigger_answers"])
     if _FOLLOW_UP["coping"].search(lowered):
         return pick(rng, bank["coping_answers"])
-    return " ".join(_talk_about(state, domain, ELABORATION_SEGMENTS, rng))
+    return " ".join(_talk_about(state, domain, speaking.elaboration_segments, rng))

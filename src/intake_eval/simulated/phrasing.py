@@ -49,7 +49,9 @@ class TurnContext:
     def __init__(self, who: str, context: dict, pairs: list[tuple[str, str]]):
         self.turn = int(context.get("turn") or len(pairs) + 1)
         self.max_turns = int(context.get("max_turns") or DEFAULT_TURNS)
-        self.conversation_id = str(context.get("conversation_id") or "")
+        # Seeds come from the id the conversations of one profile share across patient styles, so
+        # a style comparison differs only where the patient's words lead the clinician elsewhere.
+        self.conversation_id = str(context.get("pairing") or context.get("conversation_id") or "")
         self.trial = int(context.get("trial") or 0)
         self.rng = seeded(who, self.conversation_id, self.trial, self.turn)
 
