@@ -53,6 +53,7 @@ from intake_eval.metrics.stats import (
     paired_comparison,
     paired_difference_ci,
 )
+from intake_eval.metrics.styles import write_style_tables
 from intake_eval.metrics.turn_labels import TURN_LABELS_TABLE, TurnLabelRows
 
 GROUP = ("judge", "clinician", "condition", "patient_mode")
@@ -327,4 +328,5 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
     capacity = write_capacity_gap(paths)  # could-it-ask forks, when the run has them
     if capacity is not None:
         written["capacity_gap"] = capacity
+    written.update(write_style_tables(paths))  # by patient behaviour style, when the run has several
     return written
