@@ -43,8 +43,9 @@ STYLES: dict[str, PatientStyle] = {style.name: style for style in (
         "forthcoming",
         "Cooperative and open: answers what was asked in two to five plain sentences.",
         "Names the asked-about experience and describes it in its own words (several sentences).",
-        (10, 90),
-        "the shared speaking style's 'two to five sentences' at roughly 5-18 words a sentence"),
+        (3, 90),
+        "the shared speaking style's 'two to five sentences' at up to ~18 words a sentence; a plain denial "
+        "('No, not really.') is a full answer, hence the low floor"),
     PatientStyle(
         "guarded",
         "Minimising and reluctant: short answers, plays problems down ('it's not a big deal'), "
@@ -52,7 +53,7 @@ STYLES: dict[str, PatientStyle] = {style.name: style for style in (
         "Admits the asked-about experience in at least one concrete sentence about it, possibly after a "
         "hedge and with its severity played down; a bare 'not really' or 'I'm fine' is not a disclosure "
         "and is not allowed when the experience is present.",
-        (3, 35),
+        (1, 35),
         "one or two short sentences plus a hedge; guarded patients in the JHU adaptive-intake study answer "
         "briefly and minimise"),
     PatientStyle(
@@ -66,7 +67,7 @@ STYLES: dict[str, PatientStyle] = {style.name: style for style in (
         "Talkative: long answers that wander into everyday life and background before and after the point.",
         "Describes the asked-about experience somewhere in the answer, among the tangents; tangents never "
         "describe another hidden experience.",
-        (40, 200),
+        (8, 200),
         "several sentences with tangents; PSI-Bench reports simulated patients already run long, so this "
         "style is the deliberate upper end"),
     PatientStyle(
@@ -75,7 +76,7 @@ STYLES: dict[str, PatientStyle] = {style.name: style for style in (
         "numbers ('I think', 'maybe'), but knows what it has been going through.",
         "Describes the asked-about experience as fully as a forthcoming patient; only onset, frequency and "
         "duration are hedged or unknown.",
-        (10, 90),
+        (3, 90),
         "the forthcoming length (PatientSim's recall axis changes detail, not length)"),
 )}
 

@@ -45,6 +45,7 @@ from intake_eval.metrics.intervals import COLUMNS as INTERVAL_COLUMNS
 from intake_eval.metrics.intervals import interval_rows
 from intake_eval.metrics.masking_model import COLUMNS as MASKING_MODEL_COLUMNS
 from intake_eval.metrics.masking_model import masking_model_rows
+from intake_eval.metrics.patient_population import write_population_table
 from intake_eval.metrics.reading import write_csv
 from intake_eval.metrics.stats import (
     add_holm,
@@ -329,4 +330,5 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
     if capacity is not None:
         written["capacity_gap"] = capacity
     written.update(write_style_tables(paths))  # by patient behaviour style, when the run has several
+    written.update(write_population_table(paths))  # how the patients spoke, per patient model and style
     return written

@@ -1,0 +1,57 @@
+"""metrics/patient_population.csv: how the run's simulated patients spoke, per patient model, mode and style.
+
+The population measures of metrics/patient_language.py over every patient reply of the run's finished,
+unforked intakes (the opening included; a reply counts as early before the last third of the intake's
+turns). The patient QC (`qc-patient`) writes the same measures over its probe replies to
+metrics/patient_qc_population.csv.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from intake_eval.core.patient_styles import DEFAULT_STYLE
+from intake_eval.core.store import RunPaths, iter_json_lines
+from intake_eval.metrics.patient_language import POPULATION_COLUMNS, Reply, population_row
+from intake_eval.metrics.reading import write_csv
+
+POPULATION_TABLE = "patient_population"
+EARLY_SHARE = 2 / 3  # turns before the last third of an intake
+
+
+def run_replies(paths: RunPaths) -> dict[tuple[str, str, str, str], list[Reply]]:
+    """(patient, patient model, mode, style) → the patient's replies in the run's ok, unforked intakes."""
+    populations: dict[tuple[str, str, str, str], list[Reply]] = defaultdict(list)
+    seen: set[str] = set()  # the opening is shared by a profile's clinicians: counted once
+    for path in paths.conversation_files():
+        for data in iter_json_lines(path):
+            if data.get("fork") or data.get("status", "ok") != "ok":
+                continue
+            key = (str(data.get("patient", "")), str(data.get("patient_model", "")),
+                   str(data.get("patient_mode", "prompted")), str(data.get("patient_style") or DEFAULT_STYLE))
+            profile = str(data.get("profile_id", ""))
+            opening = (*key, profile, str(data.get("trial", 0)))
+            if data.get("opening") and "|".join(opening) not in seen:
+                seen.add("|".join(opening))
+                populations[key].append(Reply(profile, str(data["opening"]), early=True))
+            last_early = int(data.get("max_turns") or 12) * EARLY_SHARE
+            for turn in data.get("turns") or []:
+                populations[key].append(Reply(profile, str(turn.get("patient", "")), early=turn.get("turn", 0) <= last_early))
+    return populations
+
+
+def population_rows(paths: RunPaths) -> list[dict[str, Any]]:
+    rows = []
+    for key, replies in sorted(run_replies(paths).items()):
+        rows.append(population_row(dict(zip(("patient", "patient_model", "patient_mode", "patient_style"), key)),
+                                   replies, "run"))
+    return rows
+
+
+def write_population_table(paths: RunPaths) -> dict[str, Path]:
+    rows = population_rows(paths)
+    if not rows:
+        return {}
+    return {POPULATION_TABLE: write_csv(paths.metrics(POPULATION_TABLE), POPULATION_COLUMNS, rows)}
