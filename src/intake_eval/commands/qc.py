@@ -20,6 +20,9 @@ from intake_eval.commands.common import (
 def qc_patient(
     patient: Annotated[str, typer.Option("--patient", help="Patient model: alias, provider id or offline/patient.", show_default=False)],
     patient_mode: Annotated[str, typer.Option("--patient-mode", help="prompted (one prompt with the disclosure rule) or tracked (state-tracked).")] = "prompted",
+    patient_style: Annotated[list[str] | None, typer.Option(
+        "--patient-style", help="How the patient speaks (forthcoming, guarded, terse, verbose-tangential, vague-recall); "
+        "repeat to check several, each reported on its own.", show_default=False)] = None,
     judge: Annotated[str, typer.Option("--judge", help="Judge that reads the patient's replies.")] = "offline/judge",
     tracker: Annotated[str | None, typer.Option("--tracker", help="Tracked mode: the model that decides which domains a question unlocks (default: the patient model).", show_default=False)] = None,
     n: Annotated[int, typer.Option("--n", help="Profiles to probe (round-robin over phenotypes).", min=1)] = 10,
@@ -38,24 +41,43 @@ def qc_patient(
     For each profile (from the run's profiles.jsonl): a direct question per hidden domain (must
     disclose), open invitations such as "tell me more" (must reveal no hidden domain) and questions
     about domains the profile lacks (must deny). Each probe is a fresh exchange after the opening.
-    Writes qc/patient_<alias>_<mode>.jsonl (one record per probe), metrics/patient_qc.csv and
-    metrics/patient_qc_domains.csv (per domain). --max-leak-rate and --min-recall turn it into a gate.
+    Writes qc/patient_<alias>_<mode>[_<style>].jsonl (one record per probe), metrics/patient_qc.csv,
+    metrics/patient_qc_domains.csv (per domain) and metrics/patient_qc_population.csv (how the patient
+    spoke: words per reply against the style's target, MATTR, early resolution, repeated phrasing).
+    --max-leak-rate and --min-recall turn it into a gate.
     """
+    from intake_eval.commands.common import console
+    from intake_eval.core.patient_styles import check_styles
+    from intake_eval.trust.patient_qc import QCSettings
+    from intake_eval.trust.probes import DEFAULT_PROBES
+
+    err = console()
+    failed = 0
+    for style in check_styles(patient_style or []):
+        settings = QCSettings(patient=patient, mode=patient_mode, judge=judge, tracker=tracker, n=n,
+                              probes=probes or DEFAULT_PROBES, concurrency=concurrency, style=style)
+        failed += _qc_one(settings, run_dir=run_dir, models=models, no_cache=no_cache, force=force, err=err,
+                          max_leak_rate=max_leak_rate, min_recall=min_recall)
+    if failed:
+        raise typer.Exit(1)
+
+
+def _qc_one(settings, *, run_dir: Path, models, no_cache: bool, force: bool, err, max_leak_rate: float | None,
+            min_recall: float | None) -> int:
+    """One style's patient QC: run, print the rates and the population measures, gate; the failed probes."""
     from rich.console import Console
     from rich.table import Table
 
-    from intake_eval.commands.common import console, print_fitted
+    from intake_eval.commands.common import print_fitted
     from intake_eval.core import numbers
     from intake_eval.core.store import RunPaths
-    from intake_eval.trust.patient_qc import QCSettings, execute_qc, qc_gate
-    from intake_eval.trust.probes import DEFAULT_PROBES
+    from intake_eval.trust.patient_qc import execute_qc, qc_gate
+    from intake_eval.trust.population_table import population_table
 
-    settings = QCSettings(patient=patient, mode=patient_mode, judge=judge, tracker=tracker, n=n,
-                          probes=probes or DEFAULT_PROBES, concurrency=concurrency)
-    err = console()
+    patient, patient_mode, judge = settings.patient, settings.mode, settings.judge
     result = execute_qc(RunPaths(run_dir), settings, models_file=models, use_cache=not no_cache, force=force, console=err)
-    table = Table(title=f"Patient QC — {patient} ({patient_mode}), judged by {judge}, {result.profiles} profiles",
-                  title_justify="left")
+    table = Table(title=f"Patient QC — {patient} ({patient_mode}, {settings.style}), judged by {judge}, "
+                        f"{result.profiles} profiles", title_justify="left")
     for column in ("metric", "rate", "95% CI (Wilson)", "count", "errors", "wanted"):
         text = column in ("metric", "wanted")  # text wraps; numbers keep their width (print_fitted)
         table.add_column(column, justify="left" if text else "right", no_wrap=not text)
@@ -64,6 +86,7 @@ def qc_patient(
         rate, ci = numbers.pct(row["rate"]), numbers.ci(row["ci_low"], row["ci_high"]) or numbers.DASH
         table.add_row(row["metric"], rate, ci, f"{row['successes']}/{row['n']}", str(row["errors"]), wanted[row["metric"]])
     print_fitted(Console(), table)
+    print_fitted(Console(), population_table(result.population, f"How the patient spoke ({settings.style})"))
     err.print(f"wrote {result.records_path} and {result.metrics_path}")
     if max_leak_rate is not None or min_recall is not None:
         qc_gate(result, max_leak_rate, min_recall=min_recall)
@@ -71,4 +94,4 @@ def qc_patient(
     if failed:
         err.print(f"[red]{failed} probes failed[/] (patient or judge errors, excluded from the rates; see "
                   f"{result.records_path}); run the same command again to retry them.")
-        raise typer.Exit(1)
+    return failed

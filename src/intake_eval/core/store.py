@@ -136,9 +136,10 @@ class RunPaths:
     def annotations_dir(self) -> Path:
         return self.root / "annotations"
 
-    def qc_patient(self, patient: str, mode: str) -> Path:
-        """Per-probe records of a patient QC run."""
-        return self.qc_dir / f"patient_{file_safe(patient)}_{mode}.jsonl"
+    def qc_patient(self, patient: str, mode: str, style: str | None = None) -> Path:
+        """Per-probe records of a patient QC run (a behaviour style other than the default has its own file)."""
+        suffix = f"_{file_safe(style)}" if style and style != "forthcoming" else ""
+        return self.qc_dir / f"patient_{file_safe(patient)}_{mode}{suffix}.jsonl"
 
     @property
     def annotation_form(self) -> Path:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from intake_eval.catalog.load import load_catalog
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.numbers import csv_cell
+from intake_eval.core.patient_styles import DEFAULT_STYLE, STYLES, style_prompt_names
 from intake_eval.core.progress import ProgressBar
 from intake_eval.core.records import (
     PatientMode,
@@ -51,6 +52,7 @@ from intake_eval.interview.plan import PATIENT_PROMPTS, load_profiles
 from intake_eval.judge.judging import JUDGE_PROMPTS, judge_conversation
 from intake_eval.llm.base import ModelCallError, UsageMeter
 from intake_eval.llm.registry import ModelsFiles
+from intake_eval.metrics.patient_language import POPULATION_COLUMNS, Reply, population_row
 from intake_eval.metrics.reading import write_csv
 from intake_eval.metrics.stats import wilson_interval
 from intake_eval.runner.stage import StageRunner
@@ -70,10 +72,11 @@ if TYPE_CHECKING:
 QC_METRICS = "patient_qc"
 QC_DOMAIN_METRICS = "patient_qc_domains"
 QC_DOMAIN_COLUMNS = ["patient", "patient_model", "patient_mode", "judge", "metric", "domain", "successes", "n", "rate",
-                     "ci_low", "ci_high"]
+                     "ci_low", "ci_high", "patient_style"]
 METRICS: dict[str, str] = {"direct": "disclosure_recall", "open": "leak_rate", "absent": "invention_rate"}
 QC_COLUMNS = ["patient", "patient_model", "patient_mode", "judge", "metric", "successes", "n", "rate", "ci_low",
-              "ci_high", "profiles", "errors"]
+              "ci_high", "profiles", "errors", "patient_style"]
+QC_POPULATION_METRICS = "patient_qc_population"
 
 
 # ---------------------------------------------------------------- running one probe
@@ -88,11 +91,13 @@ class QCContext:
     tracker: "ChatModel | None"
     catalog: "Catalog"
     openings: dict[str, asyncio.Future] = field(default_factory=dict)
+    style: str = DEFAULT_STYLE
 
 
 async def _opening(ctx: QCContext, profile: Profile):
     if profile.profile_id not in ctx.openings:
-        setup = PatientSetup(profile=profile, mode=ctx.mode, model=ctx.patient_model, tracker=ctx.tracker)
+        setup = PatientSetup(profile=profile, mode=ctx.mode, model=ctx.patient_model, tracker=ctx.tracker,
+                             style=ctx.style)
         ctx.openings[profile.profile_id] = asyncio.ensure_future(patient_opening(setup))
     return await asyncio.shield(ctx.openings[profile.profile_id])
 
@@ -109,11 +114,13 @@ async def run_probe(ctx: QCContext, profile: Profile, probe: Probe) -> PatientPr
 
     base: dict[str, Any] = dict(key=f"{probe.probe_id}|{ctx.judge}", probe_id=probe.probe_id, kind=probe.kind, target=probe.target,
                 probe=probe.text, profile_id=profile.profile_id, phenotype=profile.phenotype, patient=ctx.patient,
-                patient_model=ctx.patient_model.spec.model, patient_mode=ctx.mode, judge=ctx.judge,
+                patient_model=ctx.patient_model.spec.model, patient_mode=ctx.mode, patient_style=ctx.style,
+                judge=ctx.judge,
                 judge_model=ctx.judge_model.spec.model)
     try:
         opening, opening_result, state = await _opening(ctx, profile)
-        setup = PatientSetup(profile=profile, mode=ctx.mode, model=ctx.patient_model, tracker=ctx.tracker)
+        setup = PatientSetup(profile=profile, mode=ctx.mode, model=ctx.patient_model, tracker=ctx.tracker,
+                             style=ctx.style)
         reply = await patient_reply(setup, state, 1, probe.text)
     except ModelCallError as exc:
         if exc.kind == "fatal":
@@ -122,7 +129,8 @@ async def run_probe(ctx: QCContext, profile: Profile, probe: Probe) -> PatientPr
     usage = {"patient": _usage([reply.result, *reply.tracker_results])}
     conversation = Conversation(
         conversation_id=f"qc.{probe.probe_id}", profile_id=profile.profile_id, phenotype=profile.phenotype,
-        clinician="qc-probe", patient=ctx.patient, patient_mode=ctx.mode, max_turns=1, opening=opening,
+        clinician="qc-probe", patient=ctx.patient, patient_mode=ctx.mode, patient_style=ctx.style, max_turns=1,
+        opening=opening,
         turns=[ConversationTurn(turn=1, clinician=probe.text, patient=reply.text, tracker=reply.tracker)])
     judged = decoy_profile(profile, probe.target, ctx.catalog) if probe.kind == "absent" else profile
     judgment = await judge_conversation(conversation, judged, ctx.judge_model, "per-turn", judge=ctx.judge,
@@ -172,6 +180,8 @@ class QCResult:
     errors: dict[str, int]  # kind → probes that failed (patient or judge error), excluded from rates
     records_path: Path | None = None
     metrics_path: Path | None = None
+    style: str = DEFAULT_STYLE
+    population: dict[str, Any] = field(default_factory=dict)  # metrics/patient_language.py over the probe replies
 
     @property
     def disclosure_recall(self) -> float | None:
@@ -193,11 +203,12 @@ class QCResult:
             rows.append({"patient": self.patient, "patient_model": self.patient_model, "patient_mode": self.mode,
                          "judge": self.judge, "metric": metric, "successes": rate.successes, "n": rate.n,
                          "rate": rate.rate, "ci_low": low, "ci_high": high, "profiles": self.profiles,
-                         "errors": self.errors.get(kind, 0)})
+                         "errors": self.errors.get(kind, 0), "patient_style": self.style})
         return rows
 
 
-def summarize(records: list[PatientProbe], *, patient: str, patient_model: str, mode: str, judge: str) -> QCResult:
+def summarize(records: list[PatientProbe], *, patient: str, patient_model: str, mode: str, judge: str,
+              style: str = DEFAULT_STYLE) -> QCResult:
     counts = {metric: [0, 0] for metric in METRICS.values()}
     errors: dict[str, int] = defaultdict(int)
     for record in records:
@@ -207,8 +218,27 @@ def summarize(records: list[PatientProbe], *, patient: str, patient_model: str, 
         tally = counts[METRICS[record.kind]]
         tally[0] += int(record.outcome)
         tally[1] += 1
-    return QCResult(patient, patient_model, mode, judge, len({r.profile_id for r in records}),
-                    {m: Rate(k, n) for m, (k, n) in counts.items()}, dict(errors))
+    result = QCResult(patient, patient_model, mode, judge, len({r.profile_id for r in records}),
+                      {m: Rate(k, n) for m, (k, n) in counts.items()}, dict(errors), style=style)
+    result.population = probe_population(records, result)
+    return result
+
+
+def probe_population(records: list[PatientProbe], result: QCResult) -> dict[str, Any]:
+    """The population measures over the probe replies, each profile's opening once (every reply is early:
+    a probe is the first question of its exchange)."""
+    replies: list[Reply] = []
+    openings: set[str] = set()
+    for record in records:
+        if record.status != "ok":
+            continue
+        if record.opening and record.profile_id not in openings:
+            openings.add(record.profile_id)
+            replies.append(Reply(record.profile_id, record.opening, early=True))
+        replies.append(Reply(record.profile_id, record.reply, early=True))
+    key = {"patient": result.patient, "patient_model": result.patient_model, "patient_mode": result.mode,
+           "patient_style": result.style}
+    return population_row(key, replies, f"qc probes, judged by {result.judge}")
 
 
 def qc_gate(result: QCResult, max_leak_rate: float | None, *, min_recall: float | None = None) -> None:
@@ -250,21 +280,28 @@ def domain_rows(records: list[PatientProbe], hidden: dict[str, list[str]], resul
         low, high = wilson_interval(k, n)
         rows.append({"patient": result.patient, "patient_model": result.patient_model, "patient_mode": result.mode,
                      "judge": result.judge, "metric": metric, "domain": domain, "successes": k, "n": n,
-                     "rate": k / n if n else None, "ci_low": low, "ci_high": high})
+                     "rate": k / n if n else None, "ci_low": low, "ci_high": high, "patient_style": result.style})
     return rows
 
 
 def write_qc_table(paths: RunPaths, name: str, columns: list[str], result: QCResult,
                    rows: list[dict[str, Any]]) -> Path:
-    """Replace this (patient, mode, judge)'s rows in metrics/<name>.csv, keeping the other patients'."""
+    """Replace this (patient, mode, judge, style)'s rows in metrics/<name>.csv, keeping the other patients'
+    (a table without a judge column: this (patient, mode, style)'s). Rows written before styles are forthcoming."""
     target = paths.metrics(name)
+    judged = "judge" in columns
+
+    def key(row: dict[str, Any]) -> tuple:
+        return (row.get("patient"), row.get("patient_mode"), row.get("judge") if judged else "",
+                row.get("patient_style") or DEFAULT_STYLE)
+
+    mine = (result.patient, result.mode, result.judge if judged else "", result.style)
     kept = []
     if target.exists():
         with open(target, newline="", encoding="utf-8") as handle:
-            kept = [row for row in csv.DictReader(handle)
-                    if (row.get("patient"), row.get("patient_mode"), row.get("judge")) != (result.patient, result.mode, result.judge)]
+            kept = [row for row in csv.DictReader(handle) if key(row) != mine]
     merged = kept + [{k: csv_cell(v) for k, v in row.items()} for row in rows]
-    merged.sort(key=lambda r: (r["patient"], r["patient_mode"], r["judge"], r["metric"], r.get("domain", "")))
+    merged.sort(key=lambda r: (*(str(part) for part in key(r)), r.get("metric", ""), r.get("domain", "")))
     return write_csv(target, columns, merged)
 
 
@@ -274,6 +311,8 @@ def write_qc_metrics(paths: RunPaths, result: QCResult, records: list[PatientPro
     if records is not None and profiles is not None:
         hidden = {p.profile_id: p.hidden_domains for p in profiles}
         write_qc_table(paths, QC_DOMAIN_METRICS, QC_DOMAIN_COLUMNS, result, domain_rows(records, hidden, result))
+    if result.population:
+        write_qc_table(paths, QC_POPULATION_METRICS, POPULATION_COLUMNS, result, [result.population])
     return write_qc_table(paths, QC_METRICS, QC_COLUMNS, result, result.rows())
 
 
@@ -294,8 +333,8 @@ async def run_probes(ctx: QCContext, plan: list[tuple[Profile, Probe]], *, write
     return await gather_or_cancel(one(profile, probe) for profile, probe in plan)
 
 
-def existing_records(paths: RunPaths, patient: str, mode: str) -> dict[str, PatientProbe]:
-    return {r.key: r for r in iter_records(paths.qc_patient(patient, mode), PatientProbe)}
+def existing_records(paths: RunPaths, patient: str, mode: str, style: str = DEFAULT_STYLE) -> dict[str, PatientProbe]:
+    return {r.key: r for r in iter_records(paths.qc_patient(patient, mode, style), PatientProbe)}
 
 
 @dataclass
@@ -307,10 +346,12 @@ class QCSettings:
     n: int = 10
     probes: Path = DEFAULT_PROBES
     concurrency: int = 8
+    style: str = DEFAULT_STYLE  # how the patient speaks (core/patient_styles.py)
 
 
 def qc_stage_name(settings: QCSettings) -> str:
-    return f"qc-patient {settings.patient} {settings.mode} {settings.judge}"
+    style = f" {settings.style}" if settings.style != DEFAULT_STYLE else ""
+    return f"qc-patient {settings.patient} {settings.mode}{style} {settings.judge}"
 
 
 def execute_qc(paths: RunPaths, settings: QCSettings, *, models_file: ModelsFiles = None, use_cache: bool = True,
@@ -328,6 +369,8 @@ def run_patient_qc(runner: StageRunner, settings: QCSettings, *, force: bool = F
     if settings.mode not in PATIENT_PROMPTS:
         raise IntakeEvalError(f"--patient-mode {settings.mode}: choose one of {', '.join(PATIENT_PROMPTS)}")
     mode: PatientMode = "tracked" if settings.mode == "tracked" else "prompted"  # validated just above
+    if settings.style not in STYLES:
+        raise IntakeEvalError(f"--patient-style {settings.style}: choose one of {', '.join(STYLES)}")
     if settings.n < 1:
         raise IntakeEvalError(f"--n {settings.n}: must be at least 1")
     names = {"patient": settings.patient, "judge": settings.judge}
@@ -339,18 +382,22 @@ def run_patient_qc(runner: StageRunner, settings: QCSettings, *, force: bool = F
     config = load_probe_config(settings.probes, catalog)
     profiles = choose_profiles(load_profiles(paths), settings.n)
     plan = [(profile, probe) for profile in profiles for probe in plan_probes(profile, catalog, config, settings.probes)]
-    target = paths.qc_patient(settings.patient, settings.mode)
+    target = paths.qc_patient(settings.patient, settings.mode, settings.style)
     stage = qc_stage_name(settings)
     stage_config = {"patient": settings.patient, "mode": settings.mode, "judge": settings.judge,
                     "probes": file_hash(settings.probes)[:16], "probes_file": str(settings.probes)}
+    if settings.style != DEFAULT_STYLE:  # absent for the default, so earlier QC stages resume
+        stage_config["patient_style"] = settings.style
     runner.begin(stage, stage_config, force=force, outputs=[target],
                  models={role: {names[role]: spec} for role, spec in roles.items()},
-                 prompts=[*PATIENT_PROMPTS[settings.mode], *JUDGE_PROMPTS])
-    done = {k: r for k, r in existing_records(paths, settings.patient, settings.mode).items() if r.status == "ok"}
+                 prompts=[*PATIENT_PROMPTS[settings.mode], *style_prompt_names([settings.style]), *JUDGE_PROMPTS])
+    done = {k: r for k, r in existing_records(paths, settings.patient, settings.mode, settings.style).items()
+            if r.status == "ok"}
     todo = [(p, probe) for p, probe in plan if f"{probe.probe_id}|{settings.judge}" not in done]
     pool = runner.pool
     ctx = QCContext(settings.patient, mode, settings.judge, pool.get(settings.patient),
-                    pool.get(settings.judge), pool.get(names["tracker"]) if "tracker" in names else None, catalog)
+                    pool.get(settings.judge), pool.get(names["tracker"]) if "tracker" in names else None, catalog,
+                    style=settings.style)
     progress = ProgressBar(runner.console, "patient QC", len(plan), len(plan) - len(todo))
     with JsonlWriter(target) as writer:
         fresh, interrupted = runner.run(lambda: run_probes(ctx, todo, write=writer.write,
@@ -364,7 +411,7 @@ def run_patient_qc(runner: StageRunner, settings: QCSettings, *, force: bool = F
     by_key = {**done, **{r.key: r for r in fresh}}
     records = [by_key[f"{probe.probe_id}|{settings.judge}"] for _, probe in plan]
     result = summarize(records, patient=settings.patient, patient_model=roles["patient"].model,
-                       mode=settings.mode, judge=settings.judge)
+                       mode=settings.mode, judge=settings.judge, style=settings.style)
     result.records_path = target
     result.metrics_path = write_qc_metrics(paths, result, records, profiles)
     failed = sum(result.errors.values())
