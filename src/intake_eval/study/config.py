@@ -30,6 +30,7 @@ from intake_eval.catalog.schema import DEFAULT_CATALOG_DIR, Catalog
 from intake_eval.catalog.subset import catalog_subset
 from intake_eval.core.errors import IntakeEvalError, describe_validation_error
 from intake_eval.core.limits import MAX_CONCURRENCY, MAX_PROFILES
+from intake_eval.core.patient_styles import DEFAULT_STYLE, check_styles
 from intake_eval.core.package_data import package_folder
 from intake_eval.core.prompts import available_conditions, use_prompts
 from intake_eval.core.yamlfile import read_yaml
@@ -72,6 +73,23 @@ class QCConfig(Strict):
     max_leak_rate: float = Field(0.05, ge=0.0, le=1.0)
     min_recall: float | None = Field(0.5, ge=0.0, le=1.0)  # null: no recall gate
     profiles: int = Field(10, ge=1)
+    # How the patient speaks, over its probe replies (metrics/patient_language.py; null: no gate). Checked
+    # for every style of the study, each against its own words-per-reply target.
+    min_length_on_target: float | None = Field(None, ge=0.0, le=1.0,
+                                               description="share of replies inside the style's words target")
+    max_early_resolution: float | None = Field(None, ge=0.0, le=1.0,
+                                               description="share of early replies that thank or resolve")
+    max_repeated_phrasing: float | None = Field(None, ge=0.0, le=1.0,
+                                                description="share of 5-grams shared by 3+ profiles")
+    max_mattr: float | None = Field(None, ge=0.0, le=1.0, description="lexical diversity (MATTR, 50 words)")
+
+    def population_limits(self) -> dict[str, tuple[float | None, float | None]]:
+        """The population gates set, as metrics/patient_language.check_targets takes them."""
+        limits = {"length_on_target_share": (self.min_length_on_target, None),
+                  "early_resolution_share": (None, self.max_early_resolution),
+                  "repeated_phrasing_share": (None, self.max_repeated_phrasing),
+                  "mattr": (None, self.max_mattr)}
+        return {measure: bounds for measure, bounds in limits.items() if bounds != (None, None)}
 
 
 class ForkConfig(Strict):
@@ -95,6 +113,9 @@ class StudyConfig(Strict):
     patient: PatientConfig = Field(default_factory=PatientConfig)
     clinicians: list[str] = Field(..., min_length=1)
     conditions: list[str] = Field(default_factory=lambda: ["minimal"], min_length=1)
+    patient_styles: list[str] = Field(
+        default_factory=lambda: [DEFAULT_STYLE], min_length=1,
+        description="how the patients speak (core/patient_styles.py), crossed with every clinician and condition")
     trials: int = Field(1, ge=1, le=100)
     turns: int = Field(12, ge=1, le=100)
     judges: list[str] = Field(..., min_length=1)
@@ -140,6 +161,14 @@ class StudyConfig(Strict):
             seen.add(value)
         return values
 
+    @field_validator("patient_styles")
+    @classmethod
+    def _known_styles(cls, values: list[str]) -> list[str]:
+        try:
+            return check_styles(values, label="patient_styles:")
+        except IntakeEvalError as exc:
+            raise ValueError(exc.message) from None
+
     @field_validator("conditions")
     @classmethod
     def _known_conditions(cls, values: list[str], info: ValidationInfo) -> list[str]:
@@ -183,7 +212,7 @@ class StudyConfig(Strict):
 
     @property
     def conversation_count(self) -> int:
-        return self.profiles.n * len(self.clinicians) * len(self.conditions) * self.trials
+        return self.profiles.n * len(self.clinicians) * len(self.conditions) * len(self.patient_styles) * self.trials
 
     def roles(self) -> dict[str, list[str]]:
         roles = {"generator": [self.generator], "patient": [self.patient.model],

@@ -268,13 +268,13 @@ async def _simulate(config: "StudyConfig", specs: dict[str, ModelSpec], catalog:
     qc_profiles = await _simulate_qc(config, models["qc"], catalog, profiles) if config.qc.enabled else 0
     run, judges = models["run"], models["judge"]
     tracker = run[config.patient.tracker] if config.patient.tracker else None
-    for profile in profiles:
-        openings: dict = {}
+    for profile, style in ((profile, style) for profile in profiles for style in config.patient_styles):
+        openings: dict = {}  # every style has its own opening, and its own calls: they multiply with styles
         for clinician in config.clinicians:
             for condition in config.conditions:
                 item = PlannedConversation(profile=profile, clinician=clinician, condition=condition,
                                            patient_mode=config.patient.mode, trial=0, max_turns=config.turns,
-                                           formulation=config.formulation)
+                                           formulation=config.formulation, patient_style=style)
                 participants = Participants(clinician=run[clinician], patient=run[config.patient.model],
                                             tracker=tracker, patient_alias=config.patient.model)
                 conversation = await run_conversation(item, participants, openings=openings)
@@ -291,11 +291,12 @@ async def _simulate_qc(config: "StudyConfig", models: dict[str, EstimatingModel]
     probes = load_probe_config(DEFAULT_PROBES, catalog)
     chosen = choose_profiles(profiles, config.qc.profiles)
     tracker = models[config.patient.tracker] if config.patient.tracker else None
-    context = QCContext(config.patient.model, config.patient.mode, config.judges[0], models[config.patient.model],
-                        models[config.judges[0]], tracker, catalog)
-    for profile in chosen:
-        for probe in plan_probes(profile, catalog, probes, DEFAULT_PROBES):
-            await run_probe(context, profile, probe)
+    for style in config.patient_styles:  # the study's QC probes every style
+        context = QCContext(config.patient.model, config.patient.mode, config.judges[0], models[config.patient.model],
+                            models[config.judges[0]], tracker, catalog, style=style)
+        for profile in chosen:
+            for probe in plan_probes(profile, catalog, probes, DEFAULT_PROBES):
+                await run_probe(context, profile, probe)
     return len(chosen)
 
 

@@ -58,6 +58,7 @@ def _run_settings(config: StudyConfig, shard: Shard | None) -> RunSettings:
         tracker=config.patient.tracker, turns=config.turns, conditions=list(config.conditions),
         trials=config.trials, concurrency=config.concurrency, budget=config.budget,
         formulation=config.formulation, on_truncation=config.on_truncation, shard=shard,
+        patient_styles=list(config.patient_styles),
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from intake_eval.core.errors import ConfigChangedError, IntakeEvalError
 from intake_eval.core.manifest import now_iso
+from intake_eval.core.patient_styles import DEFAULT_STYLE
 from intake_eval.core.prompts import use_prompts, user_prompts_folder
 from intake_eval.core.shard import Shard, shard_from_config
 from intake_eval.core.store import RunPaths, stable_hash
@@ -32,7 +33,7 @@ from intake_eval.simulated import check_offline_name, check_offline_role
 from intake_eval.study.config import StudyConfig, find_study_config, load_study_config, with_flags
 from intake_eval.study.estimate import StudyEstimate, estimate_study
 from intake_eval.study.overlap import run_and_judge_stages
-from intake_eval.trust.patient_qc import QCSettings, qc_gate, run_patient_qc
+from intake_eval.trust.patient_qc import QCSettings, population_gate, qc_gate, run_patient_qc
 
 __all__ = ["StudyConfig", "load_study_config", "run_study", "estimate_config", "StudyOutcome", "resolve_roles"]
 
@@ -74,12 +75,20 @@ def estimate_config(config_path: Path, models_file: ModelsFiles = None, catalog_
 
 def _patient_qc(config: StudyConfig, runner: StageRunner, *, force: bool) -> dict:
     """Patient QC before any conversation: refuse to start when the patient leaks above the limit."""
-    settings = QCSettings(patient=config.patient.model, mode=config.patient.mode, judge=config.judges[0],
-                          tracker=config.patient.tracker, n=config.qc.profiles, concurrency=config.concurrency)
-    result = run_patient_qc(runner, settings, force=force)
-    qc_gate(result, config.qc.max_leak_rate, min_recall=config.qc.min_recall)
-    return {"leak_rate": result.leak_rate, "disclosure_recall": result.disclosure_recall,
-            "invention_rate": result.invention_rate}
+    summary: dict = {}
+    for style in config.patient_styles:  # each style is its own patient population, gated on its own
+        settings = QCSettings(patient=config.patient.model, mode=config.patient.mode, judge=config.judges[0],
+                              tracker=config.patient.tracker, n=config.qc.profiles, concurrency=config.concurrency,
+                              style=style)
+        result = run_patient_qc(runner, settings, force=force)
+        qc_gate(result, config.qc.max_leak_rate, min_recall=config.qc.min_recall)
+        population_gate(result, config.qc.population_limits())
+        rates = {"leak_rate": result.leak_rate, "disclosure_recall": result.disclosure_recall,
+                 "invention_rate": result.invention_rate}
+        if config.patient_styles == [DEFAULT_STYLE]:  # the summary a study without styles always had
+            return rates
+        summary[style] = rates
+    return summary
 
 
 def _report(runner: StageRunner, run_counts: dict[str, int]) -> Path:

@@ -52,7 +52,7 @@ from intake_eval.interview.plan import PATIENT_PROMPTS, load_profiles
 from intake_eval.judge.judging import JUDGE_PROMPTS, judge_conversation
 from intake_eval.llm.base import ModelCallError, UsageMeter
 from intake_eval.llm.registry import ModelsFiles
-from intake_eval.metrics.patient_language import POPULATION_COLUMNS, Reply, population_row
+from intake_eval.metrics.patient_language import POPULATION_COLUMNS, Reply, check_targets, population_row
 from intake_eval.metrics.reading import write_csv
 from intake_eval.metrics.stats import wilson_interval
 from intake_eval.runner.stage import StageRunner
@@ -257,6 +257,16 @@ def qc_gate(result: QCResult, max_leak_rate: float | None, *, min_recall: float 
         raise IntakeEvalError(f"{who}: disclosure recall {recall.rate:.1%} ({recall.successes}/{recall.n}) is below "
                               f"the required {min_recall:.1%}; the patient does not disclose hidden domains when "
                               "asked directly (see metrics/patient_qc.csv and qc/)")
+
+
+def population_gate(result: QCResult, limits: dict[str, tuple[float | None, float | None]]) -> None:
+    """Refuse (IntakeEvalError) when the patient's probe replies miss a population limit the study set."""
+    if not limits:
+        return
+    missed = check_targets({k: v for k, v in result.population.items() if k in limits}, limits)
+    if missed:
+        raise IntakeEvalError(f"patient {result.patient} ({result.mode}, {result.style}): how it speaks misses the "
+                              f"study's qc: limits: {'; '.join(missed)} (see metrics/patient_qc_population.csv)")
 
 
 def domain_rows(records: list[PatientProbe], hidden: dict[str, list[str]], result: QCResult) -> list[dict[str, Any]]:
