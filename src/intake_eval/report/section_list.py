@@ -18,6 +18,7 @@ from intake_eval.report import (
     forks_section,
     methods_section,
     sensitivity_section,
+    styles_section,
     trust_section,
 )
 from intake_eval.report.html import Section, csv_table_html
@@ -27,7 +28,12 @@ SectionRenderer = Callable[[RunData], Section | None]
 
 
 def _inside_patient_qc(data: RunData) -> Section | None:
-    """patient_qc_domains is shown inside the patient QC section, not on its own."""
+    """patient_qc_domains and the population tables are shown inside the patient QC section, not on their own."""
+    return None
+
+
+def _shown_elsewhere(data: RunData) -> Section | None:
+    """style_pairs is shown inside the patient behaviour styles section."""
     return None
 
 
@@ -36,9 +42,13 @@ SECTIONS: tuple[tuple[str, SectionRenderer | None], ...] = (
     ("safety", diagnosis_section.safety_section),
     ("diagnosis", diagnosis_section.diagnosis_section),
     ("capacity_gap", forks_section.render),
+    ("styles", styles_section.styles_section),
+    ("style_pairs", _shown_elsewhere),
     ("trials", trust_section.trials_section),
     ("patient_qc", trust_section.qc_section),
     ("patient_qc_domains", _inside_patient_qc),
+    ("patient_qc_population", _inside_patient_qc),
+    ("patient_population", _inside_patient_qc),
     ("annotation_agreement", trust_section.annotation_section),
     ("probe_curves", analyses_section.probe_section),
     ("cost", analyses_section.cost_section),
@@ -49,6 +59,7 @@ SECTIONS: tuple[tuple[str, SectionRenderer | None], ...] = (
 PLAIN_TITLES = {"answers": "Answers refused, empty or cut at the token cap"}
 SUMMARY_MARKDOWN: tuple[Callable[[RunData], list[str]], ...] = (
     diagnosis_section.summary_markdown,
+    styles_section.summary_markdown,
     trust_section.summary_markdown,
     analyses_section.summary_markdown,
     calibration_section.summary_markdown,

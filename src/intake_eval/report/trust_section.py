@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from intake_eval.core.patient_styles import DEFAULT_STYLE
 from intake_eval.report import fmt
+from intake_eval.report.population_section import population_html
 from intake_eval.report.diagnosis_section import _esc, _for_judge, _html_table, _primary
 from intake_eval.report.html import Section, csv_table_html
 from intake_eval.report.load import RunData
@@ -72,18 +74,31 @@ def _rate(row: Any) -> str:
 
 def qc_rows(table) -> list[list[str]]:
     out = []
-    keys = ["patient", "patient_mode", "judge"]
+    table = _with_style(table)
+    keys = ["patient", "patient_mode", "patient_style", "judge"]
     for key, group in table.groupby(keys, sort=True):
         by_metric = {r["metric"]: r for _, r in group.iterrows()}
         first = group.iloc[0]
         profiles = fmt.count(first["profiles"]) if "profiles" in group.columns else fmt.DASH
         errors = fmt.count(group["errors"].sum()) if "errors" in group.columns else fmt.DASH
-        out.append([f"{key[0]} · {key[1]}", str(key[2])] + [_rate(by_metric[m]) if m in by_metric else fmt.DASH
-                                                             for m in QC_METRICS] + [profiles, errors])
+        out.append([_who(key[0], key[1], key[2]), str(key[3])]
+                   + [_rate(by_metric[m]) if m in by_metric else fmt.DASH for m in QC_METRICS] + [profiles, errors])
     return out
 
 
-QC_HEADER = ["Patient · mode", "Judge", "Disclosure recall [95% CI] (k/n)", "Leak rate [95% CI] (k/n)",
+def _with_style(table):
+    """A QC table written before behaviour styles is all forthcoming."""
+    if "patient_style" in table.columns:
+        return table.assign(patient_style=table["patient_style"].fillna(DEFAULT_STYLE))
+    return table.assign(patient_style=DEFAULT_STYLE)
+
+
+def _who(patient: Any, mode: Any, style: Any) -> str:
+    """'gpt-4o · prompted', with the style when it is not the default ('… · guarded')."""
+    return f"{patient} · {mode}" + ("" if style == DEFAULT_STYLE else f" · {style}")
+
+
+QC_HEADER = ["Patient · mode · style", "Judge", "Disclosure recall [95% CI] (k/n)", "Leak rate [95% CI] (k/n)",
              "Invention rate [95% CI] (k/n)", "Profiles", "Failed probes"]
 
 
@@ -94,8 +109,9 @@ def _share(k: int, n: int) -> str:
 def qc_domain_rows(table) -> list[list[str]]:
     """Per domain: missed (direct probes not disclosed), leaked, invented — worst first."""
     cells: dict[tuple, dict[str, Any]] = {}
-    for _, r in table.iterrows():
-        cells.setdefault((f"{r['patient']} · {r['patient_mode']}", str(r["judge"]), str(r["domain"])), {})[r["metric"]] = r
+    for _, r in _with_style(table).iterrows():
+        who = _who(r["patient"], r["patient_mode"], r["patient_style"])
+        cells.setdefault((who, str(r["judge"]), str(r["domain"])), {})[r["metric"]] = r
     rows = []
     for (who, judge, domain), metrics in cells.items():
         recall, leak, invent = (metrics.get(m) for m in QC_METRICS)
@@ -109,18 +125,23 @@ def qc_domain_rows(table) -> list[list[str]]:
     return [row for _, _, row in sorted(rows, key=lambda r: (r[0], r[1]))]
 
 
-QC_DOMAIN_HEADER = ["Domain", "Patient · mode", "Judge", "Missed when asked", "Leaked unasked", "Invented (absent)"]
+QC_DOMAIN_HEADER = ["Domain", "Patient · mode · style", "Judge", "Missed when asked", "Leaked unasked", "Invented (absent)"]
 
 
 def qc_section(data: RunData) -> Section | None:
     table = _table(data, "patient_qc", _QC_NEEDS)
     if table is None:
-        return _plain(data, "patient_qc", QC_TITLE, "patient-qc")
+        plain = _plain(data, "patient_qc", QC_TITLE, "patient-qc")
+        spoken = population_html(data)
+        if plain is None and spoken:  # no probes, but the run's patients' speech is measured
+            return Section("patient-qc", QC_TITLE, spoken)
+        return plain
     body = f"<p class='lede'>{QC_DEFINITIONS}</p>" + _html_table(QC_HEADER, qc_rows(table))
     domains = _table(data, "patient_qc_domains", (*_QC_NEEDS, "domain"))
     if domains is not None:
         body += ("<h3>What the patient gets wrong, by domain</h3><p class='lede'>Worst first; from "
                  "<code>metrics/patient_qc_domains.csv</code>.</p>" + _html_table(QC_DOMAIN_HEADER, qc_domain_rows(domains)))
+    body += population_html(data)
     return Section("patient-qc", QC_TITLE, body)
 
 
