@@ -23,11 +23,12 @@ concurrency: 8
 
 
 def offline_run(folder: Path, *, name: str = "tiny", n: int = 8, condition: str = "minimal",
-                judges: tuple[str, ...] = ("offline/judge",)) -> Path:
-    """Generate, run, judge and report an offline study into ``folder / name``; returns the run folder."""
+                judges: tuple[str, ...] = ("offline/judge",), extra: str = "") -> Path:
+    """Generate, run, judge and report an offline study into ``folder / name``; returns the run folder.
+    ``extra``: more lines of study config (e.g. ``patient_styles: [forthcoming, guarded]``)."""
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / f"{name}.yaml"
-    config.write_text(STUDY.format(name=name, n=n, condition=condition, judges="[" + ", ".join(judges) + "]"))
+    config.write_text(STUDY.format(name=name, n=n, condition=condition, judges="[" + ", ".join(judges) + "]") + extra)
     run_dir = folder / name
     result = CliRunner().invoke(app, ["study", str(config), "--run-dir", str(run_dir)])
     assert result.exit_code == 0, result.output
