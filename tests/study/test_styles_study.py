@@ -62,3 +62,14 @@ def test_conversations_and_estimated_calls_multiply_with_styles(tmp_path):
             calls[name][line.stage] += line.calls
     assert calls["two"]["run"] == pytest.approx(2 * calls["one"]["run"], rel=0.2)
     assert calls["two"]["judge"] == pytest.approx(2 * calls["one"]["judge"], rel=0.2)
+
+
+def test_status_says_the_styles_multiply_the_conversations(styled_study):
+    from typer.testing import CliRunner
+
+    from intake_eval.cli import app
+
+    result = CliRunner().invoke(app, ["status", "--run-dir", str(styled_study)], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "patient styles: forthcoming, guarded" in result.output
+    assert "24 conversations planned (12 per style)" in result.output

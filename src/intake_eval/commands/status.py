@@ -228,6 +228,18 @@ def _provenance_table(data: dict[str, Any]):
     return table
 
 
+def _styles_line(data: dict[str, Any]) -> str | None:
+    """The run's patient behaviour styles, when it has more than the default: they multiply its conversations."""
+    run = (data.get("stages") or {}).get("run") or {}
+    styles = (run.get("config") or {}).get("patient_styles")
+    if not styles:
+        return None
+    planned = (run.get("counts") or {}).get("planned")
+    per_style = f" ({planned // len(styles)} per style)" if isinstance(planned, int) else ""
+    return (f"patient styles: {', '.join(styles)} — every profile × clinician × condition × trial once per style: "
+            f"{planned} conversations planned{per_style}")
+
+
 def _rebuild(paths: Any) -> None:
     from intake_eval.commands.common import console
     from intake_eval.core.manifest_rebuild import rebuild_manifest
@@ -282,6 +294,9 @@ def status(
     for line in money_lines(data["spend"]):
         out.print(line, markup=False)
     print_fitted(out, _stage_table(data))
+    styles = _styles_line(data)
+    if styles:
+        out.print(styles, markup=False)
     print_fitted(out, _model_usage_table(data))
     if answers:
         print_fitted(out, _answers_table(answers))
