@@ -14,19 +14,16 @@ from intake_eval.cli import app
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import Demographics, DomainDraw, PatientProbe, Profile
 from intake_eval.core.store import RunPaths, append_record, iter_records
-from intake_eval.trust.patient_qc import (
-    QCResult,
-    Rate,
-    qc_gate,
-    wilson_interval,
-    write_qc_metrics,
-)
+from intake_eval.metrics.stats import wilson_interval
+from intake_eval.trust.patient_qc import qc_gate
 from intake_eval.trust.probes import (
     DEFAULT_PROBES,
     absent_domains,
     load_probe_config,
     plan_probes,
 )
+from intake_eval.trust.qc_result import QCResult, Rate
+from intake_eval.trust.qc_tables import write_qc_metrics
 from tests.fakeserver import FakeOpenAIServer, Reply
 
 HIDDEN = {1: ["panic", "alcohol_use", "ocd", "adhd"], 2: ["alcohol_use", "ocd", "adhd", "panic"]}

@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 
 from intake_eval.cli import app
 from intake_eval.core.errors import IntakeEvalError
-from intake_eval.trust.patient_qc import QCResult, Rate, population_gate
+from intake_eval.trust.qc_result import QCResult, Rate
+from intake_eval.trust.qc_population import population_gate
 
 
 def _rows(path: Path) -> list[dict[str, str]]:

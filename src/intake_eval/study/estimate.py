@@ -269,7 +269,7 @@ async def _simulate(config: "StudyConfig", specs: dict[str, ModelSpec], catalog:
     run, judges = models["run"], models["judge"]
     tracker = run[config.patient.tracker] if config.patient.tracker else None
     for profile, style in ((profile, style) for profile in profiles for style in config.patient_styles):
-        openings: dict = {}  # every style has its own opening, and its own calls: they multiply with styles
+        openings: dict = {}  # each style has its own opening and calls: they multiply with styles
         for clinician in config.clinicians:
             for condition in config.conditions:
                 item = PlannedConversation(profile=profile, clinician=clinician, condition=condition,
@@ -286,8 +286,7 @@ async def _simulate(config: "StudyConfig", specs: dict[str, ModelSpec], catalog:
 
 async def _simulate_qc(config: "StudyConfig", models: dict[str, EstimatingModel], catalog: "Catalog",
                        profiles: list["Profile"]) -> int:
-    """The patient QC's probes on (at most) the sampled profiles, judged by the primary judge."""
-
+    """The patient QC's probes, once per patient style, on (at most) the sampled profiles, by the primary judge."""
     probes = load_probe_config(DEFAULT_PROBES, catalog)
     chosen = choose_profiles(profiles, config.qc.profiles)
     tracker = models[config.patient.tracker] if config.patient.tracker else None

@@ -42,7 +42,7 @@ from intake_eval.core.store import (
     stable_hash,
     write_text_atomic,
 )
-from intake_eval.trust.patient_qc import QC_DOMAIN_METRICS, QC_METRICS
+from intake_eval.trust.qc_tables import QC_DOMAIN_METRICS, QC_METRICS, QC_POPULATION_METRICS
 
 REPORT_STAGE = "report"  # rebuilt by `report` from the merged records, never merged
 CALL_LOG = "calls.jsonl"  # a per-call log, when the shards have one: concatenated as it is
@@ -234,7 +234,7 @@ def _copy_shared_files(shards: list[ShardFolder], target: RunPaths) -> None:
             shutil.copy2(first.root / name, target.root / name)
     if first.qc_dir.is_dir():  # patient QC runs before the shard split: the same in every shard
         shutil.copytree(first.qc_dir, target.qc_dir)
-        for table in (QC_METRICS, QC_DOMAIN_METRICS):
+        for table in (QC_METRICS, QC_DOMAIN_METRICS, QC_POPULATION_METRICS):
             if first.metrics(table).is_file():
                 target.metrics_dir.mkdir(exist_ok=True)
                 shutil.copy2(first.metrics(table), target.metrics(table))

@@ -33,7 +33,8 @@ from intake_eval.simulated import check_offline_name, check_offline_role
 from intake_eval.study.config import StudyConfig, find_study_config, load_study_config, with_flags
 from intake_eval.study.estimate import StudyEstimate, estimate_study
 from intake_eval.study.overlap import run_and_judge_stages
-from intake_eval.trust.patient_qc import QCSettings, population_gate, qc_gate, run_patient_qc
+from intake_eval.trust.patient_qc import QCSettings, qc_gate, run_patient_qc
+from intake_eval.trust.qc_population import population_gate
 
 __all__ = ["StudyConfig", "load_study_config", "run_study", "estimate_config", "StudyOutcome", "resolve_roles"]
 

@@ -15,7 +15,6 @@ profile are not independent, so treat the intervals as a lower bound on the unce
 from __future__ import annotations
 
 import asyncio
-import csv
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 from intake_eval.catalog.load import load_catalog
 from intake_eval.core.errors import IntakeEvalError
-from intake_eval.core.numbers import csv_cell
 from intake_eval.core.patient_styles import DEFAULT_STYLE, STYLES, style_prompt_names
 from intake_eval.core.progress import ProgressBar
 from intake_eval.core.records import (
@@ -52,10 +50,10 @@ from intake_eval.interview.plan import PATIENT_PROMPTS, load_profiles
 from intake_eval.judge.judging import JUDGE_PROMPTS, judge_conversation
 from intake_eval.llm.base import ModelCallError, UsageMeter
 from intake_eval.llm.registry import ModelsFiles
-from intake_eval.metrics.patient_language import POPULATION_COLUMNS, Reply, check_targets, population_row
-from intake_eval.metrics.reading import write_csv
-from intake_eval.metrics.stats import wilson_interval
 from intake_eval.runner.stage import StageRunner
+from intake_eval.trust.qc_population import probe_population
+from intake_eval.trust.qc_result import METRICS, QCResult, Rate
+from intake_eval.trust.qc_tables import write_qc_metrics
 from intake_eval.trust.probes import (
     DEFAULT_PROBES,
     Probe,
@@ -68,16 +66,6 @@ from intake_eval.trust.probes import (
 if TYPE_CHECKING:
     from intake_eval.catalog.schema import Catalog
     from intake_eval.llm.base import ChatModel
-
-QC_METRICS = "patient_qc"
-QC_DOMAIN_METRICS = "patient_qc_domains"
-QC_DOMAIN_COLUMNS = ["patient", "patient_model", "patient_mode", "judge", "metric", "domain", "successes", "n", "rate",
-                     "ci_low", "ci_high", "patient_style"]
-METRICS: dict[str, str] = {"direct": "disclosure_recall", "open": "leak_rate", "absent": "invention_rate"}
-QC_COLUMNS = ["patient", "patient_model", "patient_mode", "judge", "metric", "successes", "n", "rate", "ci_low",
-              "ci_high", "profiles", "errors", "patient_style"]
-QC_POPULATION_METRICS = "patient_qc_population"
-
 
 # ---------------------------------------------------------------- running one probe
 
@@ -155,58 +143,6 @@ async def run_probe(ctx: QCContext, profile: Profile, probe: Probe) -> PatientPr
 
 # ---------------------------------------------------------------- summary
 
-@dataclass(frozen=True)
-class Rate:
-    successes: int
-    n: int
-
-    @property
-    def rate(self) -> float | None:
-        return self.successes / self.n if self.n else None
-
-    @property
-    def ci(self) -> tuple[float | None, float | None]:
-        return wilson_interval(self.successes, self.n)
-
-
-@dataclass
-class QCResult:
-    patient: str
-    patient_model: str
-    mode: str
-    judge: str
-    profiles: int
-    rates: dict[str, Rate]  # metric name → counts
-    errors: dict[str, int]  # kind → probes that failed (patient or judge error), excluded from rates
-    records_path: Path | None = None
-    metrics_path: Path | None = None
-    style: str = DEFAULT_STYLE
-    population: dict[str, Any] = field(default_factory=dict)  # metrics/patient_language.py over the probe replies
-
-    @property
-    def disclosure_recall(self) -> float | None:
-        return self.rates["disclosure_recall"].rate
-
-    @property
-    def leak_rate(self) -> float | None:
-        return self.rates["leak_rate"].rate
-
-    @property
-    def invention_rate(self) -> float | None:
-        return self.rates["invention_rate"].rate
-
-    def rows(self) -> list[dict[str, Any]]:
-        rows = []
-        for kind, metric in METRICS.items():
-            rate = self.rates[metric]
-            low, high = rate.ci
-            rows.append({"patient": self.patient, "patient_model": self.patient_model, "patient_mode": self.mode,
-                         "judge": self.judge, "metric": metric, "successes": rate.successes, "n": rate.n,
-                         "rate": rate.rate, "ci_low": low, "ci_high": high, "profiles": self.profiles,
-                         "errors": self.errors.get(kind, 0), "patient_style": self.style})
-        return rows
-
-
 def summarize(records: list[PatientProbe], *, patient: str, patient_model: str, mode: str, judge: str,
               style: str = DEFAULT_STYLE) -> QCResult:
     counts = {metric: [0, 0] for metric in METRICS.values()}
@@ -222,23 +158,6 @@ def summarize(records: list[PatientProbe], *, patient: str, patient_model: str, 
                       {m: Rate(k, n) for m, (k, n) in counts.items()}, dict(errors), style=style)
     result.population = probe_population(records, result)
     return result
-
-
-def probe_population(records: list[PatientProbe], result: QCResult) -> dict[str, Any]:
-    """The population measures over the probe replies, each profile's opening once (every reply is early:
-    a probe is the first question of its exchange)."""
-    replies: list[Reply] = []
-    openings: set[str] = set()
-    for record in records:
-        if record.status != "ok":
-            continue
-        if record.opening and record.profile_id not in openings:
-            openings.add(record.profile_id)
-            replies.append(Reply(record.profile_id, record.opening, early=True))
-        replies.append(Reply(record.profile_id, record.reply, early=True))
-    key = {"patient": result.patient, "patient_model": result.patient_model, "patient_mode": result.mode,
-           "patient_style": result.style}
-    return population_row(key, replies, f"qc probes, judged by {result.judge}")
 
 
 def qc_gate(result: QCResult, max_leak_rate: float | None, *, min_recall: float | None = None) -> None:
@@ -257,73 +176,6 @@ def qc_gate(result: QCResult, max_leak_rate: float | None, *, min_recall: float 
         raise IntakeEvalError(f"{who}: disclosure recall {recall.rate:.1%} ({recall.successes}/{recall.n}) is below "
                               f"the required {min_recall:.1%}; the patient does not disclose hidden domains when "
                               "asked directly (see metrics/patient_qc.csv and qc/)")
-
-
-def population_gate(result: QCResult, limits: dict[str, tuple[float | None, float | None]]) -> None:
-    """Refuse (IntakeEvalError) when the patient's probe replies miss a population limit the study set."""
-    if not limits:
-        return
-    missed = check_targets({k: v for k, v in result.population.items() if k in limits}, limits)
-    if missed:
-        raise IntakeEvalError(f"patient {result.patient} ({result.mode}, {result.style}): how it speaks misses the "
-                              f"study's qc: limits: {'; '.join(missed)} (see metrics/patient_qc_population.csv)")
-
-
-def domain_rows(records: list[PatientProbe], hidden: dict[str, list[str]], result: QCResult) -> list[dict[str, Any]]:
-    """Per domain: direct probes disclosed, open probes that leaked it (of those where it was hidden),
-    absent probes that invented it — which domains the patient gets wrong."""
-    counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
-    for record in records:
-        if record.status != "ok" or record.outcome is None:
-            continue
-        if record.kind == "open":
-            for domain in hidden.get(record.profile_id, []):
-                tally = counts[(METRICS["open"], domain)]
-                tally[0] += int(domain in record.disclosed)
-                tally[1] += 1
-        else:
-            tally = counts[(METRICS[record.kind], record.target)]
-            tally[0] += int(record.outcome)
-            tally[1] += 1
-    rows = []
-    for (metric, domain), (k, n) in sorted(counts.items()):
-        low, high = wilson_interval(k, n)
-        rows.append({"patient": result.patient, "patient_model": result.patient_model, "patient_mode": result.mode,
-                     "judge": result.judge, "metric": metric, "domain": domain, "successes": k, "n": n,
-                     "rate": k / n if n else None, "ci_low": low, "ci_high": high, "patient_style": result.style})
-    return rows
-
-
-def write_qc_table(paths: RunPaths, name: str, columns: list[str], result: QCResult,
-                   rows: list[dict[str, Any]]) -> Path:
-    """Replace this (patient, mode, judge, style)'s rows in metrics/<name>.csv, keeping the other patients'
-    (a table without a judge column: this (patient, mode, style)'s). Rows written before styles are forthcoming."""
-    target = paths.metrics(name)
-    judged = "judge" in columns
-
-    def key(row: dict[str, Any]) -> tuple:
-        return (row.get("patient"), row.get("patient_mode"), row.get("judge") if judged else "",
-                row.get("patient_style") or DEFAULT_STYLE)
-
-    mine = (result.patient, result.mode, result.judge if judged else "", result.style)
-    kept = []
-    if target.exists():
-        with open(target, newline="", encoding="utf-8") as handle:
-            kept = [row for row in csv.DictReader(handle) if key(row) != mine]
-    merged = kept + [{k: csv_cell(v) for k, v in row.items()} for row in rows]
-    merged.sort(key=lambda r: (*(str(part) for part in key(r)), r.get("metric", ""), r.get("domain", "")))
-    return write_csv(target, columns, merged)
-
-
-def write_qc_metrics(paths: RunPaths, result: QCResult, records: list[PatientProbe] | None = None,
-                     profiles: list[Profile] | None = None) -> Path:
-    """metrics/patient_qc.csv (and, given the records, metrics/patient_qc_domains.csv)."""
-    if records is not None and profiles is not None:
-        hidden = {p.profile_id: p.hidden_domains for p in profiles}
-        write_qc_table(paths, QC_DOMAIN_METRICS, QC_DOMAIN_COLUMNS, result, domain_rows(records, hidden, result))
-    if result.population:
-        write_qc_table(paths, QC_POPULATION_METRICS, POPULATION_COLUMNS, result, [result.population])
-    return write_qc_table(paths, QC_METRICS, QC_COLUMNS, result, result.rows())
 
 
 # ---------------------------------------------------------------- the whole QC
