@@ -51,7 +51,7 @@ def _targets() -> str:
     items = []
     for target in TARGETS:
         bound = f"at least {target.low:g}" if target.low is not None else f"at most {target.high:g}"
-        items.append(f"<li><b>{_esc(target.measure.replace('_', ' '))}</b>: {bound}. {_esc(target.why)}.</li>")
+        items.append(f"<li><b>{_esc(target.measure.replace('_', ' '))}</b>: {bound} — {_esc(target.why)}.</li>")
     return "<ul class='lede'>" + "".join(items) + "</ul>"
 
 

@@ -56,16 +56,25 @@ def pair_rows(pairs: Any) -> list[list[str]]:
     return rows
 
 
+def _shift(row: Any) -> str:
+    scale = _metric(str(row["metric"])).scale
+    return f"{scale.difference(row['difference'])} {scale.interval(row['difference_ci_low'], row['difference_ci_high'])}"
+
+
 def verdicts(pairs: Any) -> list[str]:
-    """Per arm and style, one sentence on coverage: does it hold up against forthcoming patients?"""
+    """Per arm and style, one sentence on coverage (does it hold up against forthcoming patients?) and the
+    other metrics whose interval excludes 0."""
     lines = []
     for _, row in pairs[pairs["metric"] == COVERAGE].iterrows():
-        scale = _metric(COVERAGE).scale
-        shift = f"{scale.difference(row['difference'])} {scale.interval(row['difference_ci_low'], row['difference_ci_high'])}"
         holds = {"drops": "does not hold up", "rises": "rises", "no detectable change": "holds up (no detectable drop)",
                  }.get(str(row["change"]), str(row["change"]))
-        lines.append(f"{row['arm']}: coverage with {row['style_a']} patients {holds}: {shift} against forthcoming "
-                     f"patients on the same {fmt.count(row['n_profiles'])} profiles.")
+        others = pairs[(pairs["arm"] == row["arm"]) & (pairs["style_a"] == row["style_a"])
+                       & (pairs["metric"] != COVERAGE) & pairs["change"].isin(["drops", "rises"])]
+        also = "; ".join(f"{_metric(str(other['metric'])).label} {other['change']} {_shift(other)}"
+                         for _, other in others.iterrows())
+        lines.append(f"{row['arm']}: coverage with {row['style_a']} patients {holds}: {_shift(row)} against "
+                     f"forthcoming patients on the same {fmt.count(row['n_profiles'])} profiles"
+                     + (f"; also {also}." if also else "."))
     return lines
 
 
@@ -115,4 +124,4 @@ def summary_markdown(data: RunData) -> list[str]:
     pairs = _for_judge(data.tables.get("style_pairs"), _primary(data))
     if pairs is None or not len(pairs):
         return []
-    return ["", f"## {TITLE}", "", *(f"- {line}" for line in verdicts(pairs))]
+    return ["", f"## {TITLE}", "", *(f"- {line}" for line in verdicts(pairs)), ""]
