@@ -30,7 +30,7 @@ from intake_eval.catalog.schema import DEFAULT_CATALOG_DIR, Catalog
 from intake_eval.catalog.subset import catalog_subset
 from intake_eval.core.errors import IntakeEvalError, describe_validation_error
 from intake_eval.core.limits import MAX_CONCURRENCY, MAX_PROFILES
-from intake_eval.core.patient_styles import DEFAULT_STYLE, check_styles
+from intake_eval.core.patient_styles import DEFAULT_STYLE, STYLES
 from intake_eval.core.package_data import package_folder
 from intake_eval.core.prompts import available_conditions, use_prompts
 from intake_eval.core.yamlfile import read_yaml
@@ -164,10 +164,12 @@ class StudyConfig(Strict):
     @field_validator("patient_styles")
     @classmethod
     def _known_styles(cls, values: list[str]) -> list[str]:
-        try:
-            return check_styles(values, label="patient_styles:")
-        except IntakeEvalError as exc:
-            raise ValueError(exc.message) from None
+        for value in values:
+            if value not in STYLES:
+                raise ValueError(f"unknown patient style '{value}' (styles: {', '.join(STYLES)})")
+            if values.count(value) > 1:
+                raise ValueError(f"'{value}' is listed twice")
+        return values
 
     @field_validator("conditions")
     @classmethod
