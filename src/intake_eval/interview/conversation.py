@@ -42,13 +42,15 @@ FAILURE_TERMINATIONS = frozenset({"empty_after_length", "refused", "empty_answer
 
 def make_conversation_id(profile_id: str, clinician: str, condition: str, patient_mode: str, trial: int, *,
                          patient: str | None = None, style: str | None = None) -> str:
-    """``{profile}.{clinician}.{condition}.{mode}[.p-{patient}][.s-{style}].t{trial}``. The patient segment is
-    there only when a run has several patient models, the style segment only for a style other than the
-    default, so the ids of runs with one patient model and forthcoming patients never change."""
+    """``{profile}.{clinician}.{condition}.{mode}[.p-{patient}][.s-{style}].t{trial}``.
+
+    ``patient`` is given only when the run has several patient models and ``style`` only when it is not
+    the forthcoming one, so every id of a one-patient, forthcoming run (and its records and resumes) is
+    what it always was."""
     segments = [profile_id, file_safe(clinician), condition, patient_mode]
     if patient is not None:
         segments.append(f"p-{file_safe(patient)}")
-    if style is not None and style != DEFAULT_STYLE:
+    if style is not None and style != "forthcoming":
         segments.append(f"s-{style}")
     return ".".join([*segments, f"t{trial}"])
 
@@ -108,6 +110,11 @@ class Participants:
     patient: ChatModel
     tracker: ChatModel | None = None  # tracked mode; None → the patient model (or the classifier if offline)
     patient_alias: str = ""
+
+
+def opening_key(item: PlannedConversation) -> tuple[str, str, int, str]:
+    """The conversations that hear one opening: a profile, patient mode, trial and patient style."""
+    return (item.profile.profile_id, item.patient_mode, item.trial, item.patient_style)
 
 
 def _name(model: ChatModel) -> str:
@@ -188,8 +195,7 @@ async def run_conversation(item: PlannedConversation, participants: Participants
     fork = item.fork
     try:
         if fork is None:
-            opening_key = (item.profile.profile_id, item.patient_mode, item.patient_style, item.trial)
-            opening, result, made_call = await _opening(setup, openings, opening_key)
+            opening, result, made_call = await _opening(setup, openings, opening_key(item))
             count("patient", result, record=item.records_opening_usage, spent=made_call)
             opening_finish = result.finish_reason
             check_cut("patient", participants.patient, result)
