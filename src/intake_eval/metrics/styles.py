@@ -6,9 +6,9 @@ so a run made without styles has exactly the tables it always had. Read from met
 record carries.
 
 - styles.csv: per arm (clinician · condition · patient mode), judge and style, each of ``STYLE_METRICS``
-  as its registry declares it (metrics/registry.py) with the mean and stats.mean_ci's interval over the
-  profiles (nested with trials). A premature-closure turn is averaged over the intakes that close; its
-  ``_n`` says how many did.
+  (the registry's ``compared`` metrics: coverage, bleed, first treatment-planning turn, closure, leaks) with
+  the mean and stats.mean_ci's interval over the profiles (nested with trials). A turn metric is averaged
+  over the intakes where it is defined; its ``_n`` says how many.
 - style_pairs.csv: per arm and judge, every style against forthcoming on the same profiles: style −
   forthcoming with stats.paired_difference_ci and the paired tests of the clinician comparisons
   (Holm-adjusted per judge), and ``change``: "drops" / "rises" when the interval excludes 0, else
@@ -28,7 +28,9 @@ from intake_eval.metrics import registry
 from intake_eval.metrics.reading import write_csv
 from intake_eval.metrics.stats import add_holm, mean_ci, paired_comparison, paired_difference_ci
 
-STYLE_METRICS = ("active_coverage_rate", "bleed_rate", "premature_closure_turn", "patient_leak_count")
+# the metrics `compare` tests run against run (registry ``compared``): coverage, bleed, first treatment
+# planning, closure and leaks, in declaration order
+STYLE_METRICS = tuple(registry.compared_metrics())
 ARM = ("clinician", "condition", "patient_mode")
 STYLES_TABLE = "styles"
 PAIRS_TABLE = "style_pairs"
@@ -148,8 +150,3 @@ def write_style_tables(paths: RunPaths) -> dict[str, Path]:
     rows = scored_rows(conversations, styles)
     return {STYLES_TABLE: write_csv(paths.metrics(STYLES_TABLE), STYLE_COLUMNS, style_rows(rows)),
             PAIRS_TABLE: write_csv(paths.metrics(PAIRS_TABLE), PAIR_COLUMNS, pair_rows(rows))}
-
-
-def metric_label(metric: str) -> str:
-    """The metric's label as the registry declares it."""
-    return registry.by_name()[metric].label

@@ -1,6 +1,7 @@
 """The report's "Patient behaviour styles" section: what each style changed, per clinician arm.
 
-From metrics/styles.csv (coverage, bleed, closure and leaks per arm and style, each with its interval),
+From metrics/styles.csv (coverage, bleed, first treatment-planning turn, closure and leaks per arm and style,
+each with its interval),
 metrics/style_pairs.csv (each style − forthcoming on the same profiles, paired, with its interval) and
 metrics/patient_population.csv (how the patients spoke in each style). Shown only when the run has a style
 other than forthcoming; the numbers follow the report's primary judge.
@@ -109,8 +110,8 @@ def styles_section(data: RunData) -> Section | None:
     if spoken:
         body += "<h3>What the style changed in the patients' speech</h3><ul>" + "".join(
             f"<li>{_esc(line)}</li>" for line in spoken) + "</ul>"
-    body += ("<h3>By style, with 95% intervals</h3><p class='lede'>From <code>metrics/styles.csv</code>; closure is "
-             "averaged over the intakes that close.</p>" + _html_table(["Arm", "Style", "Conversations", *labels],
+    body += ("<h3>By style, with 95% intervals</h3><p class='lede'>From <code>metrics/styles.csv</code>; a turn is "
+             "averaged over the intakes that reach it.</p>" + _html_table(["Arm", "Style", "Conversations", *labels],
                                                                            style_rows(table)))
     if pairs is not None and len(pairs):
         body += ("<h3>Each style against forthcoming (paired on profiles)</h3><p class='lede'>From "
