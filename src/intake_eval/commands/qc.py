@@ -44,7 +44,7 @@ def qc_patient(
     from rich.console import Console
     from rich.table import Table
 
-    from intake_eval.commands.common import console, print_fitted
+    from intake_eval.commands.common import console, print_fitted, print_money
     from intake_eval.core import numbers
     from intake_eval.core.store import RunPaths
     from intake_eval.trust.patient_qc import QCSettings, execute_qc, qc_gate
@@ -65,6 +65,7 @@ def qc_patient(
         table.add_row(row["metric"], rate, ci, f"{row['successes']}/{row['n']}", str(row["errors"]), wanted[row["metric"]])
     print_fitted(Console(), table)
     err.print(f"wrote {result.records_path} and {result.metrics_path}")
+    print_money(err, run_dir)
     if max_leak_rate is not None or min_recall is not None:
         qc_gate(result, max_leak_rate, min_recall=min_recall)
     failed = sum(result.errors.values())
