@@ -92,7 +92,6 @@ def judge(
                               "folder (a shard's own folder holds only its conversations: judge it without --shard)")
     if len(set(judge)) != len(judge):
         raise IntakeEvalError("--judge: the same judge is given twice")
-    from intake_eval.interview.budget import JudgingGate, judging_budget
     from intake_eval.judge.batch import BatchSettings
     from intake_eval.judge.stage import execute_judge
     from intake_eval.metrics.tables import write_metrics
@@ -103,13 +102,9 @@ def judge(
     settings = BatchSettings(poll_s=batch_poll, wait_s=batch_wait * 3600.0,
                              on_progress=lambda line: out.print(line)) if batch else None
 
-    def spend_gate(runner: Any, judges: dict[str, str]) -> JudgingGate | None:
-        folder = judging_budget(budget, runner, judges, judge_mode=mode)
-        return JudgingGate(folder) if folder is not None else None
-
     outcome = execute_judge(paths, list(judge), mode=mode, concurrency=concurrency, limit=limit, models_file=models,
                             use_cache=not no_cache, force=force, console=out, display=_Display(out), batch=settings,
-                            spend_gate=spend_gate, shard=parse_shard(shard))
+                            budget=budget, shard=parse_shard(shard))
     tables = write_metrics(paths)
     trials_csv = write_trial_metrics(paths)  # metrics/trials.csv when the run repeats trials
     if trials_csv is not None:

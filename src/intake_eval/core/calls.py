@@ -101,9 +101,11 @@ def _number(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
-def read_ledger(path: Path, in_flight: str | None = None) -> LedgerTotals | None:
+def read_ledger(path: Path, in_flight: str | None = None, *, unanswered_billed: bool = False) -> LedgerTotals | None:
     """The ledger's figures, or None when the folder has no ledger (made before it existed). Requests whose
-    call id starts with ``in_flight`` (a live process's own) are not counted while unanswered."""
+    call id starts with ``in_flight`` (a live process's own) are not counted while unanswered.
+    ``unanswered_billed`` counts every request whose answer never arrived as billed in full (no weighting by
+    how often the alias's answers were billed): an upper bound rather than the best estimate — a budget's view."""
     if not path.exists():
         return None
     sent: dict[str, dict[str, Any]] = {}
@@ -138,7 +140,8 @@ def read_ledger(path: Path, in_flight: str | None = None) -> LedgerTotals | None
             unread.append((line, line, True))
     answered_by: dict[str, list[int]] = {}  # alias → [billed answers, answers] from the provider
     for line in answers:
-        dollars, usage = _number(line.get("dollars")), line.get("usage") if isinstance(line.get("usage"), dict) else {}
+        raw_usage = line.get("usage")
+        dollars, usage = _number(line.get("dollars")), raw_usage if isinstance(raw_usage, dict) else {}
         if line.get("cache_hit") and line.get("cost_known", True):
             priced_hash.setdefault(str(line.get("request", "")), dollars)
         elif not line.get("cache_hit"):
@@ -180,7 +183,7 @@ def read_ledger(path: Path, in_flight: str | None = None) -> LedgerTotals | None
     for request, line, unanswered in unread:
         alias = str(line.get("alias", ""))
         billed_share = 1.0  # an answer that arrived unread (a garbled 200, a timeout) was billed
-        if unanswered and answered_by.get(alias, [0, 0])[1]:
+        if unanswered and not unanswered_billed and answered_by.get(alias, [0, 0])[1]:
             billed_share = answered_by[alias][0] / answered_by[alias][1]
         if str(request.get("request", "")) in priced_hash:
             dollars = priced_hash[str(request.get("request", ""))]
@@ -209,7 +212,7 @@ def money_figures(paths: Any, manifest: Mapping[str, Any]) -> dict[str, Any]:
     return figures
 
 
-def billed_so_far(path: Path, in_flight: str | None = None) -> float | None:
-    """The folder's billed dollars, or None without a ledger (``in_flight``: see read_ledger)."""
-    totals = read_ledger(path, in_flight)
+def billed_so_far(path: Path, in_flight: str | None = None, *, unanswered_billed: bool = False) -> float | None:
+    """The folder's billed dollars, or None without a ledger (``in_flight``, ``unanswered_billed``: see read_ledger)."""
+    totals = read_ledger(path, in_flight, unanswered_billed=unanswered_billed)
     return totals.billed_usd if totals is not None else None

@@ -39,6 +39,7 @@ from intake_eval.judge.judging import (
 from intake_eval.judge.prompt_texts import judge_prompt_texts
 from intake_eval.llm.base import ChatModel
 from intake_eval.llm.registry import ModelsFiles
+from intake_eval.runner.budget import judging_gate
 from intake_eval.runner.stage import StageRunner
 
 
@@ -312,11 +313,10 @@ def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn"
                   limit: int | None = None, models_file: ModelsFiles = None, use_cache: bool = True,
                   force: bool = False, console: Any = None, display: Any = None,
                   batch: BatchSettings | None = None,
-                  spend_gate: Callable[[StageRunner, dict[str, str]], SpendGate | None] | None = None,
-                  shard: Shard | None = None) -> JudgeOutcome:
+                  budget: float | None = None, shard: Shard | None = None) -> JudgeOutcome:
     """The judge stage as the CLI runs it: models and keys, lock, guards, judging with progress.
-    ``spend_gate(runner, {label: alias})`` makes the folder budget each judgment is admitted by (the
-    budget lives in a layer this one does not import)."""
+    ``budget``: dollars for the whole run folder; each judgment is admitted by its folder budget
+    (runner/budget.py)."""
     if not paths.profiles.exists():
         raise IntakeEvalError(f"{paths.profiles}: no profiles here yet; run `intake-eval generate --run-dir {paths.root}` first")
     if not paths.conversation_files():
@@ -329,7 +329,7 @@ def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn"
         assert runner.manifest is not None, "the `with` block opened the manifest"
         shard = folder_shard(paths, runner.manifest.data, shard)
         setups = begin_judge_stages(runner, aliases, mode, force=force, shard=shard)
-        gate = spend_gate(runner, {s.label: s.alias for s in setups}) if spend_gate is not None else None
+        gate = judging_gate(budget, runner, {s.label: s.alias for s in setups}, judge_mode=mode)
         planned = getattr(display, "planned", None)
         done = getattr(display, "done", None)
 
