@@ -44,6 +44,8 @@ class AliasCalls:
     failed_attempts: int = 0
     billed_usd: float = 0.0
     estimated_usd: float = 0.0  # the part of billed_usd that is an estimate
+    unusable_usd: float = 0.0  # the part of billed_usd paid for answers that were not used (an error line)
+    usable_usd: float = 0.0  # the part of billed_usd paid for answers that were used
     saved_by_cache_usd: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -79,6 +81,16 @@ class LedgerTotals:
     @property
     def saved_by_cache_usd(self) -> float:
         return round(self._sum("saved_by_cache_usd"), 8)
+
+    @property
+    def usable_usd(self) -> float:
+        """Billed dollars of answers that were used."""
+        return round(self._sum("usable_usd"), 8)
+
+    @property
+    def unusable_usd(self) -> float:
+        """Billed dollars of attempts whose answer was not used (garbled, cut short, rejected)."""
+        return round(self._sum("unusable_usd"), 8)
 
     @property
     def retries(self) -> int:
@@ -164,8 +176,12 @@ def read_ledger(path: Path, in_flight: str | None = None, *, unanswered_billed: 
         if line.get("error") in UNREAD_BILLED:
             unread.append((sent.get(str(line.get("call")), line), line, False))
             continue
+        if line.get("error") is not None:
+            for calls in counted(line):
+                calls.unusable_usd += dollars
         for calls in counted(line):
             calls.billed_usd += dollars
+            calls.usable_usd += dollars if line.get("error") is None else 0.0
             calls.cost_known = calls.cost_known and bool(line.get("cost_known", True))
             calls.prompt_tokens += int(_number(usage.get("prompt_tokens")))
             calls.completion_tokens += int(_number(usage.get("completion_tokens")))
@@ -195,6 +211,7 @@ def read_ledger(path: Path, in_flight: str | None = None, *, unanswered_billed: 
         for calls in counted(line):
             calls.billed_usd += dollars
             calls.estimated_usd += dollars
+            calls.unusable_usd += 0.0 if unanswered else dollars
     return totals
 
 

@@ -55,13 +55,14 @@ class Budget(FolderBudget):
 
     def estimate(self, item: PlannedConversation) -> float:
         """What a conversation holds (and its judging, when judged as it finishes): once its arm is measured,
-        the mean cost plus one standard deviation, so that many in flight at once do not together outrun
-        their holds; else the prior."""
+        the mean cost plus one standard deviation, times the folder's billed-per-used-dollar overhead (the
+        conversations that finish first are those without retries: their spread alone does not cover the
+        retried ones still in flight); else the prior."""
         costs = self.measured.get(arm_of(item))
         if costs:
             mean = sum(costs) / len(costs)
             spread = (sum((cost - mean) ** 2 for cost in costs) / (len(costs) - 1)) ** 0.5 if len(costs) > 1 else 0.0
-            return mean + spread + self.judging_cost
+            return (mean + spread) * self.overhead + self.judging_cost
         specs = {**self.specs, "clinician": self.specs.get(f"clinician:{item.clinician}")}
         return prior_cost(item, specs) + self.judging_cost
 

@@ -36,7 +36,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from intake_eval.core.calls import billed_so_far
+from intake_eval.core.calls import billed_so_far, read_ledger
 from intake_eval.core.store import iter_json_lines
 from intake_eval.core.usage import run_folder_spend
 from intake_eval.llm.ledger import CHARGE
@@ -72,6 +72,18 @@ class FolderBudget:
     # Reads the folder's billed figure anew (estimates of earlier kills' requests priced by their answers since)
     refresh: Callable[[], None] | None = None
     refreshed: float = 0.0  # monotonic time of the last refresh
+    # The folder's billed dollars of used and of unused answers (retried, garbled, cut short) so far
+    paid_for: Callable[[], tuple[float, float]] | None = None
+
+    @property
+    def overhead(self) -> float:
+        """Dollars billed per dollar of answers used (≥ 1): what retries and unusable answers add to the cost
+        of the work that is kept. Known from the first billed attempts on, well before the work that was
+        retried (and so finishes last) is measured."""
+        if self.paid_for is None:
+            return 1.0
+        used, unused = self.paid_for()
+        return 1.0 + unused / used if used > 0 else 1.0
 
     @classmethod
     def on_folder(cls, limit: float, runner: Any, **fields: Any) -> Any:
@@ -152,7 +164,8 @@ class FolderBudget:
         at once if an earlier invocation stopped this folder at this limit or a larger one, and log a stop."""
         paths = runner.paths
         ledger = runner.pool.ledger
-        before = billed_so_far(paths.calls, unanswered_billed=True)
+        totals = read_ledger(paths.calls, unanswered_billed=True)
+        before = totals.billed_usd if totals is not None else None
         if ledger is not None:
             # billed = the ledger file's figure when last read + what this process was billed since
             read = {"base": before if before is not None else self.settled, "at": ledger.billed_usd}
@@ -167,6 +180,12 @@ class FolderBudget:
                     read["base"], read["at"] = now, at
 
             self.billed, self.refresh = billed, refresh
+            earlier = (totals.usable_usd, totals.unusable_usd) if totals is not None else (0.0, 0.0)
+
+            def paid_for() -> tuple[float, float]:
+                return (earlier[0] + ledger.billed_usd - ledger.unusable_usd, earlier[1] + ledger.unusable_usd)
+
+            self.paid_for = paid_for
         invocation = ledger.prefix if ledger is not None else f"{os.getpid()}-{id(runner)}"
         limit = self.limit
         self.stopped_before = any(
