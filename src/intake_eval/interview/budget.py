@@ -4,12 +4,15 @@ with each conversation's hold sized from what its arm costs.
 
 Each conversation holds, before it starts, the mean cost plus one standard deviation of the finished ok
 conversations of its clinician and arm in this folder (records' cost, scaled by billed ÷ records' cost
-for those on disk, or what one was billed when that is more), else a prior from the models' prices ×
-expected tokens. Measured with 10 SIGKILLs at concurrency 64 on $5 (6 seeds): the holds of the last
-invocation were $0.047–0.083 against conversations billed $0.039–0.042 (restarted ones are cheaper:
-their answered calls come from the response cache), and the work in flight at the stop overran its
-holds by $0.000–0.012 in all — under one conversation ($0.042). The overshoot seen past $5 came from
-requests in flight at the kills, which the budget now counts as billed in full.
+for those on disk, or what one was billed when that is more), times the folder's billed-per-used-dollar
+overhead (``FolderBudget.overhead``); else a prior from the models' prices × expected tokens.
+
+Why the overhead, measured (10 SIGKILLs, concurrency 64, $5, 3 % truncated bodies): when the kills left
+nothing finished, the last invocation measured its first 54 conversations at exactly their records' cost
+($0.0418, spread 0) — those finishing first are those without a retry — and held that for each of the
+64 in flight at the stop; the retried ones among them then overran their holds by $0.083 in all (≈ 64 ×
+$0.0418 × 3 %), billing $5.045–5.186. The bill's overshoot is the retries' share of the work in flight,
+known from the ledger from the first billed attempts on, not from the finished conversations' spread.
 
 The "about $X more" forecast uses no safety margin: measured means where an arm has them, else the
 prior scaled by how measured arms compared with theirs.

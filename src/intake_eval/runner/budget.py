@@ -12,15 +12,16 @@ Spend is the folder's billed figure from its call ledger (core/calls.py) — eve
 every retried or truncated attempt — plus, live, every billed attempt of this process as it arrives;
 response-cache hits are never spend. Requests whose answer never arrived (in flight at a kill) count as
 billed in full: the budget needs an upper bound, where ``status`` shows the best estimate (such a request
-weighted by how often its alias's answers were billed). Measured with 10 SIGKILLs at concurrency 64 on a
-$5 budget: the weighted figure left $0.0165 billed unseen on one seed ($5.0169 billed in all); every
-request in flight at those kills had been answered and billed by the server. A folder made before the
-ledger existed counts its records' cost.
+weighted by how often its alias's answers were billed; on one measured seed every request in flight at
+the kills had been answered and billed, and the weighted figure left $0.0165 unseen). A folder made
+before the ledger existed counts its records' cost. ``overhead`` is the folder's billed dollars per
+dollar of answers used, for holds sized from kept work (interview/budget.py).
 
 Work starts only if spend + what the holds have not spent yet + its own hold fit in the limit, so
-**billed ≤ limit + Σ over the work in flight at the stop of (what it cost − its hold)⁺** plus the error of
-the per-character estimate of requests in flight at kills; with holds at or above the expected cost that
-is about one conversation (or judgment) whatever the concurrency.
+**billed ≤ limit + Σ over the work in flight at the stop of (what it cost − its hold)⁺**, plus the error of
+the per-character estimate of requests in flight at kills. With holds at the expected billed cost (mean
++ one sd, times the overhead) the sum is a few random retries, measured under one conversation at
+concurrency 64 (tests/test_billed_ledger.py).
 
 A budget that already stopped this folder (the stage log's ``budget_stop``) at this limit or a larger
 one starts nothing: a rerun with the same budget sends no request.
