@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Self, cast
 
 from intake_eval.core.calls import billed_so_far, read_ledger
 from intake_eval.core.store import iter_json_lines
@@ -87,7 +87,7 @@ class FolderBudget:
         return 1.0 + unused / used if used > 0 else 1.0
 
     @classmethod
-    def on_folder(cls, limit: float, runner: Any, **fields: Any) -> Any:
+    def on_folder(cls, limit: float, runner: Any, **fields: Any) -> Self:
         """The budget of an invocation on ``runner``'s folder (``fields``: a subclass's own)."""
         spent, _known = run_folder_spend(runner.paths, runner.manifest.data)
         return cls(limit=limit, settled=spent, **fields).backed_by(runner)
@@ -160,7 +160,7 @@ class FolderBudget:
         self.released.clear()
         await self.released.wait()
 
-    def backed_by(self, runner: Any) -> Any:
+    def backed_by(self, runner: Any) -> Self:
         """Count what providers billed (the folder's ledger, then this process's calls as they arrive), stop
         at once if an earlier invocation stopped this folder at this limit or a larger one, and log a stop."""
         paths = runner.paths
