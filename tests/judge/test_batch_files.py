@@ -115,6 +115,7 @@ def test_batch_in_judges_what_the_file_answers_like_online_and_leaves_the_rest_p
     assert server.request_count == served  # every answer came from the file; none needed repair online
     said = " ".join(first.output.split())
     assert "1 failed lines, 1 missing" in said and "1 conversations judged from it, 1 left pending" in said, said
+    assert first.exit_code == 1 and "1 conversations left pending" in said  # pending is not done
     assert "does not support Chat Completions" in said
     judged = judgments(paths)
     assert list(judged) == [cid for cid in reference if ".offline__screener." in cid]

@@ -127,6 +127,12 @@ def judge(
     if trials_csv is not None:
         tables["trials"] = trials_csv
     _summarize(out, paths, outcome, tables)
+    pending = max((counts.get("not_judged", 0) for counts in outcome.counts.values()), default=0)
+    if batch_in is not None and pending:
+        out.print(f"{pending} conversations left pending (their requests are missing or failed in {batch_in}): "
+                  f"write them with --batch-out, run them through the engine and judge with --batch-in again",
+                  markup=False)
+        raise typer.Exit(1)
 
 
 class _Display:
