@@ -156,5 +156,6 @@ def test_a_judge_without_an_openai_route_and_both_flags_are_one_line(online, tmp
     offline = CliRunner().invoke(app, ["judge", "--judge", "offline/judge", "--run-dir", str(paths.root),
                                        "--batch-out", str(tmp_path / "c")])
     assert offline.exit_code == 2 and "no OpenAI-compatible route" in offline.output
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["files", "models.yaml", "online"]  # no file left
     unreadable = judge(paths, models, "--batch-in", str(tmp_path / "absent.jsonl"))
     assert unreadable.exit_code == 2 and "--batch-in" in unreadable.output and "absent.jsonl" in unreadable.output

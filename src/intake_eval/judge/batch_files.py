@@ -104,11 +104,12 @@ async def write_requests(runner: "StageRunner", setups: Sequence[Any], *, limit:
     """Write every judge's pending first requests to ``out`` (written whole, then moved into place);
     returns the number of lines per judge label."""
     counts: dict[str, int] = {}
+    clients = {setup.label: file_client(setup.alias, setup.model.spec) for setup in setups}  # before any file
     partial = out.with_name(out.name + ".partial")
     try:
         with open(partial, "w", encoding="utf-8") as handle:
             for setup in setups:
-                client = file_client(setup.alias, setup.model.spec)
+                client = clients[setup.label]
                 written: set[str] = set()
                 for requests in (await _requests_by_conversation(runner, setup, limit, catalog)).values():
                     for key, request in requests.items():
