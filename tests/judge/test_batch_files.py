@@ -49,7 +49,8 @@ def vllm_output_line(request: dict[str, Any], *, failed: bool = False) -> dict[s
             "error": None}
 
 
-def engine_output(requests: Path, target: Path, *, skip: set[str] = frozenset(), fail: set[str] = frozenset()) -> Path:
+def engine_output(requests: Path, target: Path, *, skip: frozenset[str] = frozenset(),
+                  fail: frozenset[str] = frozenset()) -> Path:
     lines = [json.loads(text) for text in requests.read_text().splitlines()]
     with target.open("w") as handle:
         for line in lines:
@@ -108,7 +109,7 @@ def test_batch_in_judges_what_the_file_answers_like_online_and_leaves_the_rest_p
                 by_conversation[clinician].add(line["custom_id"])
     own = sorted(by_conversation["offline/anchored"] - by_conversation["offline/screener"])
     missing, failed = own[:1], own[1:2]
-    partial = engine_output(requests, tmp_path / "partial.jsonl", skip=set(missing), fail=set(failed))
+    partial = engine_output(requests, tmp_path / "partial.jsonl", skip=frozenset(missing), fail=frozenset(failed))
     served = server.request_count
 
     first = judge(paths, models, "--batch-in", str(partial))
