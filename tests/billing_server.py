@@ -37,6 +37,7 @@ class BillingResponder:
     bill: float = 0.0
     answered: int = 0
     faults: dict[str, int] = field(default_factory=lambda: {"truncated": 0, "500": 0, "429": 0})
+    by_patient: dict[str, float] = field(default_factory=dict)  # patient name → what its conversation's calls billed
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _content(self, body: dict[str, Any]) -> str:
@@ -62,9 +63,13 @@ class BillingResponder:
         prompt = tokens(" ".join(str(m.get("content", "")) for m in body.get("messages", [])))
         completion = tokens(content)
         price_in, price_out = PRICES[body["model"]]
+        named = re.findall(r"\b(Daniel\d+)", " ".join(str(m.get("content", "")) for m in body.get("messages", [])))
         with self.lock:
             self.bill += prompt * price_in + completion * price_out
             self.answered += 1
+            if named:
+                key = named[0]
+                self.by_patient[key] = self.by_patient.get(key, 0.0) + prompt * price_in + completion * price_out
         if roll < self.server_error_rate + self.rate_limited_rate + self.truncated_rate:
             with self.lock:
                 self.faults["truncated"] += 1
@@ -75,6 +80,13 @@ class BillingResponder:
             raw = json.dumps(payload).encode()
             return Reply(raw_body=raw[: len(raw) // 2])
         return Reply(content=content, prompt_tokens=prompt, completion_tokens=completion)
+
+    def one_conversation(self) -> float:
+        """What one conversation was billed, by this server's own figures: the median over patients (a
+        conversation cut by a kill and run again, or retried, was billed more than one)."""
+        with self.lock:
+            bills = sorted(self.by_patient.values())
+        return bills[len(bills) // 2] if bills else 0.0
 
     @property
     def fault_count(self) -> int:

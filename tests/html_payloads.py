@@ -1,5 +1,6 @@
 """A run folder whose every user- or model-controlled string is an HTML/JS payload, for the
-headless-browser test: aliases (clinician, patient, judge) from a --models file, phenotype names,
+headless-browser test: aliases (clinician, patient, judge) from a --models file, a clinician
+condition's name (a template file in a --prompts folder), phenotype names,
 domain labels and symptom texts from a custom catalog (the offline generator and patient quote
 them, so they become model text), annotator names and notes from an imported sheet, and run
 folder names for compare.html. Every payload, if it ran, would set ``window.__pwned`` or open a
@@ -32,6 +33,7 @@ CLINICIAN = "dr\"><svg onload=\"window.__pwned='clinician'\">"
 JUDGE = "<img src=x onerror=\"window.__pwned='judge'\">"
 PATIENT = "pt</script><script>window.__pwned='patient'</script>"
 ANNOTATOR = "<img src=x onerror=\"window.__pwned='annotator'\">"
+CONDITION = "c<img src=x onerror=\"window.__pwned='condition'\">"  # a file name: no slash
 
 
 def payload(index: int) -> str:
@@ -60,6 +62,13 @@ def payload_catalog(folder: Path) -> Path:
     return folder
 
 
+def payload_prompts(folder: Path) -> Path:
+    """A prompts folder (``--prompts``) holding a clinician condition whose name is a payload."""
+    folder.mkdir(parents=True)
+    shutil.copy(package_folder("prompts") / "clinician_minimal.j2", folder / f"clinician_{CONDITION}.j2")
+    return folder
+
+
 def payload_models(path: Path) -> Path:
     path.write_text(yaml.safe_dump({"models": {CLINICIAN: {"model": "offline/screener"},
                                                JUDGE: {"model": "offline/judge"},
@@ -80,7 +89,9 @@ def payload_run(folder: Path) -> Path:
     common = ("--run-dir", str(run))
     must(cli("generate", "--n", "6", "--seed", "3", "--catalog", str(catalog), *common))
     must(cli("run", "--clinician", CLINICIAN, "--clinician", "offline/anchored", "--patient", PATIENT,
-             "--patient-mode", "tracked", "--turns", "4", "--trials", "2", "--models", str(models), *common))
+             "--patient-mode", "tracked", "--turns", "4", "--trials", "2", "--models", str(models),
+             "--prompts", str(payload_prompts(folder / "prompts")), "--condition", "minimal", "--condition", CONDITION,
+             *common))
     must(cli("judge", "--judge", JUDGE, "--judge", "offline/judge", "--models", str(models), *common))
     must(cli("annotate", "export", "--n", "12", "--judge", JUDGE, *common))
     must(cli("annotate", "import", str(filled(run, folder / "labels.csv")), *common))

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from intake_eval.cli import app
 from intake_eval.core.calls import read_ledger
 from intake_eval.core.store import RunPaths, append_record, iter_json_lines
-from intake_eval.interview.budget import record_cost
+from intake_eval.runner.cost_estimate import record_cost
 from tests.convo_helpers import make_profile
 from tests.fakeserver import FakeOpenAIServer
 from tests.test_run_fakeserver import study_server

@@ -60,6 +60,7 @@ def test_export_samples_whole_conversations_per_arm_and_plans_the_labels(run_dir
     assert result.exit_code == 0, result.output
     assert "Labelled conversations needed for a 95% CI of width 0.20" in result.output
     assert "if 10% disagree" in result.output
+    assert "run folder: billed" in result.output and "records' cost" in result.output  # the closing money line
     key = json.loads((run_dir / "annotations" / "key.json").read_text())
     assert key["mode"] == "calibration" and sorted(key["population"].values()) == [8, 8]
     assert sorted(len(ids) for ids in key["sampled"].values()) == [5, 5]
@@ -78,6 +79,7 @@ def test_import_writes_the_calibrated_estimate_beside_the_judge_only_one(run_dir
     result = invoke("annotate", "import", str(filled), "--run-dir", str(run_dir))
     assert result.exit_code == 0, result.output
     assert "corrected for judge error" in result.output
+    assert "run folder: billed" in result.output  # the closing money line
     table = pd.read_csv(run_dir / "metrics" / "calibrated.csv")
     arms = table[table["scope"] == "clinician"].set_index("clinician")
     assert sorted(arms["n_labelled"]) == [4, 5]  # the half-labelled conversation does not count
@@ -113,6 +115,8 @@ def test_an_annotator_who_agrees_with_the_judge_changes_nothing(run_dir, tmp_pat
 def test_a_plain_pack_is_not_calibrated_and_bad_flags_are_one_line(run_dir, tmp_path):
     bad = invoke("annotate", "export", "--for-calibration", "--ci-width", "2", "--run-dir", str(run_dir))
     assert bad.exit_code == 2 and "--ci-width 2" in bad.output
+    capped = invoke("annotate", "export", "--for-calibration", "--n", "99999999999", "--run-dir", str(run_dir))
+    assert capped.exit_code == 2 and "--n 99,999,999,999" in capped.output and "1,000,000" in capped.output
     (run_dir / "metrics" / "calibrated.csv").unlink(missing_ok=True)
     assert invoke("annotate", "export", "--n", "6", "--run-dir", str(run_dir), "--force").exit_code == 0
     imported = invoke("annotate", "import", str(fill(run_dir, tmp_path / "plain.csv", strict=True)), "--run-dir", str(run_dir))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.adversarial_cases import cli
-from tests.html_payloads import CLINICIAN, JUDGE, PAYLOADS, payload_run
+from tests.html_payloads import CLINICIAN, CONDITION, JUDGE, PAYLOADS, payload_run
 from tests.test_report_browser import CHROMIUM, browser  # noqa: F401  (the shared headless chromium fixture)
 
 pytestmark = [
@@ -58,7 +58,7 @@ def test_the_report_runs_no_payload(browser, run):  # noqa: F811  (the shared fi
     visit = Visit(browser, (run / "report" / "index.html").as_uri())
     visit.assert_nothing_ran()
     body = visit.text()
-    assert JUDGE in body and CLINICIAN in body  # shown as text
+    assert JUDGE in body and CLINICIAN in body and CONDITION in body  # shown as text
     # every conversation through the transcript viewer: its shard loads and its text is drawn
     for index in range(visit.page.locator("#dd-body .chips[data-conv]").count()):
         visit.page.locator("#dd-body .chips[data-conv]").nth(index).click()

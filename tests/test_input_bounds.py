@@ -66,6 +66,22 @@ def test_generate_n_is_capped_like_the_study_config(tmp_path):
     assert not run.exists()
 
 
+def test_qc_patient_n_is_capped_like_generate_n(tmp_path):
+    run = tmp_path / "run"
+    line = one_error_line(CliRunner().invoke(app, ["qc-patient", "--patient", "offline/patient", "--n", "99999999999",
+                                                   "--run-dir", str(run)]))
+    assert "--n" in line and "1,000,000" in line
+    assert not run.exists()
+
+
+def test_annotate_export_n_is_capped(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    line = one_error_line(CliRunner().invoke(app, ["annotate", "export", "--n", "99999999999", "--run-dir", str(run)]))
+    assert "--n" in line and "1,000,000" in line
+    assert not (run / "annotations").exists()
+
+
 def test_a_yaml_alias_bomb_in_a_models_file_is_one_line(tmp_path):
     models = tmp_path / "models.yaml"
     models.write_text("models:\n  bomb:\n    model: openai/x\n    api_base: http://127.0.0.1:9/v1\n"

@@ -36,7 +36,7 @@ def export(
     whole conversations are sampled at random per arm, and the number of labelled conversations
     a target CI width needs is printed.
     """
-    from intake_eval.commands.common import console
+    from intake_eval.commands.common import console, print_money
     from intake_eval.core.store import RunPaths
     from intake_eval.core.run_lock import RunLock
     from intake_eval.trust.annotate import export_pack
@@ -58,12 +58,13 @@ def export(
     out.print(f"  give annotators: {result.files[0]}  (or {result.files[1]})")
     out.print(f"  keep to yourself: {result.files[2]}  (the judge's labels)")
     out.print(f"  then: intake-eval annotate import FILLED.csv … --run-dir {run_dir}")
+    print_money(out, paths)
 
 
 def _export_calibration(paths, n: int, judge: str | None, seed: int, ci_width: float, force: bool, run_dir) -> None:
     from rich.table import Table
 
-    from intake_eval.commands.common import console
+    from intake_eval.commands.common import console, print_money
     from intake_eval.core import numbers
     from intake_eval.core.run_lock import RunLock
     from intake_eval.trust.calibration import (
@@ -98,6 +99,7 @@ def _export_calibration(paths, n: int, judge: str | None, seed: int, ci_width: f
               "labelled for it to count")
     out.print(f"  keep to yourself: {result.files[2]}  (the judge's labels)")
     out.print(f"  then: intake-eval annotate import FILLED.csv … --run-dir {run_dir}  (writes metrics/calibrated.csv)")
+    print_money(out, paths)
 
 
 @app.command("import")
@@ -113,6 +115,7 @@ def import_(
     from rich.console import Console
     from rich.table import Table
 
+    from intake_eval.commands.common import console, print_money
     from intake_eval.core import numbers
     from intake_eval.core.store import RunPaths
     from intake_eval.trust.annotate import import_annotations
@@ -131,6 +134,7 @@ def import_(
 
     if is_calibration_pack(RunPaths(run_dir)):
         _print_calibration(*import_calibration(RunPaths(run_dir), list(files)))
+    print_money(console(), run_dir)
 
 
 def _print_calibration(rows, target) -> None:

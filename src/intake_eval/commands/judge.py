@@ -48,6 +48,15 @@ def judge(
     batch_wait: Annotated[float, typer.Option(
         "--batch-wait", help="Hours to wait for a submitted batch before stopping; the batch stays submitted and "
         "a rerun collects it.")] = 25.0,
+    batch_out: Annotated[Path | None, typer.Option(
+        "--batch-out", metavar="FILE", help="Write the judge's pending requests to FILE in the OpenAI batch input "
+        "format (custom_id, method, url, body) for a cluster engine (`vllm run-batch`, Ray Data LLM) and judge "
+        "nothing; then judge with --batch-in and the engine's output file.", show_default=False)] = None,
+    batch_in: Annotated[Path | None, typer.Option(
+        "--batch-in", metavar="FILE", help="Judge from an engine's output FILE in the OpenAI batch output format "
+        "(id, custom_id, response{status_code, body}, error): answers are validated and repaired online, priced "
+        "at the alias's prices; conversations whose requests are missing or failed in FILE stay pending. "
+        "Reading the same FILE again adds nothing.", show_default=False)] = None,
     budget: Annotated[float | None, typer.Option(
         "--budget", help="Dollars for the whole run folder, as in `run --budget`: what its records already cost "
         "(generation, conversations, earlier judgments) counts. A judgment starts only if its estimated cost still "
@@ -85,6 +94,11 @@ def judge(
         raise IntakeEvalError(f"--batch-wait must be a positive number of hours (got {batch_wait})")
     if budget is not None and not (budget > 0 and budget != float("inf")):  # nan fails the comparison too
         raise IntakeEvalError(f"--budget must be a positive, finite number of dollars (got {budget})")
+    if batch_out is not None and batch_in is not None:
+        raise IntakeEvalError("--batch-out and --batch-in: give one (write the requests, then read the answers)")
+    if (batch_out is not None or batch_in is not None) and (batch or budget is not None):
+        raise IntakeEvalError("--batch-out/--batch-in cannot be combined with --batch or --budget: the engine "
+                              "answers the file whole")
     if budget is not None and batch:
         raise IntakeEvalError("--budget cannot be combined with --batch: a batch is submitted and paid for whole")
     if shard is not None and batch:
@@ -92,29 +106,33 @@ def judge(
                               "folder (a shard's own folder holds only its conversations: judge it without --shard)")
     if len(set(judge)) != len(judge):
         raise IntakeEvalError("--judge: the same judge is given twice")
-    from intake_eval.interview.budget import JudgingGate, judging_budget
     from intake_eval.judge.batch import BatchSettings
+    from intake_eval.judge.batch_files import BatchFiles
     from intake_eval.judge.stage import execute_judge
     from intake_eval.metrics.tables import write_metrics
     from intake_eval.metrics.trials import write_trial_metrics
 
     out = console()
     paths = RunPaths(Path(run_dir))
+    files = BatchFiles(out=batch_out, into=batch_in, on_progress=lambda line: out.print(line, markup=False)) \
+        if batch_out is not None or batch_in is not None else None
     settings = BatchSettings(poll_s=batch_poll, wait_s=batch_wait * 3600.0,
                              on_progress=lambda line: out.print(line)) if batch else None
 
-    def spend_gate(runner: Any, judges: dict[str, str]) -> JudgingGate | None:
-        folder = judging_budget(budget, runner, judges, judge_mode=mode)
-        return JudgingGate(folder) if folder is not None else None
-
     outcome = execute_judge(paths, list(judge), mode=mode, concurrency=concurrency, limit=limit, models_file=models,
                             use_cache=not no_cache, force=force, console=out, display=_Display(out), batch=settings,
-                            spend_gate=spend_gate, shard=parse_shard(shard))
+                            budget=budget, shard=parse_shard(shard), batch_files=files)
     tables = write_metrics(paths)
     trials_csv = write_trial_metrics(paths)  # metrics/trials.csv when the run repeats trials
     if trials_csv is not None:
         tables["trials"] = trials_csv
     _summarize(out, paths, outcome, tables)
+    pending = max((counts.get("not_judged", 0) for counts in outcome.counts.values()), default=0)
+    if batch_in is not None and pending:
+        out.print(f"{pending} conversations left pending (their requests are missing or failed in {batch_in}): "
+                  f"write them with --batch-out, run them through the engine and judge with --batch-in again",
+                  markup=False)
+        raise typer.Exit(1)
 
 
 class _Display:

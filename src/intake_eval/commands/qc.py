@@ -46,7 +46,7 @@ def qc_patient(
     spoke: words per reply against the style's target, MATTR, early resolution, repeated phrasing).
     --max-leak-rate and --min-recall turn it into a gate.
     """
-    from intake_eval.commands.common import console
+    from intake_eval.commands.common import console, print_money
     from intake_eval.core.patient_styles import check_styles
     from intake_eval.trust.patient_qc import QCSettings
     from intake_eval.trust.probes import DEFAULT_PROBES
@@ -58,6 +58,7 @@ def qc_patient(
                               probes=probes or DEFAULT_PROBES, concurrency=concurrency, style=style)
         failed += _qc_one(settings, run_dir=run_dir, models=models, no_cache=no_cache, force=force, err=err,
                           max_leak_rate=max_leak_rate, min_recall=min_recall)
+    print_money(err, run_dir)
     if failed:
         raise typer.Exit(1)
 

@@ -44,6 +44,8 @@ class AliasCalls:
     failed_attempts: int = 0
     billed_usd: float = 0.0
     estimated_usd: float = 0.0  # the part of billed_usd that is an estimate
+    unusable_usd: float = 0.0  # the part of billed_usd paid for answers that were not used (an error line)
+    usable_usd: float = 0.0  # the part of billed_usd paid for answers that were used
     saved_by_cache_usd: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -81,6 +83,16 @@ class LedgerTotals:
         return round(self._sum("saved_by_cache_usd"), 8)
 
     @property
+    def usable_usd(self) -> float:
+        """Billed dollars of answers that were used."""
+        return round(self._sum("usable_usd"), 8)
+
+    @property
+    def unusable_usd(self) -> float:
+        """Billed dollars of attempts whose answer was not used (garbled, cut short, rejected)."""
+        return round(self._sum("unusable_usd"), 8)
+
+    @property
     def retries(self) -> int:
         return int(self._sum("retries"))
 
@@ -101,9 +113,11 @@ def _number(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
-def read_ledger(path: Path, in_flight: str | None = None) -> LedgerTotals | None:
+def read_ledger(path: Path, in_flight: str | None = None, *, unanswered_billed: bool = False) -> LedgerTotals | None:
     """The ledger's figures, or None when the folder has no ledger (made before it existed). Requests whose
-    call id starts with ``in_flight`` (a live process's own) are not counted while unanswered."""
+    call id starts with ``in_flight`` (a live process's own) are not counted while unanswered.
+    ``unanswered_billed`` counts every request whose answer never arrived as billed in full (no weighting by
+    how often the alias's answers were billed): an upper bound rather than the best estimate — a budget's view."""
     if not path.exists():
         return None
     sent: dict[str, dict[str, Any]] = {}
@@ -138,7 +152,8 @@ def read_ledger(path: Path, in_flight: str | None = None) -> LedgerTotals | None
             unread.append((line, line, True))
     answered_by: dict[str, list[int]] = {}  # alias → [billed answers, answers] from the provider
     for line in answers:
-        dollars, usage = _number(line.get("dollars")), line.get("usage") if isinstance(line.get("usage"), dict) else {}
+        raw_usage = line.get("usage")
+        dollars, usage = _number(line.get("dollars")), raw_usage if isinstance(raw_usage, dict) else {}
         if line.get("cache_hit") and line.get("cost_known", True):
             priced_hash.setdefault(str(line.get("request", "")), dollars)
         elif not line.get("cache_hit"):
@@ -161,8 +176,12 @@ def read_ledger(path: Path, in_flight: str | None = None) -> LedgerTotals | None
         if line.get("error") in UNREAD_BILLED:
             unread.append((sent.get(str(line.get("call")), line), line, False))
             continue
+        if line.get("error") is not None:
+            for calls in counted(line):
+                calls.unusable_usd += dollars
         for calls in counted(line):
             calls.billed_usd += dollars
+            calls.usable_usd += dollars if line.get("error") is None else 0.0
             calls.cost_known = calls.cost_known and bool(line.get("cost_known", True))
             calls.prompt_tokens += int(_number(usage.get("prompt_tokens")))
             calls.completion_tokens += int(_number(usage.get("completion_tokens")))
@@ -180,7 +199,7 @@ def read_ledger(path: Path, in_flight: str | None = None) -> LedgerTotals | None
     for request, line, unanswered in unread:
         alias = str(line.get("alias", ""))
         billed_share = 1.0  # an answer that arrived unread (a garbled 200, a timeout) was billed
-        if unanswered and answered_by.get(alias, [0, 0])[1]:
+        if unanswered and not unanswered_billed and answered_by.get(alias, [0, 0])[1]:
             billed_share = answered_by[alias][0] / answered_by[alias][1]
         if str(request.get("request", "")) in priced_hash:
             dollars = priced_hash[str(request.get("request", ""))]
@@ -192,6 +211,7 @@ def read_ledger(path: Path, in_flight: str | None = None) -> LedgerTotals | None
         for calls in counted(line):
             calls.billed_usd += dollars
             calls.estimated_usd += dollars
+            calls.unusable_usd += 0.0 if unanswered else dollars
     return totals
 
 
@@ -209,7 +229,7 @@ def money_figures(paths: Any, manifest: Mapping[str, Any]) -> dict[str, Any]:
     return figures
 
 
-def billed_so_far(path: Path, in_flight: str | None = None) -> float | None:
-    """The folder's billed dollars, or None without a ledger (``in_flight``: see read_ledger)."""
-    totals = read_ledger(path, in_flight)
+def billed_so_far(path: Path, in_flight: str | None = None, *, unanswered_billed: bool = False) -> float | None:
+    """The folder's billed dollars, or None without a ledger (``in_flight``, ``unanswered_billed``: see read_ledger)."""
+    totals = read_ledger(path, in_flight, unanswered_billed=unanswered_billed)
     return totals.billed_usd if totals is not None else None

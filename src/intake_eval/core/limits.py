@@ -4,6 +4,7 @@ time is spent on it."""
 
 from __future__ import annotations
 
-MAX_PROFILES = 1_000_000  # profiles in one run folder (`generate --n`, study `profiles.n`)
+MAX_PROFILES = 1_000_000  # profiles in one run folder (`generate --n`, `qc-patient --n`, study `profiles.n`)
+MAX_ANNOTATION_ITEMS = 1_000_000  # items (or conversations per arm) in one annotation pack (`annotate export --n`)
 MAX_CONCURRENCY = 4096  # tasks in flight at once
 MAX_YAML_NODES = 1_000_000  # values one YAML file a user gives may unfold into through its aliases

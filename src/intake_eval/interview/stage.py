@@ -35,7 +35,7 @@ from intake_eval.interview.backfill import (
     allow_formulation_upgrade,
     request_missing_formulations,
 )
-from intake_eval.interview.budget import Budget, Reservation, folder_budget
+from intake_eval.interview.budget import Budget, folder_budget
 from intake_eval.interview.conversation import (
     Participants,
     PlannedConversation,
@@ -56,6 +56,7 @@ from intake_eval.interview.plan import (
 from intake_eval.interview.prompt_texts import run_prompt_texts
 from intake_eval.llm.base import ChatResult, ModelSpec
 from intake_eval.llm.registry import ModelsFiles
+from intake_eval.runner.budget import Reservation
 from intake_eval.runner.stage import StageRunner
 
 OnDone = Callable[[Conversation], Any]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,6 +30,7 @@ from intake_eval.core.store import (
 )
 from intake_eval.core.tasks import gather_or_cancel
 from intake_eval.judge.batch import BatchSettings, batch_judges, check_batchable
+from intake_eval.judge.batch_files import BatchFiles, counts_line, judges_from_file, write_requests
 from intake_eval.judge.judging import (
     JUDGE_PROMPTS,
     judge_config,
@@ -39,6 +40,7 @@ from intake_eval.judge.judging import (
 from intake_eval.judge.prompt_texts import judge_prompt_texts
 from intake_eval.llm.base import ChatModel
 from intake_eval.llm.registry import ModelsFiles
+from intake_eval.runner.budget import judging_gate
 from intake_eval.runner.stage import StageRunner
 
 
@@ -48,6 +50,7 @@ class JudgeSetup:
     alias: str
     model: ChatModel
     mode: str = "per-turn"
+    only: frozenset[str] | None = None  # the conversations it may judge now (a batch file answered them); None: all
 
 
 @dataclass
@@ -125,7 +128,7 @@ async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concur
             done |= done_keys(judgment_path, "conversation_id")
             attempts.setdefault(setup.label, {}).update(_attempts_so_far(judgment_path, "conversation_id"))
         for path, wanted in wanted_by_file.items():
-            todo[(setup.label, path)] = wanted - done
+            todo[(setup.label, path)] = (wanted - done) & setup.only if setup.only is not None else wanted - done
             result.skipped[setup.label] += len(wanted & done)
     if on_planned is not None:
         on_planned(sum(len(ids) for ids in todo.values()))
@@ -214,6 +217,22 @@ async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concur
 
 def primary_judge(manifest_data: dict[str, Any]) -> str | None:
     return (manifest_data.get("judges") or {}).get("primary")
+
+
+async def _from_batch_files(runner: StageRunner, setups: Sequence[JudgeSetup], *, limit: int | None,
+                            catalog: Catalog | None, files: BatchFiles) -> list[JudgeSetup]:
+    """``--batch-out``: write the requests and judge nothing; ``--batch-in``: judge what the file answers."""
+    say = files.on_progress or (lambda _line: None)
+    if files.out is not None:
+        written = await write_requests(runner, setups, limit=limit, catalog=catalog, out=files.out)
+        for label, lines in written.items():
+            say(f"judge {label}: {lines} requests written to {files.out} (OpenAI batch input format)")
+        return [replace(setup, only=frozenset()) for setup in setups]
+    assert files.into is not None, "BatchFiles names a file to write or to read"
+    judges, counts = await judges_from_file(runner, setups, limit=limit, catalog=catalog, path=files.into)
+    for label, tally in counts.items():
+        say(counts_line(label, tally, files.into))
+    return judges
 
 
 def begin_judge_stages(runner: StageRunner, aliases: Sequence[str], mode: str, *, force: bool,
@@ -312,11 +331,11 @@ def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn"
                   limit: int | None = None, models_file: ModelsFiles = None, use_cache: bool = True,
                   force: bool = False, console: Any = None, display: Any = None,
                   batch: BatchSettings | None = None,
-                  spend_gate: Callable[[StageRunner, dict[str, str]], SpendGate | None] | None = None,
-                  shard: Shard | None = None) -> JudgeOutcome:
+                  budget: float | None = None, shard: Shard | None = None,
+                  batch_files: BatchFiles | None = None) -> JudgeOutcome:
     """The judge stage as the CLI runs it: models and keys, lock, guards, judging with progress.
-    ``spend_gate(runner, {label: alias})`` makes the folder budget each judgment is admitted by (the
-    budget lives in a layer this one does not import)."""
+    ``budget``: dollars for the whole run folder; each judgment is admitted by its folder budget
+    (runner/budget.py)."""
     if not paths.profiles.exists():
         raise IntakeEvalError(f"{paths.profiles}: no profiles here yet; run `intake-eval generate --run-dir {paths.root}` first")
     if not paths.conversation_files():
@@ -329,13 +348,15 @@ def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn"
         assert runner.manifest is not None, "the `with` block opened the manifest"
         shard = folder_shard(paths, runner.manifest.data, shard)
         setups = begin_judge_stages(runner, aliases, mode, force=force, shard=shard)
-        gate = spend_gate(runner, {s.label: s.alias for s in setups}) if spend_gate is not None else None
+        gate = judging_gate(budget, runner, {s.label: s.alias for s in setups}, judge_mode=mode)
         planned = getattr(display, "planned", None)
         done = getattr(display, "done", None)
 
         async def work() -> JudgeStageResult:
             judges = setups if batch is None else await batch_judges(runner, setups, limit=limit, catalog=catalog,
                                                                      settings=batch)
+            if batch_files is not None:
+                judges = await _from_batch_files(runner, setups, limit=limit, catalog=catalog, files=batch_files)
             return await judge_stage(paths, judges, concurrency=concurrency, limit=limit, catalog=catalog,
                                      on_planned=planned, on_done=done, stopped=runner.pool.stopped,
                                      spend_gate=gate, shard=shard)

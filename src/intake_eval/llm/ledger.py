@@ -44,13 +44,15 @@ CHARGE: ContextVar[Callable[[float], None] | None] = ContextVar("intake_eval_cha
 
 
 class CallLedger:
-    """Appends the ledger lines of one process; ``billed_usd`` is what its billed attempts cost so far."""
+    """Appends the ledger lines of one process; ``billed_usd`` is what its billed attempts cost so far, and
+    ``unusable_usd`` the part of it billed for attempts whose answer was not used (garbled, cut short, rejected)."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
         self.stage = ""  # the stage the invocation began last (set by the stage runner)
         self._stage_of: dict[tuple[str, str], str] = {}  # (role, alias) → the stage that registered it
         self.billed_usd = 0.0
+        self.unusable_usd = 0.0
         self._writer: JsonlWriter | None = None
         self.prefix = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"  # every call id of this process starts with it
         self._ids = itertools.count(1)
@@ -100,6 +102,8 @@ class CallLedger:
         self._write(line)
         if line["billed"]:
             self.billed_usd += line["dollars"]
+            if line.get("error") is not None:
+                self.unusable_usd += line["dollars"]
             charge = CHARGE.get()
             if charge is not None:
                 charge(line["dollars"])

@@ -22,12 +22,7 @@ from intake_eval.core.tasks import gather_or_cancel
 from intake_eval.forks.plan import parse_fork_at
 from intake_eval.forks.stage import run_fork_stage
 from intake_eval.interview.backfill import provider_error_formulations
-from intake_eval.interview.budget import (
-    Budget,
-    JudgingGate,
-    folder_budget,
-    judging_budget,
-)
+from intake_eval.interview.budget import Budget, folder_budget, study_judging_gate
 from intake_eval.interview.plan import (
     RunSettings,
     RunTotals,
@@ -48,6 +43,7 @@ from intake_eval.judge.stage import (
     judgment_counts,
     ok_conversation_ids,
 )
+from intake_eval.runner.budget import JudgingGate, judging_gate
 from intake_eval.runner.stage import StageRunner
 from intake_eval.study.config import StudyConfig
 
@@ -196,7 +192,7 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
             laps("run+judge")
         compact_conversations(paths, settings.clinicians)
         # conversations an earlier invocation left unjudged: judged within the same folder budget
-        spend_gate = JudgingGate(budget) if budget is not None else None
+        spend_gate = study_judging_gate(budget) if budget is not None else None
         sweep, interrupted = runner.run(lambda: judge_stage(paths, setups, concurrency=judge_workers,
                                                             catalog=catalog, stopped=runner.pool.stopped,
                                                             on_done=lambda judgment: progress.judged(judgment.ok),
@@ -257,9 +253,8 @@ def _forks(config: StudyConfig, runner: StageRunner, settings: RunSettings, setu
                                 "not_forked": sum(result.skipped.values())}
         if result.interrupted:
             return counts, None, True, None
-    budget = judging_budget(config.budget, runner, {setup.label: setup.alias for setup in setups},
-                            judge_mode=config.judge_mode, turns=config.turns)
-    gate = JudgingGate(budget) if budget is not None else None
+    gate = judging_gate(config.budget, runner, {setup.label: setup.alias for setup in setups},
+                        judge_mode=config.judge_mode, turns=config.turns)
     sweep, interrupted = runner.run(lambda: judge_stage(runner.paths, setups, concurrency=config.concurrency,
                                                         catalog=runner.catalog, stopped=runner.pool.stopped,
                                                         spend_gate=gate, shard=settings.shard))

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.limits import MAX_ANNOTATION_ITEMS
 from intake_eval.core.numbers import csv_cell
 from intake_eval.core.records import QUESTION_TYPES, Conversation, Judgment, Profile
 from intake_eval.core.spreadsheet import spreadsheet_row
@@ -215,6 +216,8 @@ class ExportResult:
 def export_pack(paths: RunPaths, *, n: int, judge: str | None = None, seed: int = 0, force: bool = False) -> ExportResult:
     if n < 1:
         raise IntakeEvalError(f"--n {n}: must be at least 1")
+    if n > MAX_ANNOTATION_ITEMS:
+        raise IntakeEvalError(f"--n {n:,}: must be at most {MAX_ANNOTATION_ITEMS:,} items")
     folder = choose_judge(paths, judge)
     judge_alias, units = folder.name, []
     for alias, unit in iter_units(folder):

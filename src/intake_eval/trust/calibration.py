@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.limits import MAX_ANNOTATION_ITEMS
 from intake_eval.core.records import Profile
 from intake_eval.core.store import (
     RunPaths,
@@ -143,6 +144,8 @@ def export_calibration_pack(paths: RunPaths, *, per_arm: int, judge: str | None 
                             ci_width: float = 0.10, force: bool = False) -> CalibrationExport:
     if per_arm < 1:
         raise IntakeEvalError(f"--n {per_arm}: must be at least 1 (conversations per arm)")
+    if per_arm > MAX_ANNOTATION_ITEMS:
+        raise IntakeEvalError(f"--n {per_arm:,}: must be at most {MAX_ANNOTATION_ITEMS:,} conversations per arm")
     if not 0 < ci_width < 1:
         raise IntakeEvalError(f"--ci-width {ci_width}: must be between 0 and 1 (e.g. 0.1 for ±5 points)")
     folder = choose_judge(paths, judge)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from intake_eval.catalog.load import load_catalog
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.limits import MAX_PROFILES
 from intake_eval.core.patient_styles import DEFAULT_STYLE, STYLES, style_prompt_names
 from intake_eval.core.progress import ProgressBar
 from intake_eval.core.records import (
@@ -211,6 +212,14 @@ class QCSettings:
     style: str = DEFAULT_STYLE  # how the patient speaks (core/patient_styles.py)
 
 
+def check_profile_count(n: int) -> None:
+    """``--n`` within 1..MAX_PROFILES, the bound of ``generate --n`` and the study config."""
+    if n < 1:
+        raise IntakeEvalError(f"--n {n}: must be at least 1")
+    if n > MAX_PROFILES:
+        raise IntakeEvalError(f"--n {n:,}: must be at most {MAX_PROFILES:,}, like generate --n (profiles to probe)")
+
+
 def qc_stage_name(settings: QCSettings) -> str:
     style = f" {settings.style}" if settings.style != DEFAULT_STYLE else ""
     return f"qc-patient {settings.patient} {settings.mode}{style} {settings.judge}"
@@ -219,6 +228,7 @@ def qc_stage_name(settings: QCSettings) -> str:
 def execute_qc(paths: RunPaths, settings: QCSettings, *, models_file: ModelsFiles = None, use_cache: bool = True,
                force: bool = False, console: Any = None) -> QCResult:
     """Patient QC as the CLI runs it: its own stage runner (lock, guards, pool)."""
+    check_profile_count(settings.n)  # before the runner makes or locks any folder
     names = [settings.patient, settings.judge, settings.tracker if settings.mode == "tracked" else None]
     with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, models=names) as runner:
         return run_patient_qc(runner, settings, force=force)
@@ -233,8 +243,7 @@ def run_patient_qc(runner: StageRunner, settings: QCSettings, *, force: bool = F
     mode: PatientMode = "tracked" if settings.mode == "tracked" else "prompted"  # validated just above
     if settings.style not in STYLES:
         raise IntakeEvalError(f"--patient-style {settings.style}: choose one of {', '.join(STYLES)}")
-    if settings.n < 1:
-        raise IntakeEvalError(f"--n {settings.n}: must be at least 1")
+    check_profile_count(settings.n)
     names = {"patient": settings.patient, "judge": settings.judge}
     if settings.mode == "tracked" and settings.tracker:
         names["tracker"] = settings.tracker
