@@ -46,7 +46,7 @@ def qc_patient(
     spoke: words per reply against the style's target, MATTR, early resolution, repeated phrasing).
     --max-leak-rate and --min-recall turn it into a gate.
     """
-    from intake_eval.commands.common import console, print_money
+    from intake_eval.commands.common import console
     from intake_eval.core.patient_styles import check_styles
     from intake_eval.trust.patient_qc import QCSettings
     from intake_eval.trust.probes import DEFAULT_PROBES
@@ -58,7 +58,6 @@ def qc_patient(
                               probes=probes or DEFAULT_PROBES, concurrency=concurrency, style=style)
         failed += _qc_one(settings, run_dir=run_dir, models=models, no_cache=no_cache, force=force, err=err,
                           max_leak_rate=max_leak_rate, min_recall=min_recall)
-    print_money(err, run_dir)
     if failed:
         raise typer.Exit(1)
 
@@ -69,7 +68,7 @@ def _qc_one(settings, *, run_dir: Path, models, no_cache: bool, force: bool, err
     from rich.console import Console
     from rich.table import Table
 
-    from intake_eval.commands.common import print_fitted
+    from intake_eval.commands.common import print_fitted, print_money
     from intake_eval.core import numbers
     from intake_eval.core.store import RunPaths
     from intake_eval.trust.patient_qc import execute_qc, qc_gate
@@ -89,6 +88,7 @@ def _qc_one(settings, *, run_dir: Path, models, no_cache: bool, force: bool, err
     print_fitted(Console(), table)
     print_fitted(Console(), population_table(result.population, f"How the patient spoke ({settings.style})"))
     err.print(f"wrote {result.records_path} and {result.metrics_path}")
+    print_money(err, run_dir)
     if max_leak_rate is not None or min_recall is not None:
         qc_gate(result, max_leak_rate, min_recall=min_recall)
     failed = sum(result.errors.values())
