@@ -39,8 +39,19 @@ CallHook = Callable[[str, ChatResult], None]  # (role, result): live token/dolla
 FAILURE_TERMINATIONS = frozenset({"empty_after_length", "refused", "empty_answer", "truncated"})
 
 
-def make_conversation_id(profile_id: str, clinician: str, condition: str, patient_mode: str, trial: int) -> str:
-    return f"{profile_id}.{file_safe(clinician)}.{condition}.{patient_mode}.t{trial}"
+def make_conversation_id(profile_id: str, clinician: str, condition: str, patient_mode: str, trial: int, *,
+                         patient: str | None = None, style: str | None = None) -> str:
+    """``{profile}.{clinician}.{condition}.{mode}[.p-{patient}][.s-{style}].t{trial}``.
+
+    ``patient`` is given only when the run has several patient models and ``style`` only when it is not
+    the forthcoming one, so every id of a one-patient, forthcoming run (and its records and resumes) is
+    what it always was."""
+    segments = [profile_id, file_safe(clinician), condition, patient_mode]
+    if patient is not None:
+        segments.append(f"p-{file_safe(patient)}")
+    if style is not None and style != "forthcoming":
+        segments.append(f"s-{style}")
+    return ".".join([*segments, f"t{trial}"])
 
 
 def make_fork_id(parent_id: str, at: str, nudge: str) -> str:
@@ -76,10 +87,14 @@ class PlannedConversation:
     formulation: bool = False
     fork: ForkStart | None = None
     on_truncation: str = "keep"  # keep (and flag the turn) | fail (the conversation): answer.TRUNCATION_POLICIES
+    # The patient model's alias when the run has several (it enters the id and picks the model);
+    # None: the run's one patient model.
+    patient: str | None = None
 
     @property
     def conversation_id(self) -> str:
-        own = make_conversation_id(self.profile.profile_id, self.clinician, self.condition, self.patient_mode, self.trial)
+        own = make_conversation_id(self.profile.profile_id, self.clinician, self.condition, self.patient_mode, self.trial,
+                                   patient=self.patient)
         return make_fork_id(own, self.fork.at, self.fork.nudge) if self.fork is not None else own
 
 
@@ -89,6 +104,11 @@ class Participants:
     patient: ChatModel
     tracker: ChatModel | None = None  # tracked mode; None → the patient model (or the classifier if offline)
     patient_alias: str = ""
+
+
+def opening_key(item: PlannedConversation) -> tuple[str, str, int, str | None]:
+    """The conversations that hear one opening: a profile, patient mode, trial and patient model."""
+    return (item.profile.profile_id, item.patient_mode, item.trial, item.patient)
 
 
 def _name(model: ChatModel) -> str:
@@ -168,7 +188,7 @@ async def run_conversation(item: PlannedConversation, participants: Participants
     fork = item.fork
     try:
         if fork is None:
-            opening, result, made_call = await _opening(setup, openings, (item.profile.profile_id, item.patient_mode, item.trial))
+            opening, result, made_call = await _opening(setup, openings, opening_key(item))
             count("patient", result, record=item.records_opening_usage, spent=made_call)
             opening_finish = result.finish_reason
             check_cut("patient", participants.patient, result)

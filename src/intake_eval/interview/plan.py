@@ -1,7 +1,7 @@
 """The run plan: which conversations a run holds, what determines them, and the live totals.
 
-``plan_conversations`` orders (profile × trial × clinician × condition) profile-major so the
-clinicians of one profile run side by side and share its opening; ``stage_config`` is what the
+``plan_conversations`` orders (profile × trial × patient model × clinician × condition) profile-major
+so the clinicians of one profile run side by side and share its opening (one per patient model); ``stage_config`` is what the
 config guard compares; ``disk_counts`` reads what is finished across every invocation.
 """
 
@@ -52,6 +52,28 @@ class RunSettings:
     formulation: bool = False  # post-intake case formulation after the last turn
     on_truncation: str = "keep"  # an answer cut at the token cap: keep it and flag the turn, or fail the conversation
     shard: Shard | None = None  # only the profiles of this shard (the folder is one shard of a study)
+    # Every patient model, ``patient`` first; empty: ``patient`` alone. With several, each profile is
+    # interviewed once per patient model and the alias enters the conversation id.
+    patients: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.patients:
+            self.patients = [self.patient]
+        if self.patients[0] != self.patient:
+            raise IntakeEvalError(f"patient models {self.patients}: the first must be the patient '{self.patient}'")
+        if len(set(self.patients)) != len(self.patients):
+            raise IntakeEvalError(f"patient models {self.patients}: the same patient model is given twice")
+
+    @property
+    def several_patients(self) -> bool:
+        return len(self.patients) > 1
+
+    def tracker_for(self, patient: str) -> str | None:
+        """Tracked mode: the tracker a patient model's conversations use (the given one, else that patient
+        model itself); prompted mode has none."""
+        if self.patient_mode != "tracked":
+            return None
+        return self.tracker or patient
 
 
 def plan_conversations(profiles: list[Profile], settings: RunSettings) -> list[PlannedConversation]:
@@ -66,16 +88,18 @@ def plan_conversations(profiles: list[Profile], settings: RunSettings) -> list[P
     plan = []
     for profile in chosen:
         for trial in range(settings.trials):
-            first = True
-            for clinician in settings.clinicians:
-                for condition in settings.conditions:
-                    plan.append(PlannedConversation(
-                        profile=profile, clinician=clinician, condition=condition,
-                        patient_mode=settings.patient_mode, trial=trial, max_turns=settings.turns,
-                        records_opening_usage=first, formulation=settings.formulation,
-                        on_truncation=settings.on_truncation,
-                    ))
-                    first = False
+            for patient in settings.patients:
+                first = True  # each patient model speaks its own opening
+                for clinician in settings.clinicians:
+                    for condition in settings.conditions:
+                        plan.append(PlannedConversation(
+                            profile=profile, clinician=clinician, condition=condition,
+                            patient_mode=settings.patient_mode, trial=trial, max_turns=settings.turns,
+                            records_opening_usage=first, formulation=settings.formulation,
+                            on_truncation=settings.on_truncation,
+                            patient=patient if settings.several_patients else None,
+                        ))
+                        first = False
     return plan
 
 
@@ -181,9 +205,14 @@ def stage_config(settings: RunSettings, specs: dict[str, Any], profiles_path: Pa
         config["on_truncation"] = settings.on_truncation
     if settings.shard is not None:  # absent unsharded; a folder never resumes as another shard
         config[SHARD_KEY] = settings.shard.as_config()
+    if settings.several_patients:  # absent with one, so earlier runs keep their config hash
+        config["patients"] = {alias: specs["patients"][alias].model for alias in settings.patients}
     if settings.patient_mode == "tracked":
-        config["tracker"] = settings.tracker or settings.patient
-        config["tracker_model"] = specs["tracker"].model
+        if settings.several_patients and settings.tracker is None:
+            config["tracker"] = "each conversation's patient model"
+        else:
+            config["tracker"] = settings.tracker or settings.patient
+            config["tracker_model"] = specs["tracker"].model
     return config
 
 

@@ -268,19 +268,21 @@ async def _simulate(config: "StudyConfig", specs: dict[str, ModelSpec], catalog:
     qc_profiles = await _simulate_qc(config, models["qc"], catalog, profiles) if config.qc.enabled else 0
     run, judges = models["run"], models["judge"]
     tracker = run[config.patient.tracker] if config.patient.tracker else None
+    several = len(config.patient_models()) > 1
     for profile in profiles:
         openings: dict = {}
-        for clinician in config.clinicians:
-            for condition in config.conditions:
-                item = PlannedConversation(profile=profile, clinician=clinician, condition=condition,
-                                           patient_mode=config.patient.mode, trial=0, max_turns=config.turns,
-                                           formulation=config.formulation)
-                participants = Participants(clinician=run[clinician], patient=run[config.patient.model],
-                                            tracker=tracker, patient_alias=config.patient.model)
-                conversation = await run_conversation(item, participants, openings=openings)
-                for judge in config.judges:
-                    await judge_conversation(conversation, profile, judges[judge], config.judge_mode,
-                                             judge=judge_label(judge, config.judge_mode), catalog=catalog)
+        for patient in config.patient_models():  # each patient model's calls are its own alias's lines
+            for clinician in config.clinicians:
+                for condition in config.conditions:
+                    item = PlannedConversation(profile=profile, clinician=clinician, condition=condition,
+                                               patient_mode=config.patient.mode, trial=0, max_turns=config.turns,
+                                               formulation=config.formulation, patient=patient if several else None)
+                    participants = Participants(clinician=run[clinician], patient=run[patient],
+                                                tracker=tracker, patient_alias=patient)
+                    conversation = await run_conversation(item, participants, openings=openings)
+                    for judge in config.judges:
+                        await judge_conversation(conversation, profile, judges[judge], config.judge_mode,
+                                                 judge=judge_label(judge, config.judge_mode), catalog=catalog)
     return tallies, qc_profiles
 
 
@@ -291,11 +293,12 @@ async def _simulate_qc(config: "StudyConfig", models: dict[str, EstimatingModel]
     probes = load_probe_config(DEFAULT_PROBES, catalog)
     chosen = choose_profiles(profiles, config.qc.profiles)
     tracker = models[config.patient.tracker] if config.patient.tracker else None
-    context = QCContext(config.patient.model, config.patient.mode, config.judges[0], models[config.patient.model],
-                        models[config.judges[0]], tracker, catalog)
-    for profile in chosen:
-        for probe in plan_probes(profile, catalog, probes, DEFAULT_PROBES):
-            await run_probe(context, profile, probe)
+    for patient in config.patient_models():  # the study checks every patient model
+        context = QCContext(patient, config.patient.mode, config.judges[0], models[patient],
+                            models[config.judges[0]], tracker, catalog)
+        for profile in chosen:
+            for probe in plan_probes(profile, catalog, probes, DEFAULT_PROBES):
+                await run_probe(context, profile, probe)
     return len(chosen)
 
 

@@ -55,7 +55,8 @@ def resolve_roles(config: StudyConfig, models_file: ModelsFiles) -> dict[str, Mo
     resolved = {name: resolve_spec(name, specs) for name in config.model_names()}
     for spec in resolved.values():
         check_offline_name(spec.model)
-    check_offline_role("patient", resolved[config.patient.model])
+    for patient in config.patient_models():
+        check_offline_role("patient", resolved[patient])
     generator = resolved[config.generator]
     for role, aliases in config.roles().items():
         for alias in aliases:
@@ -73,13 +74,17 @@ def estimate_config(config_path: Path, models_file: ModelsFiles = None, catalog_
 
 
 def _patient_qc(config: StudyConfig, runner: StageRunner, *, force: bool) -> dict:
-    """Patient QC before any conversation: refuse to start when the patient leaks above the limit."""
-    settings = QCSettings(patient=config.patient.model, mode=config.patient.mode, judge=config.judges[0],
-                          tracker=config.patient.tracker, n=config.qc.profiles, concurrency=config.concurrency)
-    result = run_patient_qc(runner, settings, force=force)
-    qc_gate(result, config.qc.max_leak_rate, min_recall=config.qc.min_recall)
-    return {"leak_rate": result.leak_rate, "disclosure_recall": result.disclosure_recall,
-            "invention_rate": result.invention_rate}
+    """Patient QC before any conversation, per patient model: refuse to start when one leaks above the limit."""
+    outcomes = {}
+    for patient in config.patient_models():
+        settings = QCSettings(patient=patient, mode=config.patient.mode, judge=config.judges[0],
+                              tracker=config.patient.tracker, n=config.qc.profiles, concurrency=config.concurrency)
+        result = run_patient_qc(runner, settings, force=force)
+        qc_gate(result, config.qc.max_leak_rate, min_recall=config.qc.min_recall)
+        outcomes[patient] = {"leak_rate": result.leak_rate, "disclosure_recall": result.disclosure_recall,
+                             "invention_rate": result.invention_rate}
+    # one patient model keeps the shape the counts always had
+    return outcomes[config.patient_models()[0]] if len(outcomes) == 1 else outcomes
 
 
 def _report(runner: StageRunner, run_counts: dict[str, int]) -> Path:
