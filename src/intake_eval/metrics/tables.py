@@ -68,7 +68,7 @@ def conversation_columns() -> list[str]:
     judge's bookkeeping, each generation of columns after those published before it."""
     return [*_CONVERSATION_FACTS, *registry.conversation_metric_columns(1, 1), *_CONVERSATION_BOOKKEEPING,
             *registry.conversation_metric_columns(2, 2), "judge_cached_prompt_tokens",
-            *registry.conversation_metric_columns(3), "patient"]
+            *registry.conversation_metric_columns(3, 3), "patient", *registry.conversation_metric_columns(4)]
 
 
 CONVERSATION_COLUMNS = tuple(conversation_columns())  # the shipped declarations' layout
