@@ -107,3 +107,17 @@ def test_estimate_and_status_count_every_patient_model(study_run) -> None:
     run_lines = [line for line in data["lines"] if line["stage"] == "run" and line["role"] == "patient"]
     assert {line["alias"] for line in run_lines} == {"offline/patient", "loop-patient"}
     assert status.exit_code == 0, status.output
+
+
+def test_patients_and_patient_model_together_are_refused(tmp_path: Path) -> None:
+    config = tmp_path / "study.yaml"
+    config.write_text(STUDY.replace("patient: {mode: prompted}", "patient: {mode: prompted, model: offline/patient}"))
+    result = CliRunner().invoke(app, ["estimate", str(config)])
+    assert result.exit_code == 2 and "patients:" in result.output and "patient.model" in result.output
+
+
+def test_the_generator_may_not_be_a_patient_model(tmp_path: Path) -> None:
+    config = tmp_path / "study.yaml"
+    config.write_text(STUDY.replace("generator: offline/generator", "generator: loop-patient"))
+    result = CliRunner().invoke(app, ["estimate", str(config)])
+    assert result.exit_code == 2 and "leakage guard" in result.output
