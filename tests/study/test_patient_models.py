@@ -51,6 +51,9 @@ def study_run(tmp_path_factory: pytest.TempPathFactory):
         assert result.exit_code == 0, result.output
         estimate = CliRunner().invoke(app, ["estimate", str(config), "--models", str(models), "--json"], env=env)
         status = CliRunner().invoke(app, ["status", "--json", "--run-dir", str(run_dir)], env=env)
+        text = CliRunner().invoke(app, ["status", "--run-dir", str(run_dir)], env=env)
+        assert text.exit_code == 0, text.output
+        assert "run with patient loop-patient: 12 ok, 0 failed, 0 not started" in text.output
         return run_dir, len(server.calls("chat")), estimate, status
 
 
@@ -107,6 +110,10 @@ def test_estimate_and_status_count_every_patient_model(study_run) -> None:
     run_lines = [line for line in data["lines"] if line["stage"] == "run" and line["role"] == "patient"]
     assert {line["alias"] for line in run_lines} == {"offline/patient", "loop-patient"}
     assert status.exit_code == 0, status.output
+    run = json.loads(status.output)["stages"]["run"]
+    assert run["counts"]["planned"] == 6 * 2 * 2 and run["counts"]["ok"] == 24
+    assert run["per_patient"] == {"offline/patient": {"ok": 12, "failed": 0, "not_started": 0},
+                                  "loop-patient": {"ok": 12, "failed": 0, "not_started": 0}}
 
 
 def test_patients_and_patient_model_together_are_refused(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from intake_eval.core.errors import IntakeEvalError
@@ -217,18 +218,25 @@ def stage_config(settings: RunSettings, specs: dict[str, Any], profiles_path: Pa
 
 
 def disk_counts(paths: RunPaths, plan: list[PlannedConversation]) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
-    """Status of the planned conversations as they are on disk now (across every invocation)."""
+    """Status of the planned conversations as they are on disk now (across every invocation), in all and per
+    clinician."""
+    return disk_counts_by(paths, plan, lambda item: item.clinician)
+
+
+def disk_counts_by(paths: RunPaths, plan: list[PlannedConversation],
+                   key: Callable[[PlannedConversation], str]) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """``disk_counts`` with the breakdown by ``key`` of each planned conversation (its clinician, its patient model)."""
 
     status: dict[str, str] = {}
     for alias in sorted({item.clinician for item in plan}):
         for data in iter_json_lines(paths.conversations(alias)):
             status[str(data.get("conversation_id"))] = str(data.get("status", "ok"))
     counts = {"planned": len(plan), "ok": 0, "failed": 0, "not_started": 0}
-    per_clinician: dict[str, dict[str, int]] = {}
+    by_key: dict[str, dict[str, int]] = {}
     for item in plan:
         state = status.get(item.conversation_id)
-        key = "not_started" if state is None else "ok" if state == "ok" else "failed"
-        counts[key] += 1
-        cell = per_clinician.setdefault(item.clinician, {"ok": 0, "failed": 0, "not_started": 0})
-        cell[key] += 1
-    return counts, per_clinician
+        outcome = "not_started" if state is None else "ok" if state == "ok" else "failed"
+        counts[outcome] += 1
+        cell = by_key.setdefault(key(item), {"ok": 0, "failed": 0, "not_started": 0})
+        cell[outcome] += 1
+    return counts, by_key

@@ -47,6 +47,7 @@ from intake_eval.interview.plan import (
     RunSettings,
     RunTotals,
     disk_counts,
+    disk_counts_by,
     load_profiles,
     pending,
     plan_conversations,
@@ -206,6 +207,13 @@ class RunResult:
     interrupted: bool = False
 
 
+def _per_patient(paths: RunPaths, plan: list[PlannedConversation]) -> dict[str, Any]:
+    """With several patient models, the planned conversations' status per patient model (absent with one)."""
+    if all(item.patient is None for item in plan):
+        return {}
+    return {"per_patient": disk_counts_by(paths, plan, lambda item: item.patient or "")[1]}
+
+
 def finish_run_stage(runner: StageRunner, plan: list[PlannedConversation], totals: RunTotals, *,
                      interrupted: bool, limit: int | None = None, budget: Budget | None = None) -> RunResult:
     compact_conversations(runner.paths, sorted({item.clinician for item in plan}))
@@ -218,6 +226,7 @@ def finish_run_stage(runner: StageRunner, plan: list[PlannedConversation], total
     runner.finish(RUN_STAGE, status="done" if complete else "interrupted" if interrupted else "incomplete",
                   counts=counts, extra={
                       "per_clinician": per_clinician,
+                      **_per_patient(runner.paths, plan),
                       "last_invocation": {"ran": totals.ok + totals.failed, "skipped": totals.skipped,
                                           "failed": totals.failed, "failures": totals.failures,
                                           "paid_usd": round(totals.dollars, 6), "budget_reached": totals.budget_reached,
