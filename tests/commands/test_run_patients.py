@@ -67,3 +67,22 @@ def test_the_generator_may_not_be_any_of_the_patient_models(tmp_path: Path):
                          "--patient", "loop-patient", "--turns", "3", "--run-dir", str(run_dir), "--models", str(models))
         assert not server.calls("chat")
     assert result.exit_code == 2 and "leakage guard" in result.output and "patient 'loop-patient'" in result.output
+
+
+def test_forks_keep_their_parents_patient_model(tmp_path: Path):
+    run_dir = tmp_path / "run"
+    _generate(run_dir)
+    with loopback_patient() as server:
+        models = tmp_path / "models.yaml"
+        models.write_text(models_file_text(server))
+        result = _invoke("run", "--clinician", "offline/anchored", "--patient", "offline/patient",
+                         "--patient", "loop-patient", "--turns", "3", "--fork-at", "2", "--run-dir", str(run_dir),
+                         "--models", str(models))
+        assert result.exit_code == 0, result.output
+    records = list(iter_records(RunPaths(run_dir).conversations("offline/anchored"), Conversation))
+    forks = [c for c in records if c.fork is not None]
+    assert len(forks) == 4
+    parents = {c.conversation_id: c for c in records if c.fork is None}
+    for fork in forks:
+        assert fork.patient == parents[fork.fork["parent"]].patient
+        assert fork.conversation_id.startswith(fork.fork["parent"])
