@@ -84,5 +84,5 @@ def test_forks_keep_their_parents_patient_model(tmp_path: Path):
     assert len(forks) == 4
     parents = {c.conversation_id: c for c in records if c.fork is None}
     for fork in forks:
-        assert fork.patient == parents[fork.fork["parent"]].patient
-        assert fork.conversation_id.startswith(fork.fork["parent"])
+        parent = (fork.fork or {})["parent"]
+        assert fork.patient == parents[parent].patient and fork.conversation_id.startswith(parent)
