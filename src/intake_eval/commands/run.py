@@ -25,8 +25,11 @@ def run(
     clinician: Annotated[list[str], typer.Option(
         "--clinician", help="Clinician model under test: an alias, a raw provider id, or offline/screener|offline/drifting|offline/anchored. Repeat for several.",
         show_default=False)],
-    patient: Annotated[str, typer.Option(
-        "--patient", help="Model that plays the patient (the study used gpt-4o; offline/patient needs no key).")] = "gpt-4o",
+    patient: Annotated[list[str] | None, typer.Option(
+        "--patient", help="Model that plays the patient (default gpt-4o, the study's; offline/patient needs no key). "
+        "Repeat for several: every profile is interviewed by each patient model, the id gains .p-<patient>, and "
+        "the report pools the headline over them (equal weight per patient model) with a per-patient breakdown.",
+        show_default=False)] = None,
     patient_mode: Annotated[str, typer.Option(
         "--patient-mode", help="prompted: one prompt with every domain and the disclosure rule (the study's design). "
         "tracked: a tracker unlocks a hidden domain only when asked about it; the responder never sees locked ones.")] = "prompted",
@@ -115,9 +118,12 @@ def run(
         raise IntakeEvalError(f"--on-truncation {on_truncation}: choose {' or '.join(TRUNCATION_POLICIES)}")
     if len(set(clinician)) != len(clinician):
         raise IntakeEvalError("--clinician: the same clinician is given twice")
+    patients = list(patient or ["gpt-4o"])
+    if len(set(patients)) != len(patients):
+        raise IntakeEvalError("--patient: the same patient model is given twice")
     out = console()
     settings = RunSettings(
-        clinicians=list(clinician), patient=patient, patient_mode=patient_mode, tracker=tracker, turns=turns,
+        clinicians=list(clinician), patient=patients[0], patients=patients, patient_mode=patient_mode, tracker=tracker, turns=turns,
         conditions=list(dict.fromkeys(conditions)), trials=trials, concurrency=concurrency, limit=limit, budget=budget,
         formulation=formulation, on_truncation=on_truncation, shard=parse_shard(shard),
         patient_styles=check_styles(patient_style or []),

@@ -297,6 +297,9 @@ def status(
     styles = _styles_line(data)
     if styles:
         out.print(styles, markup=False)
+    for patient, cell in sorted((((data.get("stages") or {}).get("run") or {}).get("per_patient") or {}).items()):
+        out.print(f"  run with patient {patient}: {cell['ok']} ok, {cell['failed']} failed, "
+                  f"{cell['not_started']} not started", markup=False)
     print_fitted(out, _model_usage_table(data))
     if answers:
         print_fitted(out, _answers_table(answers))

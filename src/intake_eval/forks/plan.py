@@ -107,5 +107,5 @@ def plan_forks(paths: RunPaths, parents: list[PlannedConversation], *, at: str, 
         plan.items.append(PlannedConversation(
             profile=item.profile, clinician=item.clinician, condition=item.condition, patient_mode=item.patient_mode,
             trial=item.trial, max_turns=item.max_turns, records_opening_usage=False, formulation=item.formulation,
-            fork=start, patient_style=item.patient_style))
+            fork=start, patient_style=item.patient_style, patient=item.patient))
     return plan

@@ -76,10 +76,11 @@ def run_fork_stage(runner: StageRunner, settings: RunSettings, *, at: str, nudge
     assert manifest is not None, "a fork stage runs inside the StageRunner's `with` block"
     judge = primary_judge(manifest.data) if needs_judge(at) else None
     clinicians = runner.resolve(settings.clinicians)
-    roles = {"clinician": clinicians, "patient": runner.resolve([settings.patient])}
-    tracker = (settings.tracker or settings.patient) if settings.patient_mode == "tracked" else None
-    if tracker:
-        roles["tracker"] = runner.resolve([tracker])
+    roles = {"clinician": clinicians, "patient": runner.resolve(settings.patients)}
+    tracker = settings.tracker_for(settings.patient)
+    trackers = sorted({alias for patient in settings.patients if (alias := settings.tracker_for(patient))})
+    if trackers:
+        roles["tracker"] = runner.resolve(trackers)
     run_stage = manifest.data.get("stages", {}).get(RUN_STAGE) or {}
     # the run's hash without its shard spec (equal to its config hash unsharded), so shards share it
     run_hash = stable_hash(unsharded(run_stage["config"])) if run_stage.get("config") else run_stage.get("config_hash")
@@ -101,7 +102,7 @@ def run_fork_stage(runner: StageRunner, settings: RunSettings, *, at: str, nudge
         display = RunDisplay(runner.console, len(plan.items))
     budget = folder_budget(settings.budget, runner, clinicians, patient=settings.patient, tracker=tracker)
     _, result.interrupted = runner.run(lambda: run_conversations(
-        plan.items, runner.pool, paths=paths, patient=settings.patient, tracker=tracker,
+        plan.items, runner.pool, paths=paths, patient=settings.patient, tracker=settings.tracker if tracker else None,
         concurrency=settings.concurrency, budget=budget, totals=totals,
         on_update=display.update if display is not None else None, stopped=runner.pool.stopped), display)
     compact_conversations(paths, sorted(clinicians))
@@ -133,7 +134,7 @@ def fork_status(paths: RunPaths, clinicians: list[str], wanted: set[str]) -> dic
 def execute_forks(paths: RunPaths, settings: RunSettings, *, at: str, nudge: str, models_file: Any = None,
                   use_cache: bool = True, force: bool = False, console: Any = None) -> ForkResult:
     """The fork stage as `run --fork-at` runs it: its own stage runner (lock, guards, pool)."""
-    tracker = (settings.tracker or settings.patient) if settings.patient_mode == "tracked" else None
+    tracker = settings.tracker_for(settings.patient)
     with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console,
-                     models=[*settings.clinicians, settings.patient, tracker]) as runner:
+                     models=[*settings.clinicians, *settings.patients, tracker]) as runner:
         return run_fork_stage(runner, settings, at=at, nudge=nudge, force=force)

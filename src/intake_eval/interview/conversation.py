@@ -96,11 +96,14 @@ class PlannedConversation:
     fork: ForkStart | None = None
     on_truncation: str = "keep"  # keep (and flag the turn) | fail (the conversation): answer.TRUNCATION_POLICIES
     patient_style: str = DEFAULT_STYLE  # how the patient speaks (core/patient_styles.py)
+    # The patient model's alias when the run has several (it enters the id and picks the model);
+    # None: the run's one patient model.
+    patient: str | None = None
 
     @property
     def conversation_id(self) -> str:
         own = make_conversation_id(self.profile.profile_id, self.clinician, self.condition, self.patient_mode, self.trial,
-                                   style=self.patient_style)
+                                   patient=self.patient, style=self.patient_style)
         return make_fork_id(own, self.fork.at, self.fork.nudge) if self.fork is not None else own
 
 
@@ -112,9 +115,9 @@ class Participants:
     patient_alias: str = ""
 
 
-def opening_key(item: PlannedConversation) -> tuple[str, str, int, str]:
-    """The conversations that hear one opening: a profile, patient mode, trial and patient style."""
-    return (item.profile.profile_id, item.patient_mode, item.trial, item.patient_style)
+def opening_key(item: PlannedConversation) -> tuple[str, str, int, str | None, str]:
+    """The conversations that hear one opening: a profile, patient mode, trial, patient model and style."""
+    return (item.profile.profile_id, item.patient_mode, item.trial, item.patient, item.patient_style)
 
 
 def _name(model: ChatModel) -> str:

@@ -1,7 +1,8 @@
 """The run plan: which conversations a run holds, what determines them, and the live totals.
 
-``plan_conversations`` orders (profile × trial × style × clinician × condition) profile-major so the
-clinicians of one profile run side by side and share its opening (one opening per style); ``stage_config`` is what the
+``plan_conversations`` orders (profile × trial × patient model × style × clinician × condition)
+profile-major so the clinicians of one profile run side by side and share its opening (one per patient
+model and style); ``stage_config`` is what the
 config guard compares; ``disk_counts`` reads what is finished across every invocation.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from intake_eval.core.errors import IntakeEvalError
@@ -55,6 +57,28 @@ class RunSettings:
     shard: Shard | None = None  # only the profiles of this shard (the folder is one shard of a study)
     # how the patients speak (core/patient_styles.py): every style crossed with every clinician and condition
     patient_styles: list[str] = field(default_factory=lambda: [DEFAULT_STYLE])
+    # Every patient model, ``patient`` first; empty: ``patient`` alone. With several, each profile is
+    # interviewed once per patient model and the alias enters the conversation id.
+    patients: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.patients:
+            self.patients = [self.patient]
+        if self.patients[0] != self.patient:
+            raise IntakeEvalError(f"patient models {self.patients}: the first must be the patient '{self.patient}'")
+        if len(set(self.patients)) != len(self.patients):
+            raise IntakeEvalError(f"patient models {self.patients}: the same patient model is given twice")
+
+    @property
+    def several_patients(self) -> bool:
+        return len(self.patients) > 1
+
+    def tracker_for(self, patient: str) -> str | None:
+        """Tracked mode: the tracker a patient model's conversations use (the given one, else that patient
+        model itself); prompted mode has none."""
+        if self.patient_mode != "tracked":
+            return None
+        return self.tracker or patient
 
 
 def plan_conversations(profiles: list[Profile], settings: RunSettings) -> list[PlannedConversation]:
@@ -69,17 +93,19 @@ def plan_conversations(profiles: list[Profile], settings: RunSettings) -> list[P
     plan = []
     for profile in chosen:
         for trial in range(settings.trials):
-            for style in settings.patient_styles:
-                first = True
-                for clinician in settings.clinicians:
-                    for condition in settings.conditions:
-                        plan.append(PlannedConversation(
-                            profile=profile, clinician=clinician, condition=condition,
-                            patient_mode=settings.patient_mode, trial=trial, max_turns=settings.turns,
-                            records_opening_usage=first, formulation=settings.formulation,
-                            on_truncation=settings.on_truncation, patient_style=style,
-                        ))
-                        first = False
+            for patient in settings.patients:
+                for style in settings.patient_styles:
+                    first = True  # each patient model speaks its own opening, once per style
+                    for clinician in settings.clinicians:
+                        for condition in settings.conditions:
+                            plan.append(PlannedConversation(
+                                profile=profile, clinician=clinician, condition=condition,
+                                patient_mode=settings.patient_mode, trial=trial, max_turns=settings.turns,
+                                records_opening_usage=first, formulation=settings.formulation,
+                                on_truncation=settings.on_truncation, patient_style=style,
+                                patient=patient if settings.several_patients else None,
+                            ))
+                            first = False
     return plan
 
 
@@ -189,25 +215,37 @@ def stage_config(settings: RunSettings, specs: dict[str, Any], profiles_path: Pa
         config["patient_styles"] = sorted(settings.patient_styles)
     if settings.shard is not None:  # absent unsharded; a folder never resumes as another shard
         config[SHARD_KEY] = settings.shard.as_config()
+    if settings.several_patients:  # absent with one, so earlier runs keep their config hash
+        config["patients"] = {alias: specs["patients"][alias].model for alias in settings.patients}
     if settings.patient_mode == "tracked":
-        config["tracker"] = settings.tracker or settings.patient
-        config["tracker_model"] = specs["tracker"].model
+        if settings.several_patients and settings.tracker is None:
+            config["tracker"] = "each conversation's patient model"
+        else:
+            config["tracker"] = settings.tracker or settings.patient
+            config["tracker_model"] = specs["tracker"].model
     return config
 
 
 def disk_counts(paths: RunPaths, plan: list[PlannedConversation]) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
-    """Status of the planned conversations as they are on disk now (across every invocation)."""
+    """Status of the planned conversations as they are on disk now (across every invocation), in all and per
+    clinician."""
+    return disk_counts_by(paths, plan, lambda item: item.clinician)
+
+
+def disk_counts_by(paths: RunPaths, plan: list[PlannedConversation],
+                   key: Callable[[PlannedConversation], str]) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """``disk_counts`` with the breakdown by ``key`` of each planned conversation (its clinician, its patient model)."""
 
     status: dict[str, str] = {}
     for alias in sorted({item.clinician for item in plan}):
         for data in iter_json_lines(paths.conversations(alias)):
             status[str(data.get("conversation_id"))] = str(data.get("status", "ok"))
     counts = {"planned": len(plan), "ok": 0, "failed": 0, "not_started": 0}
-    per_clinician: dict[str, dict[str, int]] = {}
+    by_key: dict[str, dict[str, int]] = {}
     for item in plan:
         state = status.get(item.conversation_id)
-        key = "not_started" if state is None else "ok" if state == "ok" else "failed"
-        counts[key] += 1
-        cell = per_clinician.setdefault(item.clinician, {"ok": 0, "failed": 0, "not_started": 0})
-        cell[key] += 1
-    return counts, per_clinician
+        outcome = "not_started" if state is None else "ok" if state == "ok" else "failed"
+        counts[outcome] += 1
+        cell = by_key.setdefault(key(item), {"ok": 0, "failed": 0, "not_started": 0})
+        cell[outcome] += 1
+    return counts, by_key

@@ -1,4 +1,4 @@
-"""The run stage: plan every (profile × clinician × condition × trial) conversation, run them
+"""The run stage: plan every (profile × patient model × clinician × condition × trial) conversation, run them
 concurrently, write each as it finishes, resume after any crash.
 
 - Resume: ids already ``ok`` on disk are skipped; failed ones are run again (the later record
@@ -47,6 +47,7 @@ from intake_eval.interview.plan import (
     RunSettings,
     RunTotals,
     disk_counts,
+    disk_counts_by,
     load_profiles,
     pending,
     plan_conversations,
@@ -70,6 +71,10 @@ async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, 
                             stopped: Callable[[str], str | None] | None = None) -> RunTotals:
     """Run every planned conversation not already ok on disk; write each record as it finishes.
 
+    ``patient`` speaks in every conversation that names no patient model of its own (``item.patient``);
+    ``tracker`` (tracked mode, given explicitly) decides unlocks for all of them, None: each conversation's
+    patient model (participants.PatientSetup).
+
     ``stopped(alias)`` names why a model's endpoint takes no more requests (the pool's breaker,
     after repeated identical deterministic failures): conversations that need it are not started.
 
@@ -88,7 +93,7 @@ async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, 
                                        totals=totals, refresh=refresh)  # see backfill
     if not todo:
         return totals
-    patient_model = pool.get(patient)
+    patient_models = {alias: pool.get(alias) for alias in sorted({item.patient or patient for item in todo})}
     tracker_model = pool.get(tracker) if tracker else None
     writers: dict[str, JsonlWriter] = {}
     openings: dict = {}
@@ -97,7 +102,8 @@ async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, 
     async def worker() -> None:
         while queue:
             item = queue[0]
-            blocked = next(((alias, reason) for alias in (item.clinician, patient, tracker)
+            speaker = item.patient or patient
+            blocked = next(((alias, reason) for alias in (item.clinician, speaker, tracker)
                             if alias and stopped is not None and (reason := stopped(alias))), None)
             if blocked is not None:
                 queue.popleft()
@@ -112,7 +118,8 @@ async def run_conversations(plan: list[PlannedConversation], pool: ModelSource, 
                 continue
             queue.popleft()
             participants = Participants(
-                clinician=pool.get(item.clinician), patient=patient_model, tracker=tracker_model, patient_alias=patient
+                clinician=pool.get(item.clinician), patient=patient_models[speaker], tracker=tracker_model,
+                patient_alias=speaker,
             )
 
             def on_call(_role: str, result: ChatResult, hold: Reservation | None = hold) -> None:
@@ -178,12 +185,13 @@ def begin_run_stage(runner: StageRunner, settings: RunSettings, *, force: bool) 
     """Resolve the run's models and register the stage with the runner (config guard, leakage guard,
     provenance). Clinicians are additive: adding one later is a resume, changing one is refused."""
     clinicians = runner.resolve(settings.clinicians)
-    role_specs = {"patient": runner.resolve([settings.patient])[settings.patient]}
-    roles: dict[str, dict[str, ModelSpec]] = {"clinician": clinicians, "patient": {settings.patient: role_specs["patient"]}}
-    if settings.patient_mode == "tracked":
-        tracker = settings.tracker or settings.patient
-        role_specs["tracker"] = runner.resolve([tracker])[tracker]
-        roles["tracker"] = {tracker: role_specs["tracker"]}
+    patients = runner.resolve(settings.patients)
+    role_specs: dict[str, Any] = {"patient": patients[settings.patient], "patients": patients}
+    roles: dict[str, dict[str, ModelSpec]] = {"clinician": clinicians, "patient": dict(patients)}
+    trackers = sorted({tracker for patient in settings.patients if (tracker := settings.tracker_for(patient))})
+    if trackers:  # tracked mode: every model that decides unlocks, each under the leakage guard
+        roles["tracker"] = runner.resolve(trackers)
+        role_specs["tracker"] = roles["tracker"][settings.tracker_for(settings.patient) or settings.patient]
     profiles = load_profiles(runner.paths)  # a missing profiles.jsonl is named before the stage is registered
     allow_formulation_upgrade(runner.manifest, settings, role_specs, runner.paths.profiles, force=force)
     runner.begin(RUN_STAGE, stage_config(settings, role_specs, runner.paths.profiles), force=force,
@@ -200,6 +208,13 @@ class RunResult:
     interrupted: bool = False
 
 
+def _per_patient(paths: RunPaths, plan: list[PlannedConversation]) -> dict[str, Any]:
+    """With several patient models, the planned conversations' status per patient model (absent with one)."""
+    if all(item.patient is None for item in plan):
+        return {}
+    return {"per_patient": disk_counts_by(paths, plan, lambda item: item.patient or "")[1]}
+
+
 def finish_run_stage(runner: StageRunner, plan: list[PlannedConversation], totals: RunTotals, *,
                      interrupted: bool, limit: int | None = None, budget: Budget | None = None) -> RunResult:
     compact_conversations(runner.paths, sorted({item.clinician for item in plan}))
@@ -212,6 +227,7 @@ def finish_run_stage(runner: StageRunner, plan: list[PlannedConversation], total
     runner.finish(RUN_STAGE, status="done" if complete else "interrupted" if interrupted else "incomplete",
                   counts=counts, extra={
                       "per_clinician": per_clinician,
+                      **_per_patient(runner.paths, plan),
                       "last_invocation": {"ran": totals.ok + totals.failed, "skipped": totals.skipped,
                                           "failed": totals.failed, "failures": totals.failures,
                                           "paid_usd": round(totals.dollars, 6), "budget_reached": totals.budget_reached,
@@ -225,16 +241,16 @@ def finish_run_stage(runner: StageRunner, plan: list[PlannedConversation], total
 def execute_run(paths: RunPaths, settings: RunSettings, *, models_file: ModelsFiles = None,
                 use_cache: bool = True, force: bool = False, console: Any = None) -> RunResult:
     """The run stage as the CLI runs it: models, lock, guards, conversations with progress, compaction."""
-    tracker = (settings.tracker or settings.patient) if settings.patient_mode == "tracked" else None
+    tracker = settings.tracker_for(settings.patient)
     with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console,
-                     models=[*settings.clinicians, settings.patient, tracker]) as runner:
+                     models=[*settings.clinicians, *settings.patients, tracker]) as runner:
         begin_run_stage(runner, settings, force=force)
         plan = plan_conversations(load_profiles(paths), settings)
         totals = RunTotals()
         budget = folder_budget(settings.budget, runner, settings.clinicians, patient=settings.patient, tracker=tracker)
         display = RunDisplay(console, len(plan)) if console is not None else None
         _, interrupted = runner.run(lambda: run_conversations(
-            plan, runner.pool, paths=paths, patient=settings.patient, tracker=tracker,
+            plan, runner.pool, paths=paths, patient=settings.patient, tracker=settings.tracker if tracker else None,
             concurrency=settings.concurrency, budget=budget, totals=totals,
             on_update=display.update if display else None, stopped=runner.pool.stopped), display)
         return finish_run_stage(runner, plan, totals, interrupted=interrupted, limit=settings.limit, budget=budget)

@@ -62,6 +62,7 @@ def _conversation_meta(paths: RunPaths, collected: Collected) -> None:
                 "clinician": data.get("clinician", ""),
                 "condition": arm_condition(str(data.get("condition", "minimal")), data.get("fork")),
                 "patient_mode": data.get("patient_mode", "prompted"), "status": data.get("status", "ok"),
+                "patient": str(data.get("patient", "")),
                 "tokens": sum(int(u.get("prompt_tokens", 0)) + int(u.get("completion_tokens", 0)) for u in clinician_usage),
                 "cost": sum(float(u.get("cost_usd", 0.0)) for u in clinician_usage),
                 "profile_id": str(data.get("profile_id", "")),
@@ -84,6 +85,8 @@ def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: dict[
         "judge_cached_prompt_tokens": judgment.usage.cached_prompt_tokens,
         "judge_cost_usd": judgment.usage.cost_usd if judgment.usage.cost_known else None,
         "judge_errors": " | ".join(judgment.errors),
+        # the patient model that spoke (pooled over, and broken down by, in metrics/patient_models)
+        "patient": collected.conversations.get(judgment.conversation_id, {}).get("patient", ""),
     }
     for name in ("outcomes", "trajectories", "qtypes", "last_turns", "units"):
         getattr(collected, name).pop(key, None)

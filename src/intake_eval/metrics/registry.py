@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 from intake_eval.core import numbers
 from intake_eval.core.records import QUESTION_TYPES
 from intake_eval.metrics.figures import Figures, TurnLabels
-from intake_eval.metrics.stats import mean_ci, mean_or_none, median_with_undefined
+from intake_eval.metrics.stats import Estimate, mean_ci, mean_or_none, median_with_undefined, pooled_mean_ci
 
 Row = dict[str, Any]
 
@@ -89,6 +89,18 @@ def _by_profile(rows: Iterable[Row], metric: str) -> dict[str, list[float]]:
     return groups
 
 
+def arm_mean_ci(rows: list[Row], metric: str, seed: str) -> Estimate:
+    """An arm's mean with its interval: over several patient models pooled with equal weight per patient
+    model (stats.pooled_mean_ci), else stats.mean_ci over its profiles."""
+    if len({row.get("patient", "") for row in rows}) < 2:
+        return mean_ci(_by_profile(rows, metric), seed=seed)
+    groups: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        if row.get(metric) is not None:
+            groups[row["profile_id"]][row["patient"]].append(float(row[metric]))
+    return pooled_mean_ci(groups, seed=seed)
+
+
 @dataclass(frozen=True)
 class MeanWithInterval:
     """The mean over scored conversations with stats.mean_ci's interval (profiles, nested with trials).
@@ -104,7 +116,7 @@ class MeanWithInterval:
 
     def summarise(self, metric: str, rows: list[Row], scope: str) -> Row:
         # the headline estimate keeps the seed it always had, so published intervals do not move
-        estimate = mean_ci(_by_profile(rows, metric), seed=scope if self.with_counts else f"{scope}|{metric}")
+        estimate = arm_mean_ci(rows, metric, scope if self.with_counts else f"{scope}|{metric}")
         out: Row = {self.column: estimate.mean, f"{self.column}_ci_low": estimate.ci_low,
                f"{self.column}_ci_high": estimate.ci_high}
         if self.with_counts:

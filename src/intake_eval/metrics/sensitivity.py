@@ -1,5 +1,5 @@
-"""Does a conclusion survive a change of scorer (another judge, another run)? The pieces shared by
-`intake-eval compare` and the report's judge-sensitivity section.
+"""Does a conclusion survive a change of scorer (another judge, another patient model, another run)? The
+pieces shared by `intake-eval compare` and the report's judge- and patient-model-sensitivity sections.
 
 A scorer's view of the clinicians (entities): the mean active coverage of each over profiles (trials
 averaged), its ranking, and the paired test of every two entities on the profiles both were scored
@@ -120,12 +120,27 @@ def compare_views(reference: ScorerView, view: ScorerView, dimension: str) -> Se
                        flips, changed, verdict)
 
 
-def judge_sensitivity(frame: Any, judges: list[str], columns: list[str], seed: str = "") -> tuple[list[ScorerView], list[Sensitivity]]:
-    """Every judge of one run against the first (the primary), over the entities all of them scored."""
-    values = {judge: entity_profile_values(frame, judge, RANK_METRIC, columns) for judge in judges}
-    values = {judge: v for judge, v in values.items() if v}
+def _against_first(values: dict[Any, dict[str, dict[str, float]]], dimension: str,
+                   seed: str) -> tuple[list[ScorerView], list[Sensitivity]]:
+    """Every scorer's view against the first one's, over the entities all of them scored."""
+    values = {scorer: v for scorer, v in values.items() if v}
     if len(values) < 2:
         return [], []
     common = sorted(set.intersection(*(set(v) for v in values.values())))
-    views = [scorer_view(judge, v, common, f"{seed}|{judge}") for judge, v in values.items()]
-    return views, [compare_views(views[0], view, "judge choice") for view in views[1:]]
+    views = [scorer_view(scorer, v, common, f"{seed}|{scorer}") for scorer, v in values.items()]
+    return views, [compare_views(views[0], view, dimension) for view in views[1:]]
+
+
+def judge_sensitivity(frame: Any, judges: list[str], columns: list[str], seed: str = "") -> tuple[list[ScorerView], list[Sensitivity]]:
+    """Every judge of one run against the first (the primary), over the entities all of them scored."""
+    values = {judge: entity_profile_values(frame, judge, RANK_METRIC, columns) for judge in judges}
+    return _against_first(values, "judge choice", seed)
+
+
+def patient_sensitivity(frame: Any, judge: str, patients: list[str], columns: list[str],
+                        seed: str = "") -> tuple[list[ScorerView], list[Sensitivity]]:
+    """Every patient model of one run against the first, all scored by ``judge``: does the clinicians'
+    ordering (and do the paired tests) survive a change of the model that plays the patient?"""
+    values = {patient: entity_profile_values(frame[frame["patient"] == patient], judge, RANK_METRIC, columns)
+              for patient in patients}
+    return _against_first(values, "patient model", f"patient|{seed}")

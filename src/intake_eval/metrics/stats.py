@@ -11,6 +11,8 @@
 - A table of paired tests is one family: ``holm`` adjusts its p-values (statsmodels' multipletests).
 - Repeated trials: the pooled within-profile SD (``between_trial_sd``) and, for contrast with the
   nested interval, the bootstrap that treats every conversation as independent (``naive_bootstrap_ci``).
+- Several patient models (``pooled_mean_ci``): each profile's value is the mean over its patient models of
+  that model's mean there, so every patient model weighs the same, and profiles are resampled.
 - A proportion of independent trials (the patient-QC probes) gets the Wilson score interval.
 - Turn-metric medians come with the count of conversations where the metric is undefined.
 - Two clinicians are compared on the same profiles: Wilcoxon signed-rank (scipy) and an exact or
@@ -39,6 +41,10 @@ Z95 = 1.959963984540054  # the standard normal quantile of 0.975
 PROFILE_BOOTSTRAP = f"profile bootstrap (profiles resampled with replacement; B={N_BOOTSTRAP}; 95% percentile)"
 NESTED_BOOTSTRAP = (f"nested cluster bootstrap (profiles resampled with replacement, then trials with replacement within "
                     f"each drawn profile; B={N_BOOTSTRAP}; 95% percentile)")
+
+POOLED_PATIENT_BOOTSTRAP = (f"profile bootstrap pooled over patient models (a profile's value: the mean over its patient "
+                            f"models of each one's mean over trials, equal weight per patient model; profiles resampled "
+                            f"with replacement; B={N_BOOTSTRAP}; 95% percentile)")
 
 
 def seed_from(text: str) -> int:
@@ -101,6 +107,25 @@ def mean_ci(groups: Mapping[str, Sequence[float | None]], *, seed: str, n_boot: 
     if has_repeats(groups):
         return nested_bootstrap_ci(groups, seed=seed, n_boot=n_boot, level=level)
     return bootstrap_mean_ci(groups, seed=seed, n_boot=n_boot, level=level)
+
+
+def pooled_mean_ci(groups: Mapping[str, Mapping[str, Sequence[float | None]]], *, seed: str,
+                   n_boot: int = N_BOOTSTRAP, level: float = CI_LEVEL) -> Estimate:
+    """profile → patient model → values: the mean with equal weight per patient model and its profile bootstrap.
+
+    A profile's value is the mean over its patient models of each model's mean over its trials there; the
+    estimate is the mean of those over profiles, which equals the mean of the patient models' own means when
+    every profile has every patient model (a profile whose conversation with one model failed is averaged
+    over the models it has). Profiles are resampled as in ``bootstrap_mean_ci``; ``n`` counts the values."""
+    pooled: dict[str, list[float | None]] = {}
+    n = 0
+    for profile, by_patient in groups.items():
+        means = [statistics.fmean(values) for values in map(_defined, by_patient.values()) if values]
+        n += sum(len(_defined(values)) for values in by_patient.values())
+        if means:
+            pooled[profile] = [statistics.fmean(means)]
+    estimate = bootstrap_mean_ci(pooled, seed=seed, n_boot=n_boot, level=level)
+    return Estimate(estimate.mean, estimate.ci_low, estimate.ci_high, n, estimate.n_groups, POOLED_PATIENT_BOOTSTRAP)
 
 
 # A profile as the nested bootstrap sees it: parts ((trial values, sorted), weight) and its weight in

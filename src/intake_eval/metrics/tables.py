@@ -45,6 +45,7 @@ from intake_eval.metrics.intervals import COLUMNS as INTERVAL_COLUMNS
 from intake_eval.metrics.intervals import interval_rows
 from intake_eval.metrics.masking_model import COLUMNS as MASKING_MODEL_COLUMNS
 from intake_eval.metrics.masking_model import masking_model_rows
+from intake_eval.metrics.patient_models import PATIENT_MODEL_COLUMNS, patient_model_rows, several_patient_models
 from intake_eval.metrics.patient_population import write_population_table
 from intake_eval.metrics.reading import write_csv
 from intake_eval.metrics.stats import (
@@ -69,7 +70,7 @@ def conversation_columns() -> list[str]:
     judge's bookkeeping, each generation of columns after those published before it."""
     return [*_CONVERSATION_FACTS, *registry.conversation_metric_columns(1, 1), *_CONVERSATION_BOOKKEEPING,
             *registry.conversation_metric_columns(2, 2), "judge_cached_prompt_tokens",
-            *registry.conversation_metric_columns(3)]
+            *registry.conversation_metric_columns(3, 3), "patient", *registry.conversation_metric_columns(4)]
 
 
 CONVERSATION_COLUMNS = tuple(conversation_columns())  # the shipped declarations' layout
@@ -315,12 +316,16 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
         "comparisons": (TABLE_COLUMNS["comparisons"], comparisons_rows(collected)),
         "masking": (TABLE_COLUMNS["masking"], masking_rows(collected)),
         "masking_model": (MASKING_MODEL_COLUMNS, masking_model_rows(_ok_rows(collected))),
-        "intervals": (INTERVAL_COLUMNS, interval_rows(repeated_trials(collected))),
+        "intervals": (INTERVAL_COLUMNS, interval_rows(repeated_trials(collected),
+                                                      pooled_patients=several_patient_models(_ok_rows(collected)))),
         "domain_events": (DOMAIN_EVENT_COLUMNS, domain_event_rows(collected.rows, collected.outcomes, collected.last_turns)),
         "probe_curves": (PROBE_CURVE_COLUMNS, probe_curve_rows(collected.rows, collected.outcomes, collected.last_turns)),
     }
     tables.update(cost_tables(collected.conversations, collected.rows, collected.outcomes))
     tables["cost_billed"] = (COST_BILLED_COLUMNS, cost_billed_rows(paths))
+    by_patient = patient_model_rows(_ok_rows(collected))
+    if by_patient:  # a run with several patient models: the breakdown beside the pooled headline
+        tables["patient_models"] = (PATIENT_MODEL_COLUMNS, by_patient)
     written = {name: write_csv(paths.metrics(name), columns, rows) for name, (columns, rows) in tables.items()}
     written[TURN_LABELS_TABLE] = turn_labels.write(paths)
     # safety.csv (+ diagnosis.csv when conversations carry formulations), see metrics/clinical.py

@@ -33,7 +33,8 @@ from intake_eval.report.viewer import domain_outcomes
 METRIC_TABLES = ("conversations", "cells", "domains", "trajectories", "agreement", "clinicians", "comparisons", "masking",
                  "masking_model", "intervals")
 OPTIONAL_TABLES = ("answers", "safety", "diagnosis", "capacity_gap", "trials", "patient_qc", "patient_qc_domains",
-                   "annotation_agreement", "styles", "style_pairs", "patient_population", "patient_qc_population")
+                   "annotation_agreement", "styles", "style_pairs", "patient_population", "patient_qc_population",
+                   "patient_models")
 
 
 @dataclass

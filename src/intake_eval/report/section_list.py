@@ -17,6 +17,7 @@ from intake_eval.report import (
     diagnosis_section,
     forks_section,
     methods_section,
+    patient_models_section,
     sensitivity_section,
     styles_section,
     trust_section,
@@ -55,6 +56,7 @@ SECTIONS: tuple[tuple[str, SectionRenderer | None], ...] = (
     (calibration_section.CALIBRATED, calibration_section.calibration_section),
     ("methods", methods_section.methods_section),
     ("judge_sensitivity", sensitivity_section.sensitivity_section),
+    (patient_models_section.TABLE, patient_models_section.patient_models_section),
 )
 PLAIN_TITLES = {"answers": "Answers refused, empty or cut at the token cap"}
 SUMMARY_MARKDOWN: tuple[Callable[[RunData], list[str]], ...] = (
@@ -64,6 +66,7 @@ SUMMARY_MARKDOWN: tuple[Callable[[RunData], list[str]], ...] = (
     analyses_section.summary_markdown,
     calibration_section.summary_markdown,
     methods_section.summary_markdown,
+    patient_models_section.summary_markdown,
 )
 
 

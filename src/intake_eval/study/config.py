@@ -111,6 +111,9 @@ class StudyConfig(Strict):
     profiles: ProfilesConfig = Field(default_factory=ProfilesConfig)
     generator: str = "offline/generator"
     patient: PatientConfig = Field(default_factory=PatientConfig)
+    patients: list[str] | None = Field(None, min_length=1, description="several patient models, each interviewed on "
+                                       "the same profiles (instead of patient.model; patient.mode and .tracker apply "
+                                       "to all)")
     clinicians: list[str] = Field(..., min_length=1)
     conditions: list[str] = Field(default_factory=lambda: ["minimal"], min_length=1)
     patient_styles: list[str] = Field(
@@ -147,7 +150,7 @@ class StudyConfig(Strict):
             raise ValueError(f"{_relative_to_config(value, info)} is not a folder")
         return value
 
-    @field_validator("clinicians", "judges", "conditions", "phenotypes")
+    @field_validator("clinicians", "judges", "conditions", "phenotypes", "patients")
     @classmethod
     def _distinct(cls, values: list[str] | None) -> list[str] | None:
         if values is None:
@@ -186,8 +189,15 @@ class StudyConfig(Strict):
         return values
 
     @model_validator(mode="after")
+    def _one_patient_list(self) -> "StudyConfig":
+        if self.patients is not None and "model" in self.patient.model_fields_set:
+            raise ValueError("patient.model and patients: both name the patient; list every patient model under "
+                             "patients: alone")
+        return self
+
+    @model_validator(mode="after")
     def _generator_held_out(self) -> "StudyConfig":
-        others = {self.patient.model, *self.clinicians, *self.judges}
+        others = {*self.patient_models(), *self.clinicians, *self.judges}
         if self.patient.tracker:
             others.add(self.patient.tracker)
         if self.generator in others:
@@ -212,12 +222,17 @@ class StudyConfig(Strict):
         catalog = load_catalog(self.catalog_folder())
         return catalog_subset(catalog, self.phenotypes, label="phenotypes:") if self.phenotypes else catalog
 
+    def patient_models(self) -> list[str]:
+        """Every patient model of the study (``patients:``, else ``patient.model``), in the config's order."""
+        return list(self.patients) if self.patients else [self.patient.model]
+
     @property
     def conversation_count(self) -> int:
-        return self.profiles.n * len(self.clinicians) * len(self.conditions) * len(self.patient_styles) * self.trials
+        return (self.profiles.n * len(self.patient_models()) * len(self.patient_styles) * len(self.clinicians)
+                * len(self.conditions) * self.trials)
 
     def roles(self) -> dict[str, list[str]]:
-        roles = {"generator": [self.generator], "patient": [self.patient.model],
+        roles = {"generator": [self.generator], "patient": self.patient_models(),
                  "clinician": list(self.clinicians), "judge": list(self.judges)}
         if self.patient.tracker:
             roles["tracker"] = [self.patient.tracker]

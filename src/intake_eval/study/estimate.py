@@ -22,11 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from intake_eval.generate.render import render_profile
 from intake_eval.generate.sampling import plan_phenotypes, sample_profile
-from intake_eval.interview.conversation import (
-    Participants,
-    PlannedConversation,
-    run_conversation,
-)
+from intake_eval.interview.conversation import Participants, run_conversation
+from intake_eval.interview.plan import RunSettings, plan_conversations
 from intake_eval.judge.judging import judge_conversation, judge_label
 from intake_eval.llm.base import CallUsage, ChatRequest, ChatResult, ModelSpec
 from intake_eval.llm.litellm_backend import cache_prices, call_cost, import_litellm
@@ -265,22 +262,23 @@ async def _simulate(config: "StudyConfig", specs: dict[str, ModelSpec], catalog:
     for index in indices:
         drawn = sample_profile(catalog, plan[index], index, config.seed, hidden_count=config.profiles.hidden_count)
         profiles.append(await render_profile(drawn, models["generate"][config.generator], catalog))
+    profile_of = {profile.profile_id: profile for profile in profiles}
     qc_profiles = await _simulate_qc(config, models["qc"], catalog, profiles) if config.qc.enabled else 0
     run, judges = models["run"], models["judge"]
     tracker = run[config.patient.tracker] if config.patient.tracker else None
-    for profile, style in ((profile, style) for profile in profiles for style in config.patient_styles):
-        openings: dict = {}  # each style has its own opening and calls: they multiply with styles
-        for clinician in config.clinicians:
-            for condition in config.conditions:
-                item = PlannedConversation(profile=profile, clinician=clinician, condition=condition,
-                                           patient_mode=config.patient.mode, trial=0, max_turns=config.turns,
-                                           formulation=config.formulation, patient_style=style)
-                participants = Participants(clinician=run[clinician], patient=run[config.patient.model],
-                                            tracker=tracker, patient_alias=config.patient.model)
-                conversation = await run_conversation(item, participants, openings=openings)
-                for judge in config.judges:
-                    await judge_conversation(conversation, profile, judges[judge], config.judge_mode,
-                                             judge=judge_label(judge, config.judge_mode), catalog=catalog)
+    settings = RunSettings(clinicians=list(config.clinicians), patient=config.patient_models()[0],
+                           patients=config.patient_models(), patient_mode=config.patient.mode, turns=config.turns,
+                           conditions=list(config.conditions), formulation=config.formulation,
+                           patient_styles=list(config.patient_styles))
+    openings: dict = {}  # one opening per profile, patient model and style: calls multiply with both
+    for item in plan_conversations(profiles, settings):  # the run's own plan: every patient model and style
+        patient = item.patient or settings.patient
+        participants = Participants(clinician=run[item.clinician], patient=run[patient], tracker=tracker,
+                                    patient_alias=patient)
+        conversation = await run_conversation(item, participants, openings=openings)
+        for judge in config.judges:
+            await judge_conversation(conversation, profile_of[conversation.profile_id], judges[judge],
+                                     config.judge_mode, judge=judge_label(judge, config.judge_mode), catalog=catalog)
     return tallies, qc_profiles
 
 
@@ -290,8 +288,8 @@ async def _simulate_qc(config: "StudyConfig", models: dict[str, EstimatingModel]
     probes = load_probe_config(DEFAULT_PROBES, catalog)
     chosen = choose_profiles(profiles, config.qc.profiles)
     tracker = models[config.patient.tracker] if config.patient.tracker else None
-    for style in config.patient_styles:  # the study's QC probes every style
-        context = QCContext(config.patient.model, config.patient.mode, config.judges[0], models[config.patient.model],
+    for patient, style in ((p, s) for p in config.patient_models() for s in config.patient_styles):
+        context = QCContext(patient, config.patient.mode, config.judges[0], models[patient],
                             models[config.judges[0]], tracker, catalog, style=style)
         for profile in chosen:
             for probe in plan_probes(profile, catalog, probes, DEFAULT_PROBES):

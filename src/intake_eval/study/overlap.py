@@ -50,7 +50,8 @@ from intake_eval.study.config import StudyConfig
 
 def _run_settings(config: StudyConfig, shard: Shard | None) -> RunSettings:
     return RunSettings(
-        clinicians=list(config.clinicians), patient=config.patient.model, patient_mode=config.patient.mode,
+        clinicians=list(config.clinicians), patient=config.patient_models()[0], patients=config.patient_models(),
+        patient_mode=config.patient.mode,
         tracker=config.patient.tracker, turns=config.turns, conditions=list(config.conditions),
         trials=config.trials, concurrency=config.concurrency, budget=config.budget,
         formulation=config.formulation, on_truncation=config.on_truncation, shard=shard,

@@ -57,7 +57,8 @@ def resolve_roles(config: StudyConfig, models_file: ModelsFiles) -> dict[str, Mo
     resolved = {name: resolve_spec(name, specs) for name in config.model_names()}
     for spec in resolved.values():
         check_offline_name(spec.model)
-    check_offline_role("patient", resolved[config.patient.model])
+    for patient in config.patient_models():
+        check_offline_role("patient", resolved[patient])
     generator = resolved[config.generator]
     for role, aliases in config.roles().items():
         for alias in aliases:
@@ -75,21 +76,23 @@ def estimate_config(config_path: Path, models_file: ModelsFiles = None, catalog_
 
 
 def _patient_qc(config: StudyConfig, runner: StageRunner, *, force: bool) -> dict:
-    """Patient QC before any conversation: refuse to start when the patient leaks above the limit."""
-    summary: dict = {}
-    for style in config.patient_styles:  # each style is its own patient population, gated on its own
-        settings = QCSettings(patient=config.patient.model, mode=config.patient.mode, judge=config.judges[0],
-                              tracker=config.patient.tracker, n=config.qc.profiles, concurrency=config.concurrency,
-                              style=style)
-        result = run_patient_qc(runner, settings, force=force)
-        qc_gate(result, config.qc.max_leak_rate, min_recall=config.qc.min_recall)
-        population_gate(result, config.qc.population_limits())
-        rates = {"leak_rate": result.leak_rate, "disclosure_recall": result.disclosure_recall,
-                 "invention_rate": result.invention_rate}
-        if config.patient_styles == [DEFAULT_STYLE]:  # the summary a study without styles always had
-            return rates
-        summary[style] = rates
-    return summary
+    """Patient QC before any conversation, per patient model and style: refuse to start when one leaks
+    above the limit (each style is its own patient population, gated on its own)."""
+    outcomes: dict = {}
+    patients, styles = config.patient_models(), config.patient_styles
+    for patient in patients:
+        for style in styles:
+            settings = QCSettings(patient=patient, mode=config.patient.mode, judge=config.judges[0],
+                                  tracker=config.patient.tracker, n=config.qc.profiles,
+                                  concurrency=config.concurrency, style=style)
+            result = run_patient_qc(runner, settings, force=force)
+            qc_gate(result, config.qc.max_leak_rate, min_recall=config.qc.min_recall)
+            population_gate(result, config.qc.population_limits())
+            key = " ".join(([patient] if len(patients) > 1 else []) + ([style] if styles != [DEFAULT_STYLE] else []))
+            outcomes[key] = {"leak_rate": result.leak_rate, "disclosure_recall": result.disclosure_recall,
+                             "invention_rate": result.invention_rate}
+    # one patient model speaking as it always did keeps the shape the counts always had
+    return outcomes[""] if "" in outcomes else outcomes
 
 
 def _report(runner: StageRunner, run_counts: dict[str, int]) -> Path:
