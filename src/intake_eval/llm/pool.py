@@ -33,7 +33,7 @@ from intake_eval.llm.base import (
     ModelCallError,
     ModelSpec,
     UsageMeter,
-    public_url,
+    api_base_label,
 )
 from intake_eval.llm.cache import ResponseCache, cache_key
 from intake_eval.llm.health import EndpointHealth
@@ -52,12 +52,12 @@ from intake_eval.llm.structured import (
     starting_level,
 )
 
-Endpoint = tuple[str, "str | None"]
+Endpoint = tuple[str, "str | tuple[str, ...] | None"]
 
 
 def endpoint_label(endpoint: Endpoint) -> str:
     model, base = endpoint
-    return f"{model}@{public_url(base)}" if base else model
+    return f"{model}@{api_base_label(base)}" if base else model
 
 
 class PooledModel:
