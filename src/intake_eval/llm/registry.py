@@ -20,7 +20,7 @@ from intake_eval.core.package_data import package_folder
 from intake_eval.core.yamlfile import read_yaml
 from intake_eval.llm.base import ModelSpec
 from intake_eval.llm.keys import key_is_set as variable_is_set
-from intake_eval.llm.litellm_backend import import_litellm
+from intake_eval.llm.litellm_import import import_litellm
 from intake_eval.llm.local_server import canonical_model, check_local
 from intake_eval.llm.spellings import check_provider_spelling
 

@@ -26,10 +26,10 @@ class LitellmRoute:
         key = CONVERSATION_KEY.get()
         api_base = self.replicas.choose(key) if self.replicas is not None else None
         headers = router_headers(spec, key)
-        extra = {"extra_headers": {**params.get("extra_headers", {}), **headers}} if headers else {}
+        sent = {**params, "extra_headers": {**params.get("extra_headers", {}), **headers}} if headers else params
         return await import_litellm().acompletion(
             model=spec.model, api_key=sdk_api_key(spec), api_base=api_base, timeout=spec.timeout_s,
-            num_retries=0, max_retries=0, **params, **extra)
+            num_retries=0, max_retries=0, **sent)
 
     async def aclose(self) -> None:
         return None
