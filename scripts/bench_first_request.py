@@ -111,7 +111,7 @@ def first_request_of_run(delay: float, src: Path | None) -> float:
         started = time.time()
         done = subprocess.run([sys.executable, "-m", "intake_eval", "run", "--clinician", "doc", "--patient", "pat",
                                "--turns", "1", "--models", str(models), "--run-dir", str(run_dir)],
-                              env=child_env(server.url, src), capture_output=True, text=True)
+                              env=child_env(server.url, src), capture_output=True, text=True, check=False)
     first = server.first_arrival()
     if done.returncode != 0:
         raise RuntimeError(f"run failed: {done.stderr.strip()[-400:]}")
@@ -170,7 +170,7 @@ def study(conversations: int, concurrency: int, turns: int, delay: float, src: P
     started = time.time()
     done = subprocess.run([sys.executable, __file__, "--study-child", "--url", server.url, "--conversations",
                            str(conversations), "--concurrency", str(concurrency), "--turns", str(turns)],
-                          env=child_env(server.url, src), capture_output=True, text=True)
+                          env=child_env(server.url, src), capture_output=True, text=True, check=False)
     first = server.first_arrival()
     if done.returncode != 0:
         raise RuntimeError(f"study failed: {done.stderr.strip()[-400:]}")

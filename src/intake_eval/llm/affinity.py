@@ -49,7 +49,7 @@ def conversation_scope(conversation_id: str) -> Iterator[str]:
 
 
 def _weight(key: str, replica: str) -> int:
-    digest = hashlib.blake2b(f"{key}\x00{replica}".encode("utf-8"), digest_size=8).digest()
+    digest = hashlib.blake2b(f"{key}\x00{replica}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big")
 
 

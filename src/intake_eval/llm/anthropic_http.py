@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from intake_eval.llm.base import ModelSpec
-from intake_eval.llm.litellm_import import import_litellm
 from intake_eval.llm.keys import read_api_key
+from intake_eval.llm.litellm_import import import_litellm
 
 ANTHROPIC_VERSION = "2023-06-01"
 STRUCTURED_OUTPUTS_BETA = "structured-outputs-2025-11-13"

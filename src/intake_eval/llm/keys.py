@@ -33,6 +33,12 @@ def read_api_key(spec: ModelSpec, key_env: str | None) -> str:
     return value
 
 
+def key_to_redact(spec: ModelSpec) -> str | None:
+    """The alias's key as set, to be masked wherever a server echoes it into an error text; None when unset."""
+    value = os.environ.get(spec.api_key_env, "").strip() if spec.api_key_env else ""
+    return value or None
+
+
 def sdk_api_key(spec: ModelSpec) -> str | None:
     """The key handed to an SDK (litellm): the alias's variable; a placeholder for a server of your
     own, which must never receive the user's provider key by default; None lets the SDK read its

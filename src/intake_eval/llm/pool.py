@@ -18,7 +18,6 @@ hit is written as one. Offline participants make no provider call and are not in
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -37,6 +36,7 @@ from intake_eval.llm.base import (
 )
 from intake_eval.llm.cache import ResponseCache, cache_key
 from intake_eval.llm.health import EndpointHealth
+from intake_eval.llm.keys import key_to_redact
 from intake_eval.llm.ledger import CallLedger
 from intake_eval.llm.limiter import EndpointLimiter
 from intake_eval.llm.litellm_backend import ProviderBackend
@@ -145,7 +145,7 @@ class PooledModel:
 
     def _refused(self, level: str, error: Exception) -> None:
         words = " ".join(error_text(error).split())
-        secret = os.environ.get(self.spec.api_key_env, "") if self.spec.api_key_env else ""
+        secret = key_to_redact(self.spec) or ""
         if len(secret) >= 6:
             words = words.replace(secret, "***")  # some servers echo the request's key
         words = words[:300] + ("…" if len(words) > 300 else "")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
-import os
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -28,6 +27,7 @@ from typing import Any, TypeVar
 from intake_eval.llm.base import FailureKind, ModelCallError, ModelSpec, api_base_label
 from intake_eval.llm.error_body import error_body_of
 from intake_eval.llm.health import DETERMINISTIC_STATUS, EndpointHealth
+from intake_eval.llm.keys import key_to_redact
 
 T = TypeVar("T")
 
@@ -289,7 +289,7 @@ async def call_with_retry(
         except asyncio.CancelledError:
             raise
         except Exception as error:  # classified below; anything unknown is fatal, never looped on
-            secret = os.environ.get(spec.api_key_env) if spec.api_key_env else None
+            secret = key_to_redact(spec)
             failure = classify_failure(error, secret)
             stats.by_reason[failure.reason] = stats.by_reason.get(failure.reason, 0) + 1
             if not failure.retryable:
