@@ -122,3 +122,31 @@ def test_a_list_of_replicas_is_checked_url_by_url(tmp_path):
     models.write_text("models:\n  doc: {model: openai/doc, api_base: [http://a:1/v1, http://a:1/v1]}\n")
     with pytest.raises(IntakeEvalError, match="same replica twice"):
         read_models_file(models)
+
+
+def test_the_litellm_route_keeps_a_conversation_on_one_replica_with_its_headers():
+    with ExitStack() as stack:
+        servers = [stack.enter_context(FakeOpenAIServer(lambda body, index: Reply(content="Hello."))) for _ in range(2)]
+        spec = ModelSpec(alias="doc", model="openai/doc", api_base=tuple(server.url for server in servers))
+        backend = ProviderBackend(spec, client="litellm")
+        conversations = [f"P{n:05d}.doc.minimal.prompted.t0" for n in range(8)]
+
+        async def ask() -> None:
+            try:
+                for conversation in conversations:
+                    with conversation_scope(conversation):
+                        for _ in range(2):
+                            await backend.complete(ChatRequest(messages=[{"role": "user", "content": "hi"}]))
+            finally:
+                await backend.aclose()
+
+        asyncio.run(ask())
+    where: dict[str, set[int]] = defaultdict(set)
+    for number, server in enumerate(servers):
+        for headers in server.headers:
+            sent = {name.lower(): value for name, value in headers.items()}
+            where[sent["x-session-id"]].add(number)
+            assert sent["x-smg-routing-key"] == sent["x-session-id"]
+    assert set(where) == {routing_key(conversation) for conversation in conversations}
+    assert all(len(replicas) == 1 for replicas in where.values())
+    assert all(server.requests for server in servers)
