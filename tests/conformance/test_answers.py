@@ -22,6 +22,7 @@ import pytest
 from intake_eval.llm.base import ChatRequest
 from intake_eval.llm.litellm_backend import ProviderBackend, cache_tokens, call_cost
 from intake_eval.llm.pool import ModelPool
+from intake_eval.llm.providers import direct_route
 from intake_eval.llm.registry import PROVIDER_KEY_ENV, resolve_spec
 from tests.conformance.prices import table_dollars
 from tests.conformance.replay import ReplayServer, recorded
@@ -129,13 +130,13 @@ def test_a_cut_refused_or_filtered_answer_keeps_its_usage_and_price(case, monkey
     with server:
         spec = _spec(case, server, monkeypatch)
         backend = ProviderBackend(spec)
-        route = backend._route
+        route = direct_route(spec)
         assert route is not None  # the direct HTTP route, as every call of this provider takes
 
         async def go():
             try:
                 params = backend.request_params(ChatRequest(messages=HELLO))
-                return route.fix_usage(await backend._http.chat(route.body(params), route.api_key(spec)))
+                return await backend.route.send(params, None)
             finally:
                 await backend.aclose()
 

@@ -41,6 +41,7 @@ def models(
     """
     from intake_eval.core.envfile import key_source
     from intake_eval.core.errors import IntakeEvalError
+    from intake_eval.llm.base import api_base_label
     from intake_eval.llm.prices import model_prices
     from intake_eval.llm.registry import (
         key_is_set,
@@ -79,7 +80,7 @@ def models(
             "temperature": spec.temperature,
             "max_tokens": spec.max_tokens,
             "reasoning": spec.reasoning,
-            "api_base": spec.api_base,
+            "api_base": api_base_label(spec.api_base) if spec.api_base else None,
             "rpm": spec.rpm,
             "max_concurrency": spec.max_concurrency,
             "key_env": key_env,

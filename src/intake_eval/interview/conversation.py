@@ -30,6 +30,7 @@ from intake_eval.interview.participants import (
     patient_opening,
     patient_reply,
 )
+from intake_eval.llm.affinity import conversation_scope
 from intake_eval.llm.answer import truncated, truncated_error
 from intake_eval.llm.base import ChatModel, ChatResult, ModelCallError, UsageMeter
 
@@ -158,7 +159,14 @@ def _refusal(failure: ModelCallError) -> str | None:
 
 async def run_conversation(item: PlannedConversation, participants: Participants, *,
                            openings: dict | None = None, on_call: CallHook | None = None) -> Conversation:
-    """Run one intake to its end and return the record (ok or with its failure reason)."""
+    """Run one intake to its end and return the record (ok or with its failure reason). Every call it
+    makes belongs to the conversation: one replica of each alias, the conversation's routing key."""
+    with conversation_scope(item.conversation_id):
+        return await _run_to_end(item, participants, openings=openings, on_call=on_call)
+
+
+async def _run_to_end(item: PlannedConversation, participants: Participants, *,
+                      openings: dict | None, on_call: CallHook | None) -> Conversation:
     meters = {"clinician": UsageMeter(), "patient": UsageMeter(), "tracker": UsageMeter(), "formulation": UsageMeter()}
 
     cut: dict[str, int] = {}

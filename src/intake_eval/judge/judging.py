@@ -40,6 +40,7 @@ from intake_eval.judge.schema import (
     parse_turn,
     response_schema,
 )
+from intake_eval.llm.affinity import conversation_scope
 from intake_eval.llm.answer import truncated, unusable
 from intake_eval.llm.base import ChatModel, ChatRequest, ModelCallError, UsageMeter
 
@@ -209,7 +210,15 @@ async def judge_conversation(conversation: Conversation, profile: Profile, judge
 
     ``judge`` is the name written in the record (default: the model's alias, see judge_label);
     ``attempt`` varies the sample index so a retried judge error is not served from the cache.
+    The judge's calls belong to the conversation (one replica, its routing key: llm/affinity.py).
     """
+    with conversation_scope(conversation.conversation_id):
+        return await _judge_all_turns(conversation, profile, judge_model, mode, judge=judge, catalog=catalog,
+                                      attempt=attempt)
+
+
+async def _judge_all_turns(conversation: Conversation, profile: Profile, judge_model: ChatModel, mode: str, *,
+                           judge: str | None, catalog: "Catalog | None", attempt: int) -> Judgment:
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     hidden = profile.hidden_domains

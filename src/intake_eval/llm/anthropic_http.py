@@ -17,11 +17,11 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from intake_eval.llm.base import ModelSpec
+from intake_eval.llm.keys import read_api_key
 from intake_eval.llm.litellm_import import import_litellm
-from intake_eval.llm.providers import read_api_key
 
 ANTHROPIC_VERSION = "2023-06-01"
 STRUCTURED_OUTPUTS_BETA = "structured-outputs-2025-11-13"
@@ -39,16 +39,25 @@ STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "leng
 class AnthropicRoute:
     """How one Claude alias is called: where, with which key, what the model supports."""
 
-    base_url: str  # without /v1/messages
+    base_urls: tuple[str, ...]  # without /v1/messages: one, or the alias's replicas
     wire_model: str
     key_env: str | None  # None → no key (a server you run)
     native_schema: bool  # output_format (structured outputs) rather than a forced tool call
     default_max_tokens: int  # Anthropic requires max_tokens; litellm's value when the alias sets none
 
     @property
+    def base_url(self) -> str:
+        """The first replica: where requests that are not a conversation's go (Message Batches)."""
+        return self.base_urls[0]
+
+    @property
     def messages_url(self) -> str:
+        return self.messages_url_at(self.base_url)
+
+    @staticmethod
+    def messages_url_at(base: str) -> str:
         # litellm appends /v1/messages to any base that does not already end with it
-        return self.base_url if self.base_url.endswith("/v1/messages") else self.base_url + "/v1/messages"
+        return base if base.endswith("/v1/messages") else base + "/v1/messages"
 
     def api_key(self, spec: ModelSpec) -> str:
         return read_api_key(spec, self.key_env)
@@ -70,12 +79,13 @@ def anthropic_route(spec: ModelSpec) -> AnthropicRoute | None:
 
     wire_model = spec.model.split("/", 1)[1]
     if spec.api_base:
-        base, key_env = spec.api_base, spec.api_key_env  # a custom server never gets the provider key by default
+        bases, key_env = spec.api_bases, spec.api_key_env  # a custom server never gets the provider key by default
     else:
-        base = next((os.environ[n].strip() for n in BASE_URL_VARIABLES if os.environ.get(n, "").strip()), DEFAULT_BASE)
+        bases = (next((os.environ[n].strip() for n in BASE_URL_VARIABLES if os.environ.get(n, "").strip()),
+                      DEFAULT_BASE),)
         key_env = spec.api_key_env or "ANTHROPIC_API_KEY"
     native = AnthropicConfig._supports_model_capability(wire_model, "supports_native_structured_output", "anthropic")
-    return AnthropicRoute(base.rstrip("/"), wire_model, key_env, bool(native),
+    return AnthropicRoute(tuple(base.rstrip("/") for base in bases), wire_model, key_env, bool(native),
                           AnthropicConfig.get_max_tokens_for_model(wire_model))
 
 
@@ -108,7 +118,7 @@ def messages_body(route: AnthropicRoute, params: dict[str, Any], level: str | No
     body["max_tokens"] = params.get("max_tokens") or route.default_max_tokens
     thinking = params.get("thinking")
     if isinstance(thinking, dict):
-        thinking = AnthropicConfig.cap_thinking_budget_to_max_tokens(thinking, body["max_tokens"])
+        thinking = AnthropicConfig.cap_thinking_budget_to_max_tokens(cast(Any, thinking), body["max_tokens"])
     if thinking:
         body["thinking"] = thinking
     if system:

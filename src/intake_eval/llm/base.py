@@ -35,7 +35,8 @@ class ModelSpec(BaseModel):
     max_tokens: int | None = 350
     reasoning: bool = False
     api_key_env: str | None = None
-    api_base: str | None = None
+    # One server, or several replicas of the same model (a conversation sticks to one: llm/affinity.py)
+    api_base: str | tuple[str, ...] | None = None
     rpm: int | None = None
     tpm: int | None = None
     max_concurrency: int | None = None
@@ -64,6 +65,25 @@ class ModelSpec(BaseModel):
     def is_local(self) -> bool:
         return self.model.startswith("local/")
 
+    @field_validator("api_base")
+    @classmethod
+    def _replicas(cls, value: str | tuple[str, ...] | None) -> str | tuple[str, ...] | None:
+        """A list of one is the single-string form (same cache key, same manifest); an empty list is no server."""
+        if isinstance(value, tuple):
+            if not value:
+                raise ValueError("lists no server; give one URL or a list of replica URLs")
+            if len(set(value)) != len(value):
+                raise ValueError("lists the same replica twice")
+            return value[0] if len(value) == 1 else value
+        return value
+
+    @property
+    def api_bases(self) -> tuple[str, ...]:
+        """Every replica's URL, in the order written (one for the single-string form; none without api_base)."""
+        if self.api_base is None:
+            return ()
+        return (self.api_base,) if isinstance(self.api_base, str) else self.api_base
+
     @field_validator("input_cost_per_token", "output_cost_per_token", "cache_read_cost_per_token",
                      "cache_write_cost_per_token", "batch_cost_factor")
     @classmethod
@@ -82,7 +102,7 @@ class ModelSpec(BaseModel):
         password in the api_base is)."""
         public = self.model_dump(exclude_none=True)
         if self.api_base:
-            public["api_base"] = public_url(self.api_base)
+            public["api_base"] = public_api_base(self.api_base)
         return public
 
 
@@ -244,10 +264,29 @@ def public_url(url: str) -> str:
     return parts._replace(netloc=netloc).geturl()
 
 
-def is_local_base(api_base: str | None) -> bool:
-    """A server on this machine or a private network: no key needed by default, no cost."""
+def public_api_base(api_base: str | tuple[str, ...]) -> str | list[str]:
+    """An alias's api_base as it may be written down: each replica's URL without its credentials."""
+    if isinstance(api_base, str):
+        return public_url(api_base)
+    return [public_url(url) for url in api_base]
+
+
+def api_base_label(api_base: str | tuple[str, ...]) -> str:
+    """One line for messages and tables: the credential-free URL, or the replicas' URLs joined."""
+    shown = public_api_base(api_base)
+    return shown if isinstance(shown, str) else ", ".join(shown)
+
+
+def is_local_base(api_base: str | tuple[str, ...] | None) -> bool:
+    """Servers on this machine or a private network (every replica): no key needed by default, no cost."""
     if not api_base:
         return False
+    if isinstance(api_base, tuple):
+        return all(_is_local_url(url) for url in api_base)
+    return _is_local_url(api_base)
+
+
+def _is_local_url(api_base: str) -> bool:
     host = (urlparse(api_base).hostname or "").lower()
     if host in ("localhost", "host.docker.internal") or host.endswith(".local"):
         return True

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from intake_eval.core.prompts import render_prompt
 from intake_eval.llm.answer import unusable
-from intake_eval.llm.base import ChatRequest, ModelCallError, ModelSpec
+from intake_eval.llm.base import ChatRequest, ModelCallError, ModelSpec, api_base_label
 from intake_eval.llm.pool import ModelPool
 from intake_eval.llm.retry import RetryPolicy
 
@@ -31,6 +31,10 @@ class CheckResult:
     detail: str
 
 
+def _where(spec: ModelSpec) -> str | None:
+    return api_base_label(spec.api_base) if spec.api_base else None
+
+
 async def _check_one(pool: ModelPool, name: str) -> CheckResult:
     spec = pool.spec(name)
     if spec.is_offline:
@@ -43,15 +47,15 @@ async def _check_one(pool: ModelPool, name: str) -> CheckResult:
         result = await pool.get(name).complete(request)
     except ModelCallError as error:
         if error.kind == "empty_after_length":
-            return CheckResult(name, spec.model, spec.api_base, True, None,
+            return CheckResult(name, spec.model, _where(spec), True, None,
                                f"reachable; the answer was cut at {cap} tokens before any visible text")
-        return CheckResult(name, spec.model, spec.api_base, False, None, error.format_message())
+        return CheckResult(name, spec.model, _where(spec), False, None, error.format_message())
     problem = unusable(result)
     if problem is not None and problem.kind == "refused":  # reachable, but the record of a study would fail
-        return CheckResult(name, spec.model, spec.api_base, True, result.latency_s,
+        return CheckResult(name, spec.model, _where(spec), True, result.latency_s,
                            f"reachable; the model {problem.describe()}")
     answer = " ".join(result.text.split())[:40] or "(empty)"
-    return CheckResult(name, spec.model, spec.api_base, True, result.latency_s,
+    return CheckResult(name, spec.model, _where(spec), True, result.latency_s,
                        f"answered {answer!r} ({result.usage.prompt_tokens}+{result.usage.completion_tokens} tokens)")
 
 

@@ -1,22 +1,24 @@
-"""Real providers behind the one call shape: one attempt per ``complete`` (retries live in retry.py).
+"""Real providers behind the one call shape: one attempt per ``complete`` (retries live in retry.py),
+and what every route shares — the normalisation of an answer into a ChatResult and its price.
 
-litellm speaks to every provider. For OpenAI-compatible endpoints (the providers listed in
-providers.py, and ``openai/…`` or ``hosted_vllm/…`` with an ``api_base``: vLLM, llama.cpp, a local
-test server) a plain aiohttp POST is used instead (openai_http.py): same wire format, a fraction of the CPU per call
-(see scripts/bench_models.py); Claude's native Messages API likewise (anthropic_http.py). Bedrock,
-Vertex and the rest stay on litellm. Every path feeds the same normalisation below, so a result looks the
-same whichever path produced it. The API key is read from its variable at call time and is
-never logged, cached or put in a message.
+Which wire format carries an alias's request is the route registry's business (llm/routes/): plain
+aiohttp for OpenAI-compatible endpoints (openai_http.py; a fraction of litellm's CPU per call, see
+scripts/bench_models.py) and for Claude's native Messages API (anthropic_http.py), litellm for
+Bedrock, Vertex and the rest. Every route feeds the same normalisation below, so a result looks the
+same whichever route produced it.
+
+Prices come from litellm's table read without importing litellm (llm/price_table.py) for every
+model the table prices linearly; litellm itself prices the others (tiers above a prompt length,
+per-second or per-character bases), and ``ProviderBackend`` imports it up front for such a model, so
+that the direct routes never wait for ``import litellm``. The API key is read by llm/keys.py at call
+time and is never logged, cached or put in a message.
 """
 
 from __future__ import annotations
 
-import functools
-import os
 import time
 from typing import Any
 
-from intake_eval.llm.anthropic_http import anthropic_route, messages_body, openai_shape
 from intake_eval.llm.base import (
     CallUsage,
     ChatRequest,
@@ -26,10 +28,10 @@ from intake_eval.llm.base import (
     is_local_base,
 )
 from intake_eval.llm.litellm_import import import_litellm
-from intake_eval.llm.openai_http import OpenAICompatibleClient
+from intake_eval.llm.price_table import table_entry
 from intake_eval.llm.prompt_cache import with_breakpoints
-from intake_eval.llm.providers import direct_route
 from intake_eval.llm.reasoning import split_reasoning
+from intake_eval.llm.routes.table import route_for
 from intake_eval.llm.structured import response_format, starting_level
 from intake_eval.llm.usage_check import (
     ImplausibleUsage,
@@ -39,56 +41,25 @@ from intake_eval.llm.usage_check import (
     usage_is_missing,
 )
 
-_NO_KEY = "not-needed"  # OpenAI-compatible servers expect some Bearer value; local ones ignore it
 
-
-def api_key_for(spec: ModelSpec) -> str | None:
-    """The key for this call, from the alias's variable. None → the provider's default variable."""
-    if spec.api_key_env:
-        value = os.environ.get(spec.api_key_env, "").strip()
-        if not value:
-            raise ModelCallError(
-                f"model '{spec.alias or spec.model}' needs the environment variable {spec.api_key_env}, which is not set",
-                kind="fatal",
-            )
-        return value
-    # Never let a local/custom server receive the user's OPENAI_API_KEY by default.
-    return _NO_KEY if spec.api_base else None
-
-
-def uses_direct_http(spec: ModelSpec) -> bool:
-    return direct_route(spec) is not None or anthropic_route(spec) is not None
-
-
-@functools.lru_cache(maxsize=512)
-def _model_info(model: str) -> dict[str, Any]:
-    """litellm's table entry, looked up once per model id (a lookup costs more than the call's HTTP)."""
-    try:
-        return dict(import_litellm().get_model_info(model))
-    except Exception:  # an unmapped model
-        return {}
-
-
-@functools.lru_cache(maxsize=512)
 def _linear_prices(model: str) -> tuple[float, float] | None:
-    """(input, output) dollars per token when litellm prices this model linearly — checked against
-    litellm's own cost_per_token — so a call is priced without asking litellm again; None for a
-    tiered, unmapped or otherwise special model, which litellm prices call by call."""
-    info = _model_info(model)
-    rates = info.get("input_cost_per_token"), info.get("output_cost_per_token")
-    tiered = any(value is not None and key.startswith(("input_cost_per_token_above", "output_cost_per_token_above"))
-                 for key, value in info.items())
-    if tiered or not all(isinstance(rate, (int, float)) for rate in rates):
+    """(input, output) dollars per token when litellm's table prices this model linearly (read from
+    the extract, no litellm import); None for a tiered, unmapped or otherwise special model, which
+    litellm prices call by call."""
+    entry = table_entry(model)
+    if not entry.get("linear"):
         return None
-    litellm = import_litellm()
-    for prompt, completion in ((1000, 1000), (3, 7), (123_457, 0)):
-        try:
-            expected = litellm.cost_per_token(model=model, prompt_tokens=prompt, completion_tokens=completion)
-        except Exception:
-            return None
-        if expected != (rates[0] * prompt, rates[1] * completion):
-            return None
-    return float(rates[0]), float(rates[1])
+    return float(entry["input_cost_per_token"]), float(entry["output_cost_per_token"])
+
+
+def _priced_by_table(spec: ModelSpec) -> bool:
+    overridden = spec.input_cost_per_token is not None or spec.output_cost_per_token is not None
+    return not (overridden or spec.is_local or spec.is_offline or is_local_base(spec.api_base))
+
+
+def needs_litellm_prices(spec: ModelSpec) -> bool:
+    """Whether pricing this alias's calls takes litellm itself (its table has no linear entry for it)."""
+    return _priced_by_table(spec) and _linear_prices(spec.model) is None
 
 
 def cache_prices(spec: ModelSpec) -> tuple[float | None, float | None]:
@@ -98,7 +69,7 @@ def cache_prices(spec: ModelSpec) -> tuple[float | None, float | None]:
     read, write = spec.cache_read_cost_per_token, spec.cache_write_cost_per_token
     overridden = spec.input_cost_per_token is not None or spec.output_cost_per_token is not None
     if (read is None or write is None) and not overridden and not is_local_base(spec.api_base) and not spec.is_offline:
-        info = _model_info(spec.model)
+        info = table_entry(spec.model)
         read = read if read is not None else info.get("cache_read_input_token_cost")
         write = write if write is not None else info.get("cache_creation_input_token_cost")
     return read, write
@@ -183,10 +154,9 @@ def estimated_usage(spec: ModelSpec, request: ChatRequest, answer_text: str | No
 def _context_tokens(spec: ModelSpec) -> int | None:
     """The model's context window from litellm's table, for a model litellm prices (the backend imported
     litellm for it already); None for a local server or an alias with its own prices."""
-    priced_here = spec.input_cost_per_token is not None or spec.output_cost_per_token is not None
-    if priced_here or spec.is_local or spec.is_offline or is_local_base(spec.api_base):
+    if not _priced_by_table(spec):
         return None
-    info = _model_info(spec.model)
+    info = table_entry(spec.model)
     return info.get("max_input_tokens") or info.get("max_tokens")
 
 
@@ -261,29 +231,19 @@ def normalise(spec: ModelSpec, request: ChatRequest, response: Any, latency_s: f
 
 
 class ProviderBackend:
-    """One endpoint. ``complete`` makes exactly one HTTP attempt; errors propagate raw to retry.py."""
+    """One alias's endpoint. ``complete`` makes exactly one attempt through the alias's route (llm/routes/);
+    errors propagate raw to retry.py. ``client="litellm"`` forces the litellm route for any alias."""
 
     def __init__(self, spec: ModelSpec, client: str = "auto"):
-        if client not in ("auto", "litellm"):
-            raise ValueError(f"client must be 'auto' or 'litellm', not {client!r}")
         self.spec = spec
-        self._http = None  # client="litellm" forces litellm even for OpenAI-compatible endpoints
-        self._route = direct_route(spec) if client == "auto" else None
-        priced_by_litellm = not is_local_base(spec.api_base) and (
-            spec.input_cost_per_token is None and spec.output_cost_per_token is None)
-        if self._route is None or priced_by_litellm:
+        self.route = route_for(spec, client)
+        if needs_litellm_prices(spec):
             import_litellm()  # here, not inside the event loop: the import takes seconds
-        # Claude's native API: its model facts come from litellm's tables, read here once
-        self._anthropic = anthropic_route(spec) if client == "auto" and self._route is None else None
-        if self._route is not None:
-            self._http = OpenAICompatibleClient(self._route.base_url, spec.timeout_s)
-        elif self._anthropic is not None:
-            self._http = OpenAICompatibleClient(self._anthropic.base_url, spec.timeout_s)
 
     @property
     def reports_sending(self) -> bool:
-        """Whether this backend tells ``REQUEST_SENT`` when a request has left (the direct HTTP paths do)."""
-        return self._http is not None
+        """Whether this backend tells ``REQUEST_SENT`` when a request has left (the direct HTTP routes do)."""
+        return self.route.reports_sending
 
     def request_params(self, request: ChatRequest, level: str | None = None) -> dict[str, Any]:
         """The provider parameters; ``level`` is the structured-output level for a schema request
@@ -303,25 +263,10 @@ class ProviderBackend:
         return params
 
     async def aclose(self) -> None:
-        if self._http is not None:
-            await self._http.aclose()
+        await self.route.aclose()
 
     async def complete(self, request: ChatRequest, level: str | None = None) -> ChatResult:
-        spec = self.spec
         params = self.request_params(request, level)
         started = time.monotonic()
-        if self._http is not None and self._route is not None:
-            route = self._route
-            response = route.fix_usage(await self._http.chat(route.body(params), route.api_key(spec)))
-        elif self._http is not None and self._anthropic is not None:
-            claude = self._anthropic
-            body = messages_body(claude, params, level or starting_level(spec))
-            payload = await self._http.post(claude.messages_url, body, claude.headers(spec, body))
-            response = openai_shape(payload, json_mode="response_format" in params)
-        else:
-            api_key = api_key_for(spec)
-            litellm = import_litellm()
-            response = await litellm.acompletion(
-                model=spec.model, api_key=api_key, api_base=spec.api_base, timeout=spec.timeout_s,
-                num_retries=0, max_retries=0, **params)
-        return normalise(spec, request, response, time.monotonic() - started)
+        response = await self.route.send(params, level)
+        return normalise(self.spec, request, response, time.monotonic() - started)

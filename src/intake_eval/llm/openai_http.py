@@ -62,8 +62,8 @@ class OpenAICompatibleClient:
             self._closer = loop.create_task(_close_at_loop_end(self._session))
         return self._session
 
-    async def chat(self, body: dict[str, Any], api_key: str) -> dict[str, Any]:
-        headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
+    async def chat(self, body: dict[str, Any], api_key: str, extra_headers: dict[str, str] | None = None) -> dict[str, Any]:
+        headers = {**(extra_headers or {}), "Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
         return await self.post(self.url, body, headers)
 
     async def post(self, url: str, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:

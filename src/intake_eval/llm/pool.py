@@ -18,7 +18,6 @@ hit is written as one. Offline participants make no provider call and are not in
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -33,10 +32,11 @@ from intake_eval.llm.base import (
     ModelCallError,
     ModelSpec,
     UsageMeter,
-    public_url,
+    api_base_label,
 )
 from intake_eval.llm.cache import ResponseCache, cache_key
 from intake_eval.llm.health import EndpointHealth
+from intake_eval.llm.keys import key_to_redact
 from intake_eval.llm.ledger import CallLedger
 from intake_eval.llm.limiter import EndpointLimiter
 from intake_eval.llm.litellm_backend import ProviderBackend
@@ -52,12 +52,12 @@ from intake_eval.llm.structured import (
     starting_level,
 )
 
-Endpoint = tuple[str, "str | None"]
+Endpoint = tuple[str, "str | tuple[str, ...] | None"]
 
 
 def endpoint_label(endpoint: Endpoint) -> str:
     model, base = endpoint
-    return f"{model}@{public_url(base)}" if base else model
+    return f"{model}@{api_base_label(base)}" if base else model
 
 
 class PooledModel:
@@ -145,7 +145,7 @@ class PooledModel:
 
     def _refused(self, level: str, error: Exception) -> None:
         words = " ".join(error_text(error).split())
-        secret = os.environ.get(self.spec.api_key_env, "") if self.spec.api_key_env else ""
+        secret = key_to_redact(self.spec) or ""
         if len(secret) >= 6:
             words = words.replace(secret, "***")  # some servers echo the request's key
         words = words[:300] + ("…" if len(words) > 300 else "")

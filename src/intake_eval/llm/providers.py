@@ -18,22 +18,10 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from intake_eval.llm.base import ModelCallError, ModelSpec
+from intake_eval.llm.base import ModelSpec
+from intake_eval.llm.keys import read_api_key
 
 BASE_URL_OVERRIDE = "INTAKE_EVAL_BASE_URL_{}"
-NO_KEY = "not-needed"  # OpenAI-compatible servers expect some Bearer value; local ones ignore it
-
-
-def read_api_key(spec: ModelSpec, key_env: str | None) -> str:
-    """Read at call time, never stored: the key is not in any object that is logged or cached."""
-    if key_env is None:
-        return NO_KEY
-    value = os.environ.get(key_env, "").strip()
-    if not value:
-        raise ModelCallError(
-            f"model '{spec.alias or spec.model}' needs the environment variable {key_env}, which is not set",
-            kind="fatal")
-    return value
 
 
 @dataclass(frozen=True)
@@ -45,12 +33,14 @@ class Provider:
     # Gemini's OpenAI-compatible usage may leave the thinking tokens out of completion_tokens.
     completion_from_total: bool = False
     base_url_env: tuple[str, ...] = ()  # variables litellm honours for this provider's URL, kept honoured
+    # The body field that names a conversation for the provider's prompt cache (llm/affinity.py), where it has one
+    cache_key_field: str | None = None
 
 
 PROVIDERS: dict[str, Provider] = {p.name: p for p in (
     # OpenAI's reasoning models refuse max_tokens; max_completion_tokens is accepted by every model.
     Provider("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", max_tokens_field="max_completion_tokens",
-             base_url_env=("OPENAI_BASE_URL", "OPENAI_API_BASE")),
+             base_url_env=("OPENAI_BASE_URL", "OPENAI_API_BASE"), cache_key_field="prompt_cache_key"),
     Provider("together_ai", "https://api.together.xyz/v1", "TOGETHER_API_KEY"),
     Provider("fireworks_ai", "https://api.fireworks.ai/inference/v1", "FIREWORKS_API_KEY"),
     Provider("deepseek", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY"),
@@ -73,10 +63,15 @@ class DirectRoute:
     """How one alias is called over plain HTTP: where, with which key, under which wire name."""
 
     provider: Provider
-    base_url: str
+    base_urls: tuple[str, ...]  # one, or the alias's replicas of one model
     wire_model: str
     key_env: str | None  # None → no key (a server you run)
     max_tokens_field: str = "max_tokens"
+
+    @property
+    def base_url(self) -> str:
+        """The first replica: where requests that are not a conversation's go (batch files, listings)."""
+        return self.base_urls[0]
 
     def api_key(self, spec: ModelSpec) -> str:
         return read_api_key(spec, self.key_env)
@@ -95,7 +90,8 @@ class DirectRoute:
         if not isinstance(usage, dict):
             return response
         fixed = dict(usage)
-        details = fixed.get("prompt_tokens_details") if isinstance(fixed.get("prompt_tokens_details"), dict) else {}
+        given = fixed.get("prompt_tokens_details")
+        details: dict[str, Any] = given if isinstance(given, dict) else {}
         if fixed.get("prompt_cache_hit_tokens") and not details.get("cached_tokens"):
             fixed["prompt_tokens_details"] = {**details, "cached_tokens": int(fixed["prompt_cache_hit_tokens"])}
         if self.provider.completion_from_total:
@@ -127,9 +123,9 @@ def direct_route(spec: ModelSpec) -> DirectRoute | None:
     wire_model = spec.model.split("/", 1)[1]
     if spec.api_base:
         # any server that speaks the protocol: older ones know only max_tokens
-        return DirectRoute(provider, spec.api_base.rstrip("/"), wire_model, spec.api_key_env)
+        return DirectRoute(provider, tuple(base.rstrip("/") for base in spec.api_bases), wire_model, spec.api_key_env)
     base_url = base_url_override(provider) or provider.base_url
     if base_url is None:
         return None
-    return DirectRoute(provider, base_url.rstrip("/"), wire_model, spec.api_key_env or provider.key_env,
+    return DirectRoute(provider, (base_url.rstrip("/"),), wire_model, spec.api_key_env or provider.key_env,
                        provider.max_tokens_field)

@@ -8,7 +8,6 @@ CLI resolves models before anything heavy is loaded.
 from __future__ import annotations
 
 import difflib
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -20,7 +19,8 @@ from intake_eval.core.errors import IntakeEvalError, describe_validation_error
 from intake_eval.core.package_data import package_folder
 from intake_eval.core.yamlfile import read_yaml
 from intake_eval.llm.base import ModelSpec
-from intake_eval.llm.litellm_backend import import_litellm
+from intake_eval.llm.keys import key_is_set as variable_is_set
+from intake_eval.llm.litellm_import import import_litellm
 from intake_eval.llm.local_server import canonical_model, check_local
 from intake_eval.llm.spellings import check_provider_spelling
 
@@ -91,12 +91,15 @@ def _check_spec(alias: str, spec: ModelSpec, source: Path) -> None:
     if secret_params:
         # extra_params reach the manifest and the report's methods table: a credential there would be published
         raise bad(f"extra_params.{secret_params[0]}", "credentials do not belong in a models file; use api_key_env")
-    if spec.api_base and urlparse(spec.api_base).scheme not in ("http", "https"):
-        raise bad("api_base", "must be an http(s) URL such as http://127.0.0.1:8000/v1")
-    if spec.api_base and "@" in urlparse(spec.api_base).netloc:
-        # Never echo the URL: its user:password part would reach the terminal and any log of it.
-        raise bad("api_base", "holds credentials (user:password@); they would be written into the run folder's "
-                  "records: remove them and give the key through api_key_env")
+    replicas = spec.api_bases
+    for number, url in enumerate(replicas):
+        field = "api_base" if len(replicas) == 1 else f"api_base[{number}]"
+        if urlparse(url).scheme not in ("http", "https"):
+            raise bad(field, "must be an http(s) URL such as http://127.0.0.1:8000/v1")
+        if "@" in urlparse(url).netloc:
+            # Never echo the URL: its user:password part would reach the terminal and any log of it.
+            raise bad(field, "holds credentials (user:password@); they would be written into the run folder's "
+                      "records: remove them and give the key through api_key_env")
     if spec.is_local and spec.api_base:
         raise bad("api_base", "a local/ model runs its own embedded server; remove api_base "
                   "(or use openai/<name> with api_base for a server you run yourself)")
@@ -202,7 +205,7 @@ def needed_key(spec: ModelSpec) -> str | None:
 def key_is_set(spec: ModelSpec) -> bool | None:
     """True/False whether the needed key is set; None when no key is needed."""
     variable = needed_key(spec)
-    return None if variable is None else bool(os.environ.get(variable, "").strip())
+    return None if variable is None else variable_is_set(variable)
 
 
 def preflight(specs: Mapping[str, ModelSpec] | Iterable[ModelSpec]) -> None:

@@ -18,16 +18,16 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
-import os
 import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from intake_eval.llm.base import ModelCallError, ModelSpec, public_url
+from intake_eval.llm.base import FailureKind, ModelCallError, ModelSpec, api_base_label
 from intake_eval.llm.error_body import error_body_of
 from intake_eval.llm.health import DETERMINISTIC_STATUS, EndpointHealth
+from intake_eval.llm.keys import key_to_redact
 
 T = TypeVar("T")
 
@@ -198,7 +198,7 @@ def classify_failure(error: BaseException, secret: str | None = None) -> Failure
 
 def _where(spec: ModelSpec) -> str:
     where = f"model '{spec.alias or spec.model}' (provider {spec.provider}, model id {spec.model}"
-    return where + (f", api_base {public_url(spec.api_base)})" if spec.api_base else ")")
+    return where + (f", api_base {api_base_label(spec.api_base)})" if spec.api_base else ")")
 
 
 def describe_fatal(spec: ModelSpec, failure: Failure) -> str:
@@ -214,7 +214,7 @@ def describe_fatal(spec: ModelSpec, failure: Failure) -> str:
         return (f"{_where(spec)}: HTTP {failure.status}: the provider's content policy refused this request "
                 f"(this call fails; other requests go on): {failure.detail}")
     if failure.reason == "connection_refused":
-        target = public_url(spec.api_base) if spec.api_base else f"the {spec.provider} endpoint"
+        target = api_base_label(spec.api_base) if spec.api_base else f"the {spec.provider} endpoint"
         return (f"cannot connect to {target}: connection refused — is the server running and is api_base right? "
                 f"(model '{spec.alias or spec.model}', model id {spec.model})")
     hint = FATAL_HINTS.get(failure.status or 0, "the request failed")
@@ -289,7 +289,7 @@ async def call_with_retry(
         except asyncio.CancelledError:
             raise
         except Exception as error:  # classified below; anything unknown is fatal, never looped on
-            secret = os.environ.get(spec.api_key_env) if spec.api_key_env else None
+            secret = key_to_redact(spec)
             failure = classify_failure(error, secret)
             stats.by_reason[failure.reason] = stats.by_reason.get(failure.reason, 0) + 1
             if not failure.retryable:
@@ -301,7 +301,7 @@ async def call_with_retry(
                 elif health is not None:
                     health.failed(failure.reason, message, deterministic=is_deterministic(failure),
                                   identity=(failure.reason, failure.detail))
-                kind = "content_policy" if failure.call_only else "fatal"
+                kind: FailureKind = "content_policy" if failure.call_only else "fatal"
                 raise ModelCallError(message, kind=kind, attempts=attempts, status_code=failure.status) from None
             left_s = policy.deadline_s - (time.monotonic() - started)
             if failure.retry_after_s is not None and failure.retry_after_s > left_s:

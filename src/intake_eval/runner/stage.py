@@ -46,7 +46,7 @@ from intake_eval.core.usage import (
     run_folder_spend,
     subtract_retry_stats,
 )
-from intake_eval.llm.base import ModelSpec, public_url
+from intake_eval.llm.base import ModelSpec, public_api_base
 from intake_eval.llm.pool import ModelPool
 from intake_eval.llm.registry import (
     ModelsFiles,
@@ -74,7 +74,7 @@ def guarded_spec(spec: ModelSpec) -> dict[str, Any]:
     An embedded local/ server has no api_base in its spec: it may come back on another port."""
     guarded = {name: getattr(spec, name) for name in GUARDED_SPEC_FIELDS}
     if spec.api_base:
-        guarded["api_base"] = public_url(spec.api_base)
+        guarded["api_base"] = public_api_base(spec.api_base)
     return guarded
 
 
