@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from intake_eval.core.calls import billed_so_far
+from intake_eval.core.limits import DEFAULT_TURNS
 from intake_eval.core.records import Conversation
 from intake_eval.core.store import iter_json_lines
 from intake_eval.core.usage import run_folder_spend
@@ -322,7 +323,7 @@ def _ledger_backed(budget: Budget, runner: Any, limit: float) -> Budget:
 
 
 def folder_budget(limit: float | None, runner: Any, clinicians: Iterable[str], *, patient: str,
-                  tracker: str | None = None, judges: Mapping[str, str] | None = None, turns: int = 12,
+                  tracker: str | None = None, judges: Mapping[str, str] | None = None, turns: int = DEFAULT_TURNS,
                   judge_mode: str = "per-turn") -> Budget | None:
     """The budget of an invocation on ``runner``'s folder: what the folder was billed already counts.
     ``judges`` (label → alias) judge each conversation as it finishes, so its judging is held too."""
@@ -352,13 +353,13 @@ def judging_budget(limit: float | None, runner: Any, judges: Mapping[str, str], 
                    turns: int | None = None) -> Budget | None:
     """The folder budget of an invocation that only judges (label → alias): what the folder was billed
     already counts, and each judgment holds its expected cost through a ``JudgingGate``. ``turns``
-    defaults to the run stage's (12 when the folder has none)."""
+    defaults to the run stage's (the default when the folder has none)."""
     if limit is None:
         return None
     spent, _known = run_folder_spend(runner.paths, runner.manifest.data)
     if turns is None:
         run = (runner.manifest.data.get("stages") or {}).get("run") or {}
-        turns = int((run.get("config") or {}).get("turns", 12))
+        turns = int((run.get("config") or {}).get("turns", DEFAULT_TURNS))
     budget = Budget(limit=limit, settled=spent)
     _hold_judging(budget, runner, judges, turns, judge_mode)
     return _ledger_backed(budget, runner, limit)

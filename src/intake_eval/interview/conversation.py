@@ -17,6 +17,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from intake_eval.core.limits import DEFAULT_TURNS
 from intake_eval.core.records import Conversation, ConversationTurn, Profile
 from intake_eval.core.store import file_safe
 from intake_eval.interview.formulation import request_formulation
@@ -32,7 +33,6 @@ from intake_eval.interview.participants import (
 from intake_eval.llm.answer import truncated, truncated_error
 from intake_eval.llm.base import ChatModel, ChatResult, ModelCallError, UsageMeter
 
-DEFAULT_TURNS = 12
 
 CallHook = Callable[[str, ChatResult], None]  # (role, result): live token/dollar accounting
 # Failures that are their own conversation status; any other model failure is "model_error".

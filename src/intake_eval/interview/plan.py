@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.prompts import prompt_hashes
 from intake_eval.core.records import Conversation, Profile
-from intake_eval.core.shard import SHARD_KEY, Shard
+from intake_eval.core.shard import SHARD_KEY
 from intake_eval.core.store import (
     RunPaths,
     done_keys,
@@ -24,6 +24,7 @@ from intake_eval.core.store import (
     latest_by_key,
 )
 from intake_eval.interview.conversation import PlannedConversation
+from intake_eval.interview.settings import RunSettings
 from intake_eval.llm.base import ChatModel, ChatResult
 
 PATIENT_PROMPTS = {
@@ -35,23 +36,6 @@ PATIENT_PROMPTS = {
 
 class ModelSource(Protocol):
     def get(self, name: str) -> ChatModel: ...
-
-
-@dataclass
-class RunSettings:
-    clinicians: list[str]
-    patient: str
-    patient_mode: str = "prompted"
-    tracker: str | None = None
-    turns: int = 12
-    conditions: list[str] = field(default_factory=lambda: ["minimal"])
-    trials: int = 1
-    concurrency: int = 16
-    limit: int | None = None
-    budget: float | None = None
-    formulation: bool = False  # post-intake case formulation after the last turn
-    on_truncation: str = "keep"  # an answer cut at the token cap: keep it and flag the turn, or fail the conversation
-    shard: Shard | None = None  # only the profiles of this shard (the folder is one shard of a study)
 
 
 def plan_conversations(profiles: list[Profile], settings: RunSettings) -> list[PlannedConversation]:
@@ -182,7 +166,7 @@ def stage_config(settings: RunSettings, specs: dict[str, Any], profiles_path: Pa
     if settings.shard is not None:  # absent unsharded; a folder never resumes as another shard
         config[SHARD_KEY] = settings.shard.as_config()
     if settings.patient_mode == "tracked":
-        config["tracker"] = settings.tracker or settings.patient
+        config["tracker"] = settings.tracker_alias
         config["tracker_model"] = specs["tracker"].model
     return config
 

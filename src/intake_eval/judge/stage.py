@@ -39,6 +39,9 @@ from intake_eval.judge.judging import (
 from intake_eval.judge.prompt_texts import judge_prompt_texts
 from intake_eval.llm.base import ChatModel
 from intake_eval.llm.registry import ModelsFiles
+from intake_eval.judge.live import JudgingHolds, LiveJudging
+from intake_eval.judge.settings import JudgeSettings
+from intake_eval.runner.protocol import StageInterrupted, run_in_folder
 from intake_eval.runner.stage import StageRunner
 
 
@@ -308,39 +311,121 @@ class JudgeOutcome:
     spend_gate: SpendGate | None = None  # the folder budget judging stayed within, if any
 
 
+GateFactory = Callable[[StageRunner, dict[str, str]], SpendGate | None]
+
+
+@dataclass
+class JudgePlan:
+    """The judges registered for one invocation, the shard they judge and the budget each judgment is admitted by."""
+
+    setups: list[JudgeSetup]
+    shard: Shard | None
+    gate: SpendGate | None = None
+    result: JudgeStageResult | None = None  # the latest sweep's
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {setup.label: setup.alias for setup in self.setups}
+
+    @property
+    def not_started(self) -> int:
+        """Judgments the folder budget left unstarted in the latest sweep (0 without a budget)."""
+        if self.gate is None or self.result is None:
+            return 0
+        return sum(self.result.not_started.values())
+
+
+class JudgeStage:
+    """The judge stage (``judge:<label>`` per judge in the manifest): every ok conversation labelled.
+
+    ``spend_gate(runner, {label: alias})`` makes the folder budget each judgment is admitted by (the
+    budget lives in a layer this one does not import). ``run`` is one sweep over what is still
+    unjudged; a study runs it again after its forks. ``live`` judges conversations as the run stage
+    writes them."""
+
+    def __init__(self, settings: JudgeSettings, *, force: bool = False, batch: BatchSettings | None = None,
+                 spend_gate: GateFactory | None = None, display: Any = None,
+                 on_judged: Callable[[Judgment], None] | None = None):
+        self.settings = settings
+        self.force = force
+        self.batch = batch
+        self.spend_gate = spend_gate
+        self.display = display
+        self.on_judged = on_judged
+
+    def models(self) -> list[str | None]:
+        return list(self.settings.judges)
+
+    def labels(self) -> dict[str, str]:
+        """label → alias of every judge, as the stage will register them."""
+        return {judge_label(alias, self.settings.mode): alias for alias in self.settings.judges}
+
+    def plan(self, runner: StageRunner) -> JudgePlan:
+        if self.batch is not None:
+            check_batchable(runner.resolve(self.settings.judges))
+        assert runner.manifest is not None, "the `with` block opened the manifest"
+        shard = folder_shard(runner.paths, runner.manifest.data, self.settings.shard)
+        setups = begin_judge_stages(runner, self.settings.judges, self.settings.mode, force=self.force, shard=shard)
+        plan = JudgePlan(setups=setups, shard=shard)
+        if self.spend_gate is not None:
+            plan.gate = self.spend_gate(runner, plan.labels)
+        return plan
+
+    def run(self, runner: StageRunner, plan: JudgePlan) -> bool:
+        settings, display = self.settings, self.display
+        on_done = self.on_judged or getattr(display, "done", None)
+
+        async def work() -> JudgeStageResult:
+            judges = plan.setups if self.batch is None else await batch_judges(
+                runner, plan.setups, limit=settings.limit, catalog=runner.catalog, settings=self.batch)
+            return await judge_stage(runner.paths, judges, concurrency=settings.concurrency, limit=settings.limit,
+                                     catalog=runner.catalog, on_planned=getattr(display, "planned", None),
+                                     on_done=on_done, stopped=runner.pool.stopped, spend_gate=plan.gate,
+                                     shard=plan.shard)
+
+        plan.result, interrupted = runner.run(work, display)
+        return interrupted
+
+    def judged_so_far(self, runner: StageRunner, plan: JudgePlan) -> int:
+        """Judgments already ok on disk for the folder's ok conversations, over every judge."""
+        wanted = ok_conversation_ids(runner.paths, shard=plan.shard)
+        return sum(judgment_counts(runner.paths, label, wanted)["done"] for label in plan.labels)
+
+    def live(self, runner: StageRunner, plan: JudgePlan, *, workers: int,
+             budget: JudgingHolds | None = None) -> LiveJudging:
+        """A handler that judges the run stage's conversations as they are written."""
+        profiles = {profile.profile_id: profile for profile in iter_records(runner.paths.profiles, Profile)}
+        return LiveJudging(runner.paths, plan.setups, profiles, workers=workers, catalog=runner.catalog,
+                           stopped=runner.pool.stopped, budget=budget, on_judged=self.on_judged)
+
+    def finish(self, runner: StageRunner, plan: JudgePlan, *, interrupted: bool) -> JudgeOutcome:
+        result = plan.result
+        counts = finish_judge_stages(runner, plan.setups, interrupted=interrupted, limit=self.settings.limit,
+                                     aborted=result.aborted if result is not None else None, shard=plan.shard)
+        return JudgeOutcome(list(plan.labels), result, counts, interrupted, plan.gate)
+
+
 def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn", concurrency: int = 8,
                   limit: int | None = None, models_file: ModelsFiles = None, use_cache: bool = True,
                   force: bool = False, console: Any = None, display: Any = None,
-                  batch: BatchSettings | None = None,
-                  spend_gate: Callable[[StageRunner, dict[str, str]], SpendGate | None] | None = None,
+                  batch: BatchSettings | None = None, spend_gate: GateFactory | None = None,
                   shard: Shard | None = None) -> JudgeOutcome:
-    """The judge stage as the CLI runs it: models and keys, lock, guards, judging with progress.
-    ``spend_gate(runner, {label: alias})`` makes the folder budget each judgment is admitted by (the
-    budget lives in a layer this one does not import)."""
+    """The judge stage as the CLI runs it: its own runner, the stage planned, run and finished."""
+    settings = JudgeSettings.from_flags(judges=aliases, mode=mode, concurrency=concurrency, limit=limit, shard=shard)
+    return judge_in_folder(paths, JudgeStage(settings, force=force, batch=batch, spend_gate=spend_gate,
+                                             display=display), models_file=models_file, use_cache=use_cache,
+                           console=console)
+
+
+def judge_in_folder(paths: RunPaths, stage: JudgeStage, *, models_file: ModelsFiles = None, use_cache: bool = True,
+                    console: Any = None) -> JudgeOutcome:
+    """A judge stage in its own runner; an interrupted one returns its outcome (``interrupted`` set)."""
     if not paths.profiles.exists():
         raise IntakeEvalError(f"{paths.profiles}: no profiles here yet; run `intake-eval generate --run-dir {paths.root}` first")
     if not paths.conversation_files():
         raise IntakeEvalError(f"{paths.conversations_dir}: no conversations here yet; run `intake-eval run --run-dir {paths.root}` first")
-    catalog = run_catalog(paths.root)
-    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, catalog=catalog,
-                     models=aliases) as runner:
-        if batch is not None:
-            check_batchable(runner.resolve(aliases))
-        assert runner.manifest is not None, "the `with` block opened the manifest"
-        shard = folder_shard(paths, runner.manifest.data, shard)
-        setups = begin_judge_stages(runner, aliases, mode, force=force, shard=shard)
-        gate = spend_gate(runner, {s.label: s.alias for s in setups}) if spend_gate is not None else None
-        planned = getattr(display, "planned", None)
-        done = getattr(display, "done", None)
-
-        async def work() -> JudgeStageResult:
-            judges = setups if batch is None else await batch_judges(runner, setups, limit=limit, catalog=catalog,
-                                                                     settings=batch)
-            return await judge_stage(paths, judges, concurrency=concurrency, limit=limit, catalog=catalog,
-                                     on_planned=planned, on_done=done, stopped=runner.pool.stopped,
-                                     spend_gate=gate, shard=shard)
-
-        result, interrupted = runner.run(work, display)
-        counts = finish_judge_stages(runner, setups, interrupted=interrupted, limit=limit,
-                                     aborted=result.aborted if result is not None else None, shard=shard)
-    return JudgeOutcome([s.label for s in setups], result, counts, interrupted, gate)
+    try:
+        return run_in_folder(paths, stage, models_file=models_file, use_cache=use_cache, console=console,
+                             catalog=run_catalog(paths.root))
+    except StageInterrupted as stop:
+        return stop.outcome

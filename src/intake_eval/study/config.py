@@ -29,10 +29,21 @@ from intake_eval.catalog.load import load_catalog
 from intake_eval.catalog.schema import DEFAULT_CATALOG_DIR, Catalog
 from intake_eval.catalog.subset import catalog_subset
 from intake_eval.core.errors import IntakeEvalError, describe_validation_error
-from intake_eval.core.limits import MAX_CONCURRENCY, MAX_PROFILES
+from intake_eval.core.limits import DEFAULT_TURNS, MAX_CONCURRENCY, MAX_PROFILES
 from intake_eval.core.package_data import package_folder
 from intake_eval.core.prompts import available_conditions, use_prompts
+from intake_eval.core.shard import Shard
 from intake_eval.core.yamlfile import read_yaml
+from intake_eval.interview.settings import (
+    DEFAULT_RUN_CONCURRENCY,
+    Concurrency,
+    Dollars,
+    PatientMode,
+    RunSettings,
+    Trials,
+    Turns,
+)
+from intake_eval.judge.settings import JudgeMode, JudgeSettings
 from intake_eval.llm.answer import TruncationPolicy
 
 BUNDLED_CONFIGS = package_folder("configs")
@@ -60,7 +71,7 @@ class ProfilesConfig(Strict):
 
 class PatientConfig(Strict):
     model: str = "gpt-4o"
-    mode: Literal["prompted", "tracked"] = "prompted"
+    mode: PatientMode = "prompted"
     tracker: str | None = None  # tracked mode: the model that decides unlocks (None → offline classifier)
 
 
@@ -95,17 +106,16 @@ class StudyConfig(Strict):
     patient: PatientConfig = Field(default_factory=PatientConfig)
     clinicians: list[str] = Field(..., min_length=1)
     conditions: list[str] = Field(default_factory=lambda: ["minimal"], min_length=1)
-    trials: int = Field(1, ge=1, le=100)
-    turns: int = Field(12, ge=1, le=100)
+    trials: Trials = 1
+    turns: Turns = DEFAULT_TURNS
     judges: list[str] = Field(..., min_length=1)
-    judge_mode: Literal["per-turn", "conversation"] = "per-turn"
+    judge_mode: JudgeMode = "per-turn"
     formulation: bool = False
     on_truncation: TruncationPolicy = Field(
         "keep", description="an answer cut at its token cap: keep it and flag the turn, or fail the conversation "
                             "(run --on-truncation)")
-    concurrency: int = Field(16, ge=1, le=MAX_CONCURRENCY)
-    budget: float | None = Field(None, gt=0, allow_inf_nan=False, description="dollars for the whole run folder (what its records "
-                                 "already cost counts); a conversation starts only if its estimated cost fits")
+    concurrency: Concurrency = DEFAULT_RUN_CONCURRENCY
+    budget: Dollars = None  # a conversation starts only if its estimated cost fits
     cache: bool = True
     qc: QCConfig = Field(default_factory=QCConfig)
     forks: list[ForkConfig] = Field(default_factory=list, description="could-it-ask forks, judged like any intake")
@@ -163,6 +173,25 @@ class StudyConfig(Strict):
             raise ValueError(f"generator '{self.generator}' may not play another role in the same study "
                              "(leakage guard)")
         return self
+
+    # ------------------------------------------------------------ the stages' settings
+
+    def run_settings(self, shard: Shard | None = None) -> RunSettings:
+        """The run stage's settings (validated by this model's own fields already)."""
+        return RunSettings(
+            clinicians=list(self.clinicians), patient=self.patient.model, patient_mode=self.patient.mode,
+            tracker=self.patient.tracker, turns=self.turns, conditions=list(self.conditions), trials=self.trials,
+            concurrency=self.concurrency, budget=self.budget, formulation=self.formulation,
+            on_truncation=self.on_truncation, shard=shard)
+
+    def judge_settings(self, shard: Shard | None = None) -> JudgeSettings:
+        """The judge stage's settings. A per-turn judge's calls for one conversation go one after another
+        (each reads the previous one's prefix from the provider's cache), so as many conversations are
+        judged at once as there are calls per conversation: the calls in flight stay those of
+        ``concurrency`` conversations."""
+        calls = self.turns + 1 if self.judge_mode == "per-turn" else 1
+        return JudgeSettings(judges=list(self.judges), mode=self.judge_mode,
+                             concurrency=min(MAX_CONCURRENCY, self.concurrency * calls), shard=shard)
 
     # ------------------------------------------------------------ derived
 
