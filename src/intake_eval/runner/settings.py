@@ -57,9 +57,17 @@ class StageSettings(BaseModel):
         bound = _BOUNDS.get(str(item.get("type")))
         context = item.get("ctx") or {}
         if bound is not None and bound[1] in context:
-            return f"{flag} must be {bound[0]} {context[bound[1]]} (got {given})"
+            return f"{flag} must be {bound[0]} {number_text(context[bound[1]])} (got {number_text(given)})"
         message = str(item.get("msg", "invalid")).removeprefix("Value error, ")
         return f"{flag} {given}: {message}"
+
+
+def number_text(value: Any) -> str:
+    """A whole number with thousands separators (1,000,000), anything else as it is."""
+    try:
+        return f"{int(value):,}" if str(int(value)) == str(value) else str(value)
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def values_text(value: Any) -> str:

@@ -12,7 +12,7 @@ named by its stem: ``intake-eval study paper`` reads the shipped configs/paper.y
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import (
     BaseModel,
@@ -29,7 +29,7 @@ from intake_eval.catalog.load import load_catalog
 from intake_eval.catalog.schema import DEFAULT_CATALOG_DIR, Catalog
 from intake_eval.catalog.subset import catalog_subset
 from intake_eval.core.errors import IntakeEvalError, describe_validation_error
-from intake_eval.core.limits import DEFAULT_TURNS, MAX_CONCURRENCY, MAX_PROFILES
+from intake_eval.core.limits import DEFAULT_TURNS, MAX_CONCURRENCY
 from intake_eval.core.package_data import package_folder
 from intake_eval.core.prompts import available_conditions, use_prompts
 from intake_eval.core.shard import Shard
@@ -43,7 +43,10 @@ from intake_eval.interview.settings import (
     Trials,
     Turns,
 )
+from intake_eval.generate.sampling import Mode
+from intake_eval.generate.settings import DEFAULT_GENERATOR, GenerateSettings, HiddenCount, ProfileCount
 from intake_eval.judge.settings import JudgeMode, JudgeSettings
+from intake_eval.trust.stage import QCSettings
 from intake_eval.llm.answer import TruncationPolicy
 
 BUNDLED_CONFIGS = package_folder("configs")
@@ -63,10 +66,9 @@ class Strict(BaseModel):
 
 
 class ProfilesConfig(Strict):
-    n: int = Field(108, ge=1, le=MAX_PROFILES, description="number of simulated patient profiles")
-    mode: Literal["stratified", "weighted"] = "stratified"
-    # seed: 4-5 hidden domains, inclusion ∝ cited rate; literature: each optional domain at its cited rate
-    hidden_count: Literal["seed", "literature"] = "seed"
+    n: ProfileCount = 108
+    mode: Mode = "stratified"
+    hidden_count: HiddenCount = "seed"
 
 
 class PatientConfig(Strict):
@@ -102,7 +104,7 @@ class StudyConfig(Strict):
                                 "file's folder")
     phenotypes: list[str] | None = Field(None, min_length=1, description="only these phenotype ids of the catalog")
     profiles: ProfilesConfig = Field(default_factory=ProfilesConfig)
-    generator: str = "offline/generator"
+    generator: str = DEFAULT_GENERATOR
     patient: PatientConfig = Field(default_factory=PatientConfig)
     clinicians: list[str] = Field(..., min_length=1)
     conditions: list[str] = Field(default_factory=lambda: ["minimal"], min_length=1)
@@ -183,6 +185,15 @@ class StudyConfig(Strict):
             tracker=self.patient.tracker, turns=self.turns, conditions=list(self.conditions), trials=self.trials,
             concurrency=self.concurrency, budget=self.budget, formulation=self.formulation,
             on_truncation=self.on_truncation, shard=shard)
+
+    def generate_settings(self) -> GenerateSettings:
+        return GenerateSettings(n=self.profiles.n, mode=self.profiles.mode, seed=self.seed, generator=self.generator,
+                                concurrency=self.concurrency, hidden_count=self.profiles.hidden_count)
+
+    def qc_settings(self) -> QCSettings:
+        """Patient QC of the study's patient, judged by its primary judge."""
+        return QCSettings(patient=self.patient.model, mode=self.patient.mode, judge=self.judges[0],
+                          tracker=self.patient.tracker, n=self.qc.profiles, concurrency=self.concurrency)
 
     def judge_settings(self, shard: Shard | None = None) -> JudgeSettings:
         """The judge stage's settings. A per-turn judge's calls for one conversation go one after another
