@@ -14,16 +14,14 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from intake_eval.catalog.schema import Catalog
 from intake_eval.core.records import Conversation, Judgment, Profile
 from intake_eval.core.store import JsonlWriter, RunPaths
 from intake_eval.core.tasks import gather_or_cancel
 from intake_eval.judge.judging import judge_conversation
-
-if TYPE_CHECKING:
-    from intake_eval.judge.stage import JudgeSetup
+from intake_eval.judge.setup import JudgeSetup
 
 
 class JudgingHolds(Protocol):
