@@ -26,7 +26,7 @@ from intake_eval.interview.settings import RunSettings
 from intake_eval.interview.stage import (
     RUN_STAGE,
     RunPlan,
-    RunStage,
+    ConversationStage,
     budget_left,
     compact_conversations,
 )
@@ -74,7 +74,7 @@ class ForkRunPlan(RunPlan):
     skipped: Counter = field(default_factory=Counter)
 
 
-class ForkStage(RunStage):
+class ForkStage(ConversationStage):
     """A run stage with a fork plan (``fork:<at>:<nudge>`` in the manifest): every finished intake of the
     run re-run from ``at`` with ``nudge``; resume skips forks already ok."""
 
@@ -109,8 +109,7 @@ class ForkStage(RunStage):
         forks: ForkPlan = plan_forks(paths, parents, at=at, nudge=nudge, judge=judge)
         return ForkRunPlan(items=forks.items, budget=self.folder_budget(runner), skipped=forks.skipped)
 
-    def finish(self, runner: StageRunner, plan: RunPlan, *, interrupted: bool) -> ForkResult:
-        assert isinstance(plan, ForkRunPlan), "a fork stage finishes the plan it made"
+    def finish(self, runner: StageRunner, plan: ForkRunPlan, *, interrupted: bool) -> ForkResult:
         paths, totals = runner.paths, plan.totals
         clinicians = sorted(self.settings.clinicians)
         compact_conversations(paths, clinicians)

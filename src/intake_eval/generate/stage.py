@@ -180,6 +180,7 @@ class GenerateStage:
 
     def plan(self, runner: StageRunner) -> GeneratePlan:
         settings, paths = self.settings, runner.paths
+        assert runner.manifest is not None, "the `with` block opened the manifest"
         catalog = runner.catalog
         check_design(catalog, settings.hidden_count)
         spec = resolve_spec(settings.generator, runner.specs)
@@ -190,7 +191,6 @@ class GenerateStage:
         config = stage_config(settings.n, settings.mode, settings.seed, spec, catalog,
                               max_attempts=settings.max_attempts, qc_threshold=settings.qc_threshold,
                               hidden_count=settings.hidden_count)
-        assert runner.manifest is not None, "the `with` block opened the manifest"
         finished_before = runner.manifest.stage(STAGE).get("status") in ("done", "done_with_failures")
         runner.begin(STAGE, config, force=self.force,
                      outputs=[paths.profiles, paths.render_failures, paths.sampling_rates],

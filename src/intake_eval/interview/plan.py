@@ -165,7 +165,7 @@ def stage_config(settings: RunSettings, specs: dict[str, Any], profiles_path: Pa
         config["on_truncation"] = settings.on_truncation
     if settings.shard is not None:  # absent unsharded; a folder never resumes as another shard
         config[SHARD_KEY] = settings.shard.as_config()
-    if settings.patient_mode == "tracked":
+    if settings.tracker_alias is not None:
         config["tracker"] = settings.tracker_alias
         config["tracker_model"] = specs["tracker"].model
     return config

@@ -215,15 +215,16 @@ class RunPlan:
         return sorted({item.clinician for item in self.items})
 
 
-class RunStage:
-    """The run stage (``run`` in the manifest): every planned conversation, resumed by id.
+class ConversationStage:
+    """What every stage that runs conversations shares (the run stage, and forks: a run stage with a
+    fork plan): the models, the folder budget, and running the planned conversations, resumed by id.
+    A subclass makes the plan and finishes the stage.
 
     ``judges`` (label → alias, judging in ``judge_mode``) are the judges that label each conversation
     as it finishes (a study): the folder budget holds their cost too, and the plan's ``on_finished``
     (the judge stage's live judging) takes every conversation as it is written. ``progress``
     replaces the stage's own progress bar (the study shows one for the run and one for the judges)."""
 
-    name = RUN_STAGE
     show_empty = True  # a progress bar even when nothing is planned
 
     def __init__(self, settings: RunSettings, *, force: bool = False, judges: Mapping[str, str] | None = None,
@@ -236,11 +237,6 @@ class RunStage:
 
     def models(self) -> list[str | None]:
         return self.settings.aliases()
-
-    def plan(self, runner: StageRunner) -> RunPlan:
-        begin_run_stage(runner, self.settings, force=self.force)
-        return RunPlan(items=plan_conversations(load_profiles(runner.paths), self.settings),
-                       budget=self.folder_budget(runner))
 
     def folder_budget(self, runner: StageRunner) -> Budget | None:
         settings = self.settings
@@ -275,6 +271,17 @@ class RunStage:
         # a handler's worker that fails (an unwritable judgments/ folder) stops the conversations too, and
         # is raised once
         await gather_or_cancel([conversations(), *([handler.serve()] if handler is not None else [])])
+
+
+class RunStage(ConversationStage):
+    """The run stage (``run`` in the manifest): every (profile × clinician × condition × trial) conversation."""
+
+    name = RUN_STAGE
+
+    def plan(self, runner: StageRunner) -> RunPlan:
+        begin_run_stage(runner, self.settings, force=self.force)
+        return RunPlan(items=plan_conversations(load_profiles(runner.paths), self.settings),
+                       budget=self.folder_budget(runner))
 
     def finish(self, runner: StageRunner, plan: RunPlan, *, interrupted: bool) -> RunResult:
         return finish_run_stage(runner, plan.items, plan.totals, interrupted=interrupted,

@@ -38,7 +38,7 @@ OutcomeT_co = TypeVar("OutcomeT_co", covariant=True)
 RecordT_contra = TypeVar("RecordT_contra", contravariant=True)
 
 
-class Stage(Protocol[PlanT, OutcomeT]):
+class Stage(Protocol[PlanT, OutcomeT_co]):
     """One stage of a run folder: plan → run → finish under a ``StageRunner``."""
 
     def models(self) -> list[str | None]:
@@ -53,7 +53,7 @@ class Stage(Protocol[PlanT, OutcomeT]):
         """Do the planned work, writing each record as it finishes; True when Ctrl-C stopped it."""
         ...
 
-    def finish(self, runner: StageRunner, plan: PlanT, *, interrupted: bool) -> OutcomeT:
+    def finish(self, runner: StageRunner, plan: PlanT, *, interrupted: bool) -> OutcomeT_co:
         """Compact the records, close the stage with counts from disk, and say what it did."""
         ...
 
