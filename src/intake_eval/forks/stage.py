@@ -95,7 +95,8 @@ class ForkStage(ConversationStage):
             roles["tracker"] = runner.resolve([settings.tracker_alias])
         run_stage = manifest.data.get("stages", {}).get(RUN_STAGE) or {}
         # the run's hash without its shard spec (equal to its config hash unsharded), so shards share it
-        run_hash = stable_hash(unsharded(run_stage["config"])) if run_stage.get("config") else run_stage.get("config_hash")
+        run_hash = (stable_hash(unsharded(run_stage["config"])) if run_stage.get("config")
+                    else run_stage.get("config_hash"))
         if self.force and manifest.stage(self.name).get("config_hash"):
             _remove_forks(paths, at, nudge)
         config = {"at": at, "nudge": nudge, "judge": judge, "run_config_hash": run_hash}

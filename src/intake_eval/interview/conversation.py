@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from intake_eval.core.limits import DEFAULT_TURNS
-from intake_eval.core.records import Conversation, ConversationTurn, Profile
+from intake_eval.core.records import Conversation, ConversationTurn, PatientMode, Profile
 from intake_eval.core.store import file_safe
 from intake_eval.interview.formulation import request_formulation
 from intake_eval.interview.participants import (
@@ -65,7 +65,7 @@ class PlannedConversation:
     profile: Profile
     clinician: str  # alias as given on the command line
     condition: str = "minimal"
-    patient_mode: str = "prompted"
+    patient_mode: PatientMode = "prompted"
     trial: int = 0
     max_turns: int = DEFAULT_TURNS
     # The opening is shared by every conversation of a (profile, trial); exactly one of them (the

@@ -6,16 +6,16 @@ types); so is the rule that a tracked patient's tracker is the patient model unl
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar
 
 from pydantic import Field
 
 from intake_eval.core.limits import DEFAULT_TURNS, MAX_CONCURRENCY, MAX_TRIALS, MAX_TURNS
+from intake_eval.core.records import PatientMode
 from intake_eval.core.shard import Shard
 from intake_eval.llm.answer import TruncationPolicy
 from intake_eval.runner.settings import StageSettings
 
-PatientMode = Literal["prompted", "tracked"]
 Turns = Annotated[int, Field(ge=1, le=MAX_TURNS, description="clinician turns per conversation")]
 Trials = Annotated[int, Field(ge=1, le=MAX_TRIALS,
                               description="independent conversations per (profile, clinician, condition)")]

@@ -76,8 +76,8 @@ class LiveJudging:
                 setup, conversation = item
                 if self.stopped(setup.alias):
                     continue  # its endpoint takes no more requests; the judge stage's sweep reports why
-                charged = budget.charging(budget.judging_hold(conversation.conversation_id)) if budget else nullcontext()
-                with charged:
+                hold = budget.judging_hold(conversation.conversation_id) if budget is not None else None
+                with budget.charging(hold) if budget is not None else nullcontext():
                     judgment = await judge_conversation(conversation, self.profiles[conversation.profile_id],
                                                         setup.model, setup.mode, judge=setup.label,
                                                         catalog=self.catalog)

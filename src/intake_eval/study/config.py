@@ -12,7 +12,7 @@ named by its stem: ``intake-eval study paper`` reads the shipped configs/paper.y
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -32,13 +32,13 @@ from intake_eval.core.errors import IntakeEvalError, describe_validation_error
 from intake_eval.core.limits import DEFAULT_TURNS, MAX_CONCURRENCY
 from intake_eval.core.package_data import package_folder
 from intake_eval.core.prompts import available_conditions, use_prompts
+from intake_eval.core.records import PatientMode
 from intake_eval.core.shard import Shard
 from intake_eval.core.yamlfile import read_yaml
 from intake_eval.interview.settings import (
     DEFAULT_RUN_CONCURRENCY,
     Concurrency,
     Dollars,
-    PatientMode,
     RunSettings,
     Trials,
     Turns,
@@ -82,9 +82,9 @@ class QCConfig(Strict):
     too rarely when asked directly."""
 
     enabled: bool = False
-    max_leak_rate: float = Field(0.05, ge=0.0, le=1.0)
-    min_recall: float | None = Field(0.5, ge=0.0, le=1.0)  # null: no recall gate
-    profiles: int = Field(10, ge=1)
+    max_leak_rate: Annotated[float, Field(ge=0.0, le=1.0)] = 0.05
+    min_recall: Annotated[float | None, Field(ge=0.0, le=1.0)] = 0.5  # null: no recall gate
+    profiles: Annotated[int, Field(ge=1)] = 10
 
 
 class ForkConfig(Strict):

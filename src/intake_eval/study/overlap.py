@@ -84,7 +84,8 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
     run_plan = run.plan(runner)
     judge_plan = judge.plan(runner)
     run_plan.on_finished = judge.live(runner, judge_plan, workers=judge.settings.concurrency, budget=run_plan.budget)
-    progress.planned(len(run_plan.items), len(run_plan.items) * len(judge_plan.setups), judge.judged_so_far(runner, judge_plan))
+    conversations = len(run_plan.items)
+    progress.planned(conversations, conversations * len(judge_plan.setups), judge.judged_so_far(runner, judge_plan))
     with progress:
         if run.run(runner, run_plan):
             run.finish(runner, run_plan, interrupted=True)

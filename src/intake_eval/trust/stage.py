@@ -16,10 +16,9 @@ from pydantic import Field
 
 from intake_eval.core.limits import MAX_CONCURRENCY
 from intake_eval.core.progress import ProgressBar
-from intake_eval.core.records import PatientProbe, Profile
+from intake_eval.core.records import PatientMode, PatientProbe, Profile
 from intake_eval.core.store import JsonlWriter, RunPaths, compact, file_hash, stable_hash
 from intake_eval.interview.plan import PATIENT_PROMPTS, load_profiles
-from intake_eval.interview.settings import PatientMode
 from intake_eval.judge.judging import JUDGE_PROMPTS
 from intake_eval.llm.base import ModelSpec
 from intake_eval.llm.registry import ModelsFiles
