@@ -208,11 +208,6 @@ class RunPlan:
     totals: RunTotals = field(default_factory=RunTotals)
     budget: Budget | None = None
     on_finished: FinishedHandler[Conversation] | None = None  # takes each conversation as it is written
-    interrupted: bool = False
-
-    @property
-    def clinicians(self) -> list[str]:
-        return sorted({item.clinician for item in self.items})
 
 
 class ConversationStage:
@@ -250,8 +245,8 @@ class ConversationStage:
         if refresh is None and runner.console is not None and (plan.items or self.show_empty):
             display = RunDisplay(runner.console, len(plan.items))
             refresh = display.update
-        _, plan.interrupted = runner.run(lambda: self._conversations(runner, plan, refresh), display)
-        return plan.interrupted
+        _, interrupted = runner.run(lambda: self._conversations(runner, plan, refresh), display)
+        return interrupted
 
     async def _conversations(self, runner: StageRunner, plan: RunPlan,
                              refresh: Callable[[RunTotals], None] | None) -> None:
