@@ -77,12 +77,12 @@ def run_and_judge_stages(config: StudyConfig, runner: StageRunner, *, force: boo
     lap = laps or (lambda _phase: None)
     progress = _Progress(runner.console)
     settings = config.run_settings(shard)
-    judge = JudgeStage(config.judge_settings(shard), force=force, on_judged=progress.judged,
-                       spend_gate=lambda _runner, _labels: _gate(run_plan))
+    judge = JudgeStage(config.judge_settings(shard), force=force, on_judged=progress.judged)
     run = RunStage(settings, force=force, judges=judge.labels(), judge_mode=config.judge_mode,
                    progress=progress.update_run)
     run_plan = run.plan(runner)
     judge_plan = judge.plan(runner)
+    judge_plan.gate = _gate(run_plan)
     run_plan.on_finished = judge.live(runner, judge_plan, workers=judge.settings.concurrency, budget=run_plan.budget)
     conversations = len(run_plan.items)
     progress.planned(conversations, conversations * len(judge_plan.setups), judge.judged_so_far(runner, judge_plan))
