@@ -73,35 +73,28 @@ def generate(
     from intake_eval.catalog.schema import DEFAULT_CATALOG_DIR
     from intake_eval.commands.common import console, print_money
     from intake_eval.core.store import RunPaths
-    from intake_eval.generate.stage import check_settings
+    from intake_eval.generate.settings import GenerateSettings
 
     mode: Mode = "stratified" if stratified else "weighted"
-    check_settings(n, mode, max_attempts, qc_threshold, concurrency, hidden_count)
+    settings = GenerateSettings.from_flags(n=n, mode=mode, seed=seed, generator=generator, concurrency=concurrency,
+                                           max_attempts=max_attempts, qc_threshold=qc_threshold,
+                                           hidden_count=hidden_count)
     catalog = load_catalog(Path(catalog_dir) if catalog_dir is not None else DEFAULT_CATALOG_DIR)
     if explain:
         _explain(catalog, n=n, mode=mode, seed=seed, index=index, generator=generator, models_file=models,
                  max_attempts=max_attempts, qc_threshold=qc_threshold, hidden_count=hidden_count)
         return
     out = console()
-    summary = _run(RunPaths(Path(run_dir)), catalog, n=n, mode=mode, seed=seed, generator=generator,
-                   models_file=models, use_cache=not no_cache, force=force, concurrency=concurrency,
-                   max_attempts=max_attempts, qc_threshold=qc_threshold, out=out, hidden_count=hidden_count)
+    from intake_eval.generate.stage import GenerateStage, generate_in_folder
+
+    summary = generate_in_folder(RunPaths(Path(run_dir)), GenerateStage(settings, force=force), models_file=models,
+                                 use_cache=not no_cache, console=out, catalog=catalog)
     _print_summary(out, RunPaths(Path(run_dir)), catalog, summary)
     print_money(out, Path(run_dir))
     if summary.interrupted:
         raise typer.Exit(130)
     if summary.failed:
         raise typer.Exit(1)  # profiles left to make: a rerun retries them
-
-
-def _run(paths: Any, catalog: Any, *, n: int, mode: Mode, seed: int, generator: str, models_file: Any,
-         use_cache: bool, force: bool, concurrency: int, max_attempts: int, qc_threshold: float, out: Any,
-         hidden_count: str):
-    from intake_eval.generate.stage import execute_generate
-
-    return execute_generate(paths, n=n, mode=mode, seed=seed, generator=generator, models_file=models_file,
-                            use_cache=use_cache, force=force, console=out, catalog=catalog, concurrency=concurrency,
-                            max_attempts=max_attempts, qc_threshold=qc_threshold, hidden_count=hidden_count)
 
 
 def _print_summary(out: Any, paths: Any, catalog: Any, summary: Any) -> None:

@@ -21,7 +21,6 @@ from intake_eval.commands.common import (
     budget_stop_line,
 )
 
-JUDGE_MODES = ("per-turn", "conversation")
 
 
 def judge(
@@ -83,17 +82,14 @@ def judge(
     from intake_eval.core.shard import parse_shard
     from intake_eval.core.store import RunPaths
 
-    if mode not in JUDGE_MODES:
-        raise IntakeEvalError(f"--mode {mode}: choose per-turn or conversation")
-    for flag, value in (("--concurrency", concurrency), ("--limit", limit)):
-        if value is not None and value < 1:
-            raise IntakeEvalError(f"{flag} must be at least 1 (got {value})")
+    from intake_eval.judge.settings import JudgeSettings
+
+    stage_settings = JudgeSettings.from_flags(judges=list(judge), mode=mode, concurrency=concurrency, limit=limit,
+                                              budget=budget, shard=parse_shard(shard))
     if batch_poll <= 0:
         raise IntakeEvalError(f"--batch-poll must be positive (got {batch_poll})")
     if not 0 < batch_wait < float("inf"):
         raise IntakeEvalError(f"--batch-wait must be a positive number of hours (got {batch_wait})")
-    if budget is not None and not (budget > 0 and budget != float("inf")):  # nan fails the comparison too
-        raise IntakeEvalError(f"--budget must be a positive, finite number of dollars (got {budget})")
     if batch_out is not None and batch_in is not None:
         raise IntakeEvalError("--batch-out and --batch-in: give one (write the requests, then read the answers)")
     if (batch_out is not None or batch_in is not None) and (batch or budget is not None):
@@ -108,7 +104,7 @@ def judge(
         raise IntakeEvalError("--judge: the same judge is given twice")
     from intake_eval.judge.batch import BatchSettings
     from intake_eval.judge.batch_files import BatchFiles
-    from intake_eval.judge.stage import execute_judge
+    from intake_eval.judge.stage import JudgeStage, judge_in_folder
     from intake_eval.metrics.tables import write_metrics
     from intake_eval.metrics.trials import write_trial_metrics
 
@@ -119,9 +115,8 @@ def judge(
     settings = BatchSettings(poll_s=batch_poll, wait_s=batch_wait * 3600.0,
                              on_progress=lambda line: out.print(line)) if batch else None
 
-    outcome = execute_judge(paths, list(judge), mode=mode, concurrency=concurrency, limit=limit, models_file=models,
-                            use_cache=not no_cache, force=force, console=out, display=_Display(out), batch=settings,
-                            budget=budget, shard=parse_shard(shard), batch_files=files)
+    stage = JudgeStage(stage_settings, force=force, batch=settings, batch_files=files, display=_Display(out))
+    outcome = judge_in_folder(paths, stage, models_file=models, use_cache=not no_cache, console=out)
     tables = write_metrics(paths)
     trials_csv = write_trial_metrics(paths)  # metrics/trials.csv when the run repeats trials
     if trials_csv is not None:

@@ -48,13 +48,13 @@ def qc_patient(
     """
     from intake_eval.commands.common import console
     from intake_eval.core.patient_styles import check_styles
-    from intake_eval.trust.patient_qc import QCSettings
+    from intake_eval.trust.stage import QCSettings
     from intake_eval.trust.probes import DEFAULT_PROBES
 
     err = console()
     failed = 0
     for style in check_styles(patient_style or []):
-        settings = QCSettings(patient=patient, mode=patient_mode, judge=judge, tracker=tracker, n=n,
+        settings = QCSettings.from_flags(patient=patient, mode=patient_mode, judge=judge, tracker=tracker, n=n,
                               probes=probes or DEFAULT_PROBES, concurrency=concurrency, style=style)
         failed += _qc_one(settings, run_dir=run_dir, models=models, no_cache=no_cache, force=force, err=err,
                           max_leak_rate=max_leak_rate, min_recall=min_recall)
@@ -71,11 +71,13 @@ def _qc_one(settings, *, run_dir: Path, models, no_cache: bool, force: bool, err
     from intake_eval.commands.common import print_fitted, print_money
     from intake_eval.core import numbers
     from intake_eval.core.store import RunPaths
-    from intake_eval.trust.patient_qc import execute_qc, qc_gate
+    from intake_eval.trust.patient_qc import qc_gate
     from intake_eval.trust.population_table import population_table
+    from intake_eval.trust.stage import execute_qc
 
     patient, patient_mode, judge = settings.patient, settings.mode, settings.judge
     result = execute_qc(RunPaths(run_dir), settings, models_file=models, use_cache=not no_cache, force=force, console=err)
+    assert result is not None, "an interrupted QC stage raises instead of returning"
     table = Table(title=f"Patient QC — {patient} ({patient_mode}, {settings.style}), judged by {judge}, "
                         f"{result.profiles} profiles", title_justify="left")
     for column in ("metric", "rate", "95% CI (Wilson)", "count", "errors", "wanted"):

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from intake_eval.core.limits import DEFAULT_TURNS
 from intake_eval.commands.common import (
     DEFAULT_RUN_DIR,
     ForceOption,
@@ -18,7 +19,6 @@ from intake_eval.commands.common import (
     budget_stop_line,
 )
 
-PATIENT_MODES = ("prompted", "tracked")
 
 
 def run(
@@ -40,7 +40,7 @@ def run(
         "--patient-style", help="How the patient speaks: forthcoming (the default), guarded, terse, verbose-tangential "
         "or vague-recall (README: Patient behaviour styles). Repeat to cross several with every clinician and "
         "condition on the same profiles.", show_default=False)] = None,
-    turns: Annotated[int, typer.Option("--turns", help="Clinician turns per conversation.")] = 12,
+    turns: Annotated[int, typer.Option("--turns", help="Clinician turns per conversation.")] = DEFAULT_TURNS,
     condition: Annotated[list[str] | None, typer.Option(
         "--condition", help="Clinician prompt condition (prompts/clinician_<condition>.j2): minimal (the study's) "
         "or screening. Repeat to run several on the same profiles.", show_default=False)] = None,
@@ -95,7 +95,7 @@ def run(
     from intake_eval.core.prompts import available_conditions
     from intake_eval.core.shard import parse_shard
     from intake_eval.core.store import RunPaths
-    from intake_eval.interview.plan import RunSettings
+    from intake_eval.interview.settings import RunSettings
     from intake_eval.interview.stage import execute_run
 
     conditions = condition or ["minimal"]
@@ -103,31 +103,21 @@ def run(
     for name in conditions:
         if name not in known:
             raise IntakeEvalError(f"--condition {name}: no prompts/clinician_{name}.j2; choose one of: {', '.join(known)}")
-    if patient_mode not in PATIENT_MODES:
-        raise IntakeEvalError(f"--patient-mode {patient_mode}: choose prompted or tracked")
-    if tracker and patient_mode != "tracked":
-        raise IntakeEvalError("--tracker only applies with --patient-mode tracked")
-    for flag, value in (("--turns", turns), ("--concurrency", concurrency), ("--trials", trials), ("--limit", limit)):
-        if value is not None and value < 1:
-            raise IntakeEvalError(f"{flag} must be at least 1 (got {value})")
-    if budget is not None and not (budget > 0 and budget != float("inf")):  # nan fails the comparison too
-        raise IntakeEvalError(f"--budget must be a positive, finite number of dollars (got {budget})")
-    from intake_eval.llm.answer import TRUNCATION_POLICIES
-
-    if on_truncation not in TRUNCATION_POLICIES:
-        raise IntakeEvalError(f"--on-truncation {on_truncation}: choose {' or '.join(TRUNCATION_POLICIES)}")
     if len(set(clinician)) != len(clinician):
         raise IntakeEvalError("--clinician: the same clinician is given twice")
     patients = list(patient or ["gpt-4o"])
     if len(set(patients)) != len(patients):
         raise IntakeEvalError("--patient: the same patient model is given twice")
-    out = console()
-    settings = RunSettings(
-        clinicians=list(clinician), patient=patients[0], patients=patients, patient_mode=patient_mode, tracker=tracker, turns=turns,
+    settings = RunSettings.from_flags(
+        clinicians=list(clinician), patient=patients[0], patients=patients, patient_mode=patient_mode,
+        tracker=tracker, turns=turns,
         conditions=list(dict.fromkeys(conditions)), trials=trials, concurrency=concurrency, limit=limit, budget=budget,
         formulation=formulation, on_truncation=on_truncation, shard=parse_shard(shard),
         patient_styles=check_styles(patient_style or []),
     )
+    if tracker and patient_mode != "tracked":
+        raise IntakeEvalError("--tracker only applies with --patient-mode tracked")
+    out = console()
     from intake_eval.forks.plan import nudge_text, parse_fork_at
 
     at = parse_fork_at(fork_at, turns) if fork_at is not None else None

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from intake_eval import SCHEMA_VERSION
+from intake_eval.core.limits import DEFAULT_TURNS
 
 QuestionType = Literal["closed_hypothesis", "open", "clarifying", "treatment_planning", "other"]
 QUESTION_TYPES: tuple[str, ...] = ("closed_hypothesis", "open", "clarifying", "treatment_planning", "other")
@@ -162,7 +163,7 @@ class Conversation(Record):
     patient_style: str = "forthcoming"
     condition: str = "minimal"
     trial: int = 0
-    max_turns: int = 12
+    max_turns: int = DEFAULT_TURNS
     opening: str
     turns: list[ConversationTurn] = Field(default_factory=list)
     status: str = "ok"  # "ok" or a failure reason

@@ -15,10 +15,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from intake_eval.catalog.load import load_catalog
 from intake_eval.catalog.snapshot import write_catalog_snapshot
 from intake_eval.core.errors import IntakeEvalError
-from intake_eval.core.limits import MAX_CONCURRENCY, MAX_PROFILES
 from intake_eval.core.manifest import Manifest
 from intake_eval.core.progress import ProgressBar
 from intake_eval.core.prompts import prompt_hash
@@ -41,8 +39,9 @@ from intake_eval.generate.render import (
     render_profile,
 )
 from intake_eval.generate.dedup import check_symptom_supply
-from intake_eval.generate.design import HIDDEN_COUNTS, check_designs
+from intake_eval.generate.design import check_designs
 from intake_eval.generate.rates import rate_table, rates_csv
+from intake_eval.generate.settings import DEFAULT_GENERATE_CONCURRENCY, DEFAULT_GENERATOR, GenerateSettings
 from intake_eval.generate.sampling import (
     Mode,
     plan_phenotypes,
@@ -51,6 +50,7 @@ from intake_eval.generate.sampling import (
 )
 from intake_eval.llm.registry import ModelsFiles, load_model_specs, resolve_spec
 from intake_eval.runner.leakage import GENERATOR_ROLE, assert_generator_is_held_out
+from intake_eval.runner.protocol import StageInterrupted, run_in_folder
 from intake_eval.runner.stage import StageRunner
 from intake_eval.simulated import check_offline_name
 from intake_eval.simulated.generator import TEMPLATE as OFFLINE_TEMPLATE
@@ -108,26 +108,6 @@ def stage_config(n: int, mode: str, seed: int, spec: "ModelSpec", catalog: "Cata
     }
 
 
-def check_settings(n: int, mode: str, max_attempts: int, qc_threshold: float, concurrency: int,
-                   hidden_count: str = "seed") -> None:
-    if n < 1:
-        raise IntakeEvalError(f"--n must be at least 1 (got {n})")
-    if n > MAX_PROFILES:
-        raise IntakeEvalError(f"--n must be at most {MAX_PROFILES:,}, like the study config's profiles.n (got {n:,})")
-    if mode not in ("stratified", "weighted"):
-        raise IntakeEvalError(f"sampling mode '{mode}' is not stratified or weighted")
-    if hidden_count not in HIDDEN_COUNTS:
-        raise IntakeEvalError(f"--hidden-count must be {' or '.join(HIDDEN_COUNTS)} (got '{hidden_count}')")
-    if max_attempts < 1:
-        raise IntakeEvalError(f"--max-attempts must be at least 1 (got {max_attempts})")
-    if not 0 <= qc_threshold <= 100:
-        raise IntakeEvalError(f"--qc-threshold must be between 0 and 100 (got {qc_threshold})")
-    if concurrency < 1:
-        raise IntakeEvalError(f"--concurrency must be at least 1 (got {concurrency})")
-    if concurrency > MAX_CONCURRENCY:
-        raise IntakeEvalError(f"--concurrency must be at most {MAX_CONCURRENCY:,} (got {concurrency:,})")
-
-
 async def _produce(indices: list[int], plan: list[str], seed: int, catalog: "Catalog", model: "ChatModel",
                    generator: str, *, concurrency: int, max_attempts: int, qc_threshold: float,
                    on_profile, on_failure, hidden_count: str = "seed") -> None:
@@ -175,64 +155,98 @@ def _finish_files(paths: "RunPaths", *, already_compact: bool,
     return dict(sorted(per_phenotype.items())), dict(sorted(hidden.items())), first_try, sorted(failures)
 
 
-def generate_profiles(runner: StageRunner, *, n: int, mode: Mode, seed: int, generator: str, force: bool = False,
-                      concurrency: int = 8, max_attempts: int = MAX_ATTEMPTS,
-                      qc_threshold: float = QC_THRESHOLD, hidden_count: str = "seed") -> GenerateSummary:
-    """The generate stage under a runner (lock held): guards, resume, render + QC, compaction."""
-    paths, console = runner.paths, runner.console
-    check_settings(n, mode, max_attempts, qc_threshold, concurrency, hidden_count)
-    catalog = runner.catalog if runner.catalog is not None else load_catalog()
-    check_design(catalog, hidden_count)
-    spec = resolve_spec(generator, runner.specs)
-    check_offline_name(spec.model)
-    assert_generator_is_held_out(runner.manifest, generator, spec.model)  # a design error: say it before key problems
-    runner.resolve([generator])
-    config = stage_config(n, mode, seed, spec, catalog, max_attempts=max_attempts, qc_threshold=qc_threshold,
-                          hidden_count=hidden_count)
-    finished_before = runner.manifest.stage(STAGE).get("status") in ("done", "done_with_failures")
-    runner.begin(STAGE, config, force=force, outputs=[paths.profiles, paths.render_failures, paths.sampling_rates],
-                 models={GENERATOR_ROLE: {generator: spec}}, prompts=[config_prompt_name(spec)], seed=seed)
+@dataclass
+class GeneratePlan:
+    """The profile indices still to make, the phenotype each index draws from, and the live summary."""
 
-    write_catalog_snapshot(catalog, paths.root)  # later stages read the catalog the profiles came from
-    plan = plan_phenotypes(catalog, n, mode, seed)
-    done = done_keys(paths.profiles, "profile_id")
-    todo = [i for i in range(n) if profile_id(i) not in done]
-    summary = GenerateSummary(n=n, already_done=n - len(todo), hidden_count=hidden_count)
-    model = runner.pool.get(generator)
-    progress = ProgressBar(console, "generate", n, summary.already_done)
-    with JsonlWriter(paths.profiles) as profiles_out, JsonlWriter(paths.render_failures) as failures_out:
-        def on_profile(profile: Profile) -> None:
-            profiles_out.write(profile)
-            summary.written_now += 1
-            progress.advance()
+    catalog: "Catalog"
+    phenotypes: list[str]
+    todo: list[int]
+    summary: GenerateSummary
+    finished_before: bool  # a finished earlier run left profiles.jsonl compact
 
-        def on_failure(record: RenderFailure) -> None:
-            failures_out.write(record)
-            summary.failed_now += 1
-            progress.advance()
 
-        try:
-            _, summary.interrupted = runner.run(lambda: _produce(
-                todo, plan, seed, catalog, model, generator, concurrency=concurrency, max_attempts=max_attempts,
-                qc_threshold=qc_threshold, on_profile=on_profile, on_failure=on_failure, hidden_count=hidden_count),
-                progress)
-        except IntakeEvalError as error:  # e.g. a fatal provider error: what was written stays, for a resume
-            runner.finish(STAGE, status="failed", counts={"written_now": summary.written_now},
-                          extra={"error": str(error).splitlines()[0][:300]})
-            raise
-    if paths.render_failures.exists() and paths.render_failures.stat().st_size == 0:
-        paths.render_failures.unlink()
-    if summary.interrupted:
-        runner.finish(STAGE, status="interrupted", counts={"written_now": summary.written_now})
+class GenerateStage:
+    """The generate stage (``generate`` in the manifest): profiles sampled and rendered, resumed by id."""
+
+    name = STAGE
+
+    def __init__(self, settings: GenerateSettings, *, force: bool = False):
+        self.settings = settings
+        self.force = force
+
+    def models(self) -> list[str | None]:
+        return [self.settings.generator]
+
+    def plan(self, runner: StageRunner) -> GeneratePlan:
+        settings, paths = self.settings, runner.paths
+        assert runner.manifest is not None, "the `with` block opened the manifest"
+        catalog = runner.catalog
+        check_design(catalog, settings.hidden_count)
+        spec = resolve_spec(settings.generator, runner.specs)
+        check_offline_name(spec.model)
+        # a design error: said before key problems
+        assert_generator_is_held_out(runner.manifest, settings.generator, spec.model)
+        runner.resolve([settings.generator])
+        config = stage_config(settings.n, settings.mode, settings.seed, spec, catalog,
+                              max_attempts=settings.max_attempts, qc_threshold=settings.qc_threshold,
+                              hidden_count=settings.hidden_count)
+        finished_before = runner.manifest.stage(STAGE).get("status") in ("done", "done_with_failures")
+        runner.begin(STAGE, config, force=self.force,
+                     outputs=[paths.profiles, paths.render_failures, paths.sampling_rates],
+                     models={GENERATOR_ROLE: {settings.generator: spec}}, prompts=[config_prompt_name(spec)],
+                     seed=settings.seed)
+        write_catalog_snapshot(catalog, paths.root)  # later stages read the catalog the profiles came from
+        done = done_keys(paths.profiles, "profile_id")
+        todo = [i for i in range(settings.n) if profile_id(i) not in done]
+        summary = GenerateSummary(n=settings.n, already_done=settings.n - len(todo),
+                                  hidden_count=settings.hidden_count)
+        return GeneratePlan(catalog=catalog, phenotypes=plan_phenotypes(catalog, settings.n, settings.mode,
+                                                                        settings.seed),
+                            todo=todo, summary=summary, finished_before=finished_before)
+
+    def run(self, runner: StageRunner, plan: GeneratePlan) -> bool:
+        settings, paths, summary = self.settings, runner.paths, plan.summary
+        model = runner.pool.get(settings.generator)
+        progress = ProgressBar(runner.console, "generate", settings.n, summary.already_done)
+        with JsonlWriter(paths.profiles) as profiles_out, JsonlWriter(paths.render_failures) as failures_out:
+            def on_profile(profile: Profile) -> None:
+                profiles_out.write(profile)
+                summary.written_now += 1
+                progress.advance()
+
+            def on_failure(record: RenderFailure) -> None:
+                failures_out.write(record)
+                summary.failed_now += 1
+                progress.advance()
+
+            try:
+                _, summary.interrupted = runner.run(lambda: _produce(
+                    plan.todo, plan.phenotypes, settings.seed, plan.catalog, model, settings.generator,
+                    concurrency=settings.concurrency, max_attempts=settings.max_attempts,
+                    qc_threshold=settings.qc_threshold, on_profile=on_profile, on_failure=on_failure,
+                    hidden_count=settings.hidden_count), progress)
+            except IntakeEvalError as error:  # e.g. a fatal provider error: what was written stays, for a resume
+                runner.finish(STAGE, status="failed", counts={"written_now": summary.written_now},
+                              extra={"error": str(error).splitlines()[0][:300]})
+                raise
+        if paths.render_failures.exists() and paths.render_failures.stat().st_size == 0:
+            paths.render_failures.unlink()
+        return summary.interrupted
+
+    def finish(self, runner: StageRunner, plan: GeneratePlan, *, interrupted: bool) -> GenerateSummary:
+        paths, summary = runner.paths, plan.summary
+        if interrupted:
+            runner.finish(STAGE, status="interrupted", counts={"written_now": summary.written_now})
+            return summary
+        untouched = plan.finished_before and summary.written_now == 0 and summary.failed_now == 0 and not self.force
+        drawn: list[tuple[str, str, list[str]]] = []
+        summary.per_phenotype, summary.hidden_counts, summary.first_attempt_pass, summary.failed = _finish_files(
+            paths, already_compact=untouched, drawn=drawn)
+        summary.rates = rate_table(plan.catalog, self.settings.hidden_count, drawn)
+        write_text_atomic(paths.sampling_rates, rates_csv(summary.rates))
+        runner.finish(STAGE, status="done" if not summary.failed else "done_with_failures", counts=summary.counts())
         return summary
-    untouched = finished_before and summary.written_now == 0 and summary.failed_now == 0 and not force
-    drawn: list[tuple[str, str, list[str]]] = []
-    summary.per_phenotype, summary.hidden_counts, summary.first_attempt_pass, summary.failed = _finish_files(
-        paths, already_compact=untouched, drawn=drawn)
-    summary.rates = rate_table(catalog, hidden_count, drawn)
-    write_text_atomic(paths.sampling_rates, rates_csv(summary.rates))
-    runner.finish(STAGE, status="done" if not summary.failed else "done_with_failures", counts=summary.counts())
-    return summary
 
 
 def check_design(catalog: "Catalog", hidden_count: str) -> None:
@@ -249,16 +263,28 @@ def config_prompt_name(spec: "ModelSpec") -> str:
     return OFFLINE_TEMPLATE if spec.is_offline else RENDER_TEMPLATE
 
 
-def execute_generate(paths: RunPaths, *, n: int, mode: Mode, seed: int, generator: str = "offline/generator",
+def execute_generate(paths: RunPaths, *, n: int, mode: Mode, seed: int, generator: str = DEFAULT_GENERATOR,
                      models_file: ModelsFiles = None, use_cache: bool = True, force: bool = False, console: Any = None,
-                     catalog: Catalog | None = None, concurrency: int = 8, max_attempts: int = MAX_ATTEMPTS,
-                     qc_threshold: float = QC_THRESHOLD, hidden_count: str = "seed") -> GenerateSummary:
-    """The generate stage as the CLI runs it: its own stage runner (lock, guards, pool)."""
+                     catalog: Catalog | None = None, concurrency: int = DEFAULT_GENERATE_CONCURRENCY,
+                     max_attempts: int = MAX_ATTEMPTS, qc_threshold: float = QC_THRESHOLD,
+                     hidden_count: str = "seed") -> GenerateSummary:
+    """The generate stage as the CLI runs it: its own runner; an interrupted one returns its summary."""
+    settings = GenerateSettings.from_flags(n=n, mode=mode, seed=seed, generator=generator, concurrency=concurrency,
+                                           max_attempts=max_attempts, qc_threshold=qc_threshold,
+                                           hidden_count=hidden_count)
+    return generate_in_folder(paths, GenerateStage(settings, force=force), models_file=models_file,
+                              use_cache=use_cache, console=console, catalog=catalog)
+
+
+def generate_in_folder(paths: RunPaths, stage: GenerateStage, *, models_file: ModelsFiles = None,
+                       use_cache: bool = True, console: Any = None, catalog: Catalog | None = None) -> GenerateSummary:
+    """A generate stage in its own runner. The leakage guard is asked before the keys (and again under the lock)."""
+    generator = stage.settings.generator
     spec = resolve_spec(generator, load_model_specs(models_file))
-    if paths.manifest.exists():  # a design error is said before key problems (checked again under the lock)
+    if paths.manifest.exists():
         assert_generator_is_held_out(Manifest(paths), generator, spec.model)
-    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, catalog=catalog,
-                     models=[generator]) as runner:
-        return generate_profiles(runner, n=n, mode=mode, seed=seed, generator=generator, force=force,
-                                 concurrency=concurrency, max_attempts=max_attempts, qc_threshold=qc_threshold,
-                                 hidden_count=hidden_count)
+    try:
+        return run_in_folder(paths, stage, models_file=models_file, use_cache=use_cache, console=console,
+                             catalog=catalog)
+    except StageInterrupted as stop:
+        return stop.outcome

@@ -21,7 +21,6 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -152,7 +151,8 @@ def allow_formulation_upgrade(manifest: Any, settings: Any, role_specs: dict[str
     if settings.formulation == bool(old.get("formulation")):
         return
     guarded = {key: value for key, value in old.items() if key != "models"}  # the runner guards models itself
-    if guarded != stage_config(replace(settings, formulation=not settings.formulation), role_specs, profiles_path):
+    flipped = settings.model_copy(update={"formulation": not settings.formulation})
+    if guarded != stage_config(flipped, role_specs, profiles_path):
         return  # other settings changed too: begin refuses, naming every difference
     if settings.formulation:
         new = {**stage_config(settings, role_specs, profiles_path), **({"models": old["models"]} if "models" in old else {})}

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from intake_eval.core.calls import billed_so_far
+from intake_eval.core.limits import DEFAULT_TURNS
 from intake_eval.core.records import Conversation
 from intake_eval.core.usage import run_folder_spend
 from intake_eval.interview.conversation import PlannedConversation
@@ -160,7 +161,7 @@ class Budget(FolderBudget):
 
 
 def folder_budget(limit: float | None, runner: Any, clinicians: Iterable[str], *, patient: str,
-                  tracker: str | None = None, judges: Mapping[str, str] | None = None, turns: int = 12,
+                  tracker: str | None = None, judges: Mapping[str, str] | None = None, turns: int = DEFAULT_TURNS,
                   judge_mode: str = "per-turn") -> Budget | None:
     """The budget of an invocation on ``runner``'s folder: what the folder was billed already counts.
     ``judges`` (label → alias) judge each conversation as it finishes, so its judging is held too."""

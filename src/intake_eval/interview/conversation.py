@@ -17,8 +17,9 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from intake_eval.core.limits import DEFAULT_TURNS
 from intake_eval.core.patient_styles import DEFAULT_STYLE
-from intake_eval.core.records import Conversation, ConversationTurn, Profile
+from intake_eval.core.records import Conversation, ConversationTurn, PatientMode, Profile
 from intake_eval.core.store import file_safe
 from intake_eval.interview.formulation import request_formulation
 from intake_eval.interview.participants import (
@@ -34,7 +35,6 @@ from intake_eval.llm.affinity import conversation_scope
 from intake_eval.llm.answer import truncated, truncated_error
 from intake_eval.llm.base import ChatModel, ChatResult, ModelCallError, UsageMeter
 
-DEFAULT_TURNS = 12
 
 CallHook = Callable[[str, ChatResult], None]  # (role, result): live token/dollar accounting
 # Failures that are their own conversation status; any other model failure is "model_error".
@@ -85,7 +85,7 @@ class PlannedConversation:
     profile: Profile
     clinician: str  # alias as given on the command line
     condition: str = "minimal"
-    patient_mode: str = "prompted"
+    patient_mode: PatientMode = "prompted"
     trial: int = 0
     max_turns: int = DEFAULT_TURNS
     # The opening is shared by every conversation of a (profile, trial); exactly one of them (the

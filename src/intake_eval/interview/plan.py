@@ -18,7 +18,7 @@ from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.patient_styles import DEFAULT_STYLE, style_prompt_names
 from intake_eval.core.prompts import prompt_hashes
 from intake_eval.core.records import Conversation, Profile
-from intake_eval.core.shard import SHARD_KEY, Shard
+from intake_eval.core.shard import SHARD_KEY
 from intake_eval.core.store import (
     RunPaths,
     done_keys,
@@ -27,6 +27,7 @@ from intake_eval.core.store import (
     latest_by_key,
 )
 from intake_eval.interview.conversation import PlannedConversation
+from intake_eval.interview.settings import RunSettings
 from intake_eval.llm.base import ChatModel, ChatResult
 
 PATIENT_PROMPTS = {
@@ -38,47 +39,6 @@ PATIENT_PROMPTS = {
 
 class ModelSource(Protocol):
     def get(self, name: str) -> ChatModel: ...
-
-
-@dataclass
-class RunSettings:
-    clinicians: list[str]
-    patient: str
-    patient_mode: str = "prompted"
-    tracker: str | None = None
-    turns: int = 12
-    conditions: list[str] = field(default_factory=lambda: ["minimal"])
-    trials: int = 1
-    concurrency: int = 16
-    limit: int | None = None
-    budget: float | None = None
-    formulation: bool = False  # post-intake case formulation after the last turn
-    on_truncation: str = "keep"  # an answer cut at the token cap: keep it and flag the turn, or fail the conversation
-    shard: Shard | None = None  # only the profiles of this shard (the folder is one shard of a study)
-    # how the patients speak (core/patient_styles.py): every style crossed with every clinician and condition
-    patient_styles: list[str] = field(default_factory=lambda: [DEFAULT_STYLE])
-    # Every patient model, ``patient`` first; empty: ``patient`` alone. With several, each profile is
-    # interviewed once per patient model and the alias enters the conversation id.
-    patients: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if not self.patients:
-            self.patients = [self.patient]
-        if self.patients[0] != self.patient:
-            raise IntakeEvalError(f"patient models {self.patients}: the first must be the patient '{self.patient}'")
-        if len(set(self.patients)) != len(self.patients):
-            raise IntakeEvalError(f"patient models {self.patients}: the same patient model is given twice")
-
-    @property
-    def several_patients(self) -> bool:
-        return len(self.patients) > 1
-
-    def tracker_for(self, patient: str) -> str | None:
-        """Tracked mode: the tracker a patient model's conversations use (the given one, else that patient
-        model itself); prompted mode has none."""
-        if self.patient_mode != "tracked":
-            return None
-        return self.tracker or patient
 
 
 def plan_conversations(profiles: list[Profile], settings: RunSettings) -> list[PlannedConversation]:
@@ -217,12 +177,11 @@ def stage_config(settings: RunSettings, specs: dict[str, Any], profiles_path: Pa
         config[SHARD_KEY] = settings.shard.as_config()
     if settings.several_patients:  # absent with one, so earlier runs keep their config hash
         config["patients"] = {alias: specs["patients"][alias].model for alias in settings.patients}
-    if settings.patient_mode == "tracked":
-        if settings.several_patients and settings.tracker is None:
-            config["tracker"] = "each conversation's patient model"
-        else:
-            config["tracker"] = settings.tracker or settings.patient
-            config["tracker_model"] = specs["tracker"].model
+    if settings.several_patients and settings.patient_mode == "tracked" and settings.tracker is None:
+        config["tracker"] = "each conversation's patient model"
+    elif settings.tracker_alias is not None:
+        config["tracker"] = settings.tracker_alias
+        config["tracker_model"] = specs["tracker"].model
     return config
 
 

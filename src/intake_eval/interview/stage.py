@@ -18,9 +18,9 @@ import asyncio
 import inspect
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,6 @@ from intake_eval.interview.conversation import (
 from intake_eval.interview.display import RunDisplay
 from intake_eval.interview.plan import (
     ModelSource,
-    RunSettings,
     RunTotals,
     disk_counts,
     disk_counts_by,
@@ -55,9 +54,11 @@ from intake_eval.interview.plan import (
     stage_config,
 )
 from intake_eval.interview.prompt_texts import run_prompt_texts
+from intake_eval.interview.settings import RunSettings
 from intake_eval.llm.base import ChatResult, ModelSpec
 from intake_eval.llm.registry import ModelsFiles
 from intake_eval.runner.budget import Reservation
+from intake_eval.runner.protocol import FinishedHandler, StageInterrupted, run_in_folder
 from intake_eval.runner.stage import StageRunner
 
 OnDone = Callable[[Conversation], Any]
@@ -213,10 +214,94 @@ def _per_patient(paths: RunPaths, plan: list[PlannedConversation]) -> dict[str, 
     if all(item.patient is None for item in plan):
         return {}
     return {"per_patient": disk_counts_by(paths, plan, lambda item: item.patient or "")[1]}
+@dataclass
+class RunPlan:
+    """The conversations one invocation of a run stage works on, its live totals and its folder budget."""
+
+    items: list[PlannedConversation]
+    totals: RunTotals = field(default_factory=RunTotals)
+    budget: Budget | None = None
+    on_finished: FinishedHandler[Conversation] | None = None  # takes each conversation as it is written
+
+
+class ConversationStage:
+    """What every stage that runs conversations shares (the run stage, and forks: a run stage with a
+    fork plan): the models, the folder budget, and running the planned conversations, resumed by id.
+    A subclass makes the plan and finishes the stage.
+
+    ``judges`` (label → alias, judging in ``judge_mode``) are the judges that label each conversation
+    as it finishes (a study): the folder budget holds their cost too, and the plan's ``on_finished``
+    (the judge stage's live judging) takes every conversation as it is written. ``progress``
+    replaces the stage's own progress bar (the study shows one for the run and one for the judges)."""
+
+    show_empty = True  # a progress bar even when nothing is planned
+
+    def __init__(self, settings: RunSettings, *, force: bool = False, judges: Mapping[str, str] | None = None,
+                 judge_mode: str = "per-turn", progress: Callable[[RunTotals], None] | None = None):
+        self.settings = settings
+        self.force = force
+        self.judges = dict(judges or {})
+        self.judge_mode = judge_mode
+        self.progress = progress
+
+    def models(self) -> list[str | None]:
+        return self.settings.aliases()
+
+    def folder_budget(self, runner: StageRunner) -> Budget | None:
+        settings = self.settings
+        return folder_budget(settings.budget, runner, settings.clinicians, patient=settings.patient,
+                             tracker=settings.tracker_alias, judges=self.judges or None, turns=settings.turns,
+                             judge_mode=self.judge_mode)
+
+    def run(self, runner: StageRunner, plan: RunPlan) -> bool:
+        display = None
+        refresh = self.progress
+        if refresh is None and runner.console is not None and (plan.items or self.show_empty):
+            display = RunDisplay(runner.console, len(plan.items))
+            refresh = display.update
+        _, interrupted = runner.run(lambda: self._conversations(runner, plan, refresh), display)
+        return interrupted
+
+    async def _conversations(self, runner: StageRunner, plan: RunPlan,
+                             refresh: Callable[[RunTotals], None] | None) -> None:
+        settings, handler = self.settings, plan.on_finished
+
+        async def conversations() -> None:
+            try:
+                await run_conversations(plan.items, runner.pool, paths=runner.paths, patient=settings.patient,
+                                        # tracked mode: the named tracker, else each conversation's patient model
+                                        tracker=settings.tracker if settings.tracker_alias else None,
+                                        concurrency=settings.concurrency,
+                                        budget=plan.budget, totals=plan.totals, on_update=refresh,
+                                        on_done=handler.take if handler is not None else None,
+                                        stopped=runner.pool.stopped)
+            finally:
+                if handler is not None:
+                    handler.close()
+
+        # a handler's worker that fails (an unwritable judgments/ folder) stops the conversations too, and
+        # is raised once
+        await gather_or_cancel([conversations(), *([handler.serve()] if handler is not None else [])])
+
+
+class RunStage(ConversationStage):
+    """The run stage (``run`` in the manifest): every (profile × clinician × condition × trial) conversation."""
+
+    name = RUN_STAGE
+
+    def plan(self, runner: StageRunner) -> RunPlan:
+        begin_run_stage(runner, self.settings, force=self.force)
+        return RunPlan(items=plan_conversations(load_profiles(runner.paths), self.settings),
+                       budget=self.folder_budget(runner))
+
+    def finish(self, runner: StageRunner, plan: RunPlan, *, interrupted: bool) -> RunResult:
+        return finish_run_stage(runner, plan.items, plan.totals, interrupted=interrupted,
+                                limit=self.settings.limit, budget=plan.budget)
 
 
 def finish_run_stage(runner: StageRunner, plan: list[PlannedConversation], totals: RunTotals, *,
                      interrupted: bool, limit: int | None = None, budget: Budget | None = None) -> RunResult:
+    """Compact the conversation files and close the stage with counts read from disk."""
     compact_conversations(runner.paths, sorted({item.clinician for item in plan}))
     counts, per_clinician = disk_counts(runner.paths, plan)
     if budget is not None:
@@ -240,17 +325,9 @@ def finish_run_stage(runner: StageRunner, plan: list[PlannedConversation], total
 
 def execute_run(paths: RunPaths, settings: RunSettings, *, models_file: ModelsFiles = None,
                 use_cache: bool = True, force: bool = False, console: Any = None) -> RunResult:
-    """The run stage as the CLI runs it: models, lock, guards, conversations with progress, compaction."""
-    tracker = settings.tracker_for(settings.patient)
-    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console,
-                     models=[*settings.clinicians, *settings.patients, tracker]) as runner:
-        begin_run_stage(runner, settings, force=force)
-        plan = plan_conversations(load_profiles(paths), settings)
-        totals = RunTotals()
-        budget = folder_budget(settings.budget, runner, settings.clinicians, patient=settings.patient, tracker=tracker)
-        display = RunDisplay(console, len(plan)) if console is not None else None
-        _, interrupted = runner.run(lambda: run_conversations(
-            plan, runner.pool, paths=paths, patient=settings.patient, tracker=settings.tracker if tracker else None,
-            concurrency=settings.concurrency, budget=budget, totals=totals,
-            on_update=display.update if display else None, stopped=runner.pool.stopped), display)
-        return finish_run_stage(runner, plan, totals, interrupted=interrupted, limit=settings.limit, budget=budget)
+    """The run stage as the CLI runs it: its own runner, the stage planned, run and finished."""
+    try:
+        return run_in_folder(paths, RunStage(settings, force=force), models_file=models_file, use_cache=use_cache,
+                             console=console)
+    except StageInterrupted as stop:
+        return stop.outcome

@@ -8,209 +8,42 @@ later ones cross-check. Metrics are written by the caller (they sit above this s
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from intake_eval.catalog.snapshot import run_catalog
 from intake_eval.catalog.schema import Catalog
+from intake_eval.catalog.snapshot import run_catalog
 from intake_eval.core.errors import IntakeEvalError
-from intake_eval.core.records import Conversation, Judgment, Profile, Usage
+from intake_eval.core.records import Judgment, Profile
 from intake_eval.core.shard import SHARD_KEY, Shard, recorded_shard
 from intake_eval.core.store import (
-    JsonlWriter,
     RunPaths,
     compact,
-    done_keys,
-    iter_json_lines,
     iter_records,
 )
-from intake_eval.core.tasks import gather_or_cancel
 from intake_eval.judge.batch import BatchSettings, batch_judges, check_batchable
 from intake_eval.judge.batch_files import BatchFiles, counts_line, judges_from_file, write_requests
 from intake_eval.judge.judging import (
     JUDGE_PROMPTS,
     judge_config,
-    judge_conversation,
     judge_label,
 )
 from intake_eval.judge.prompt_texts import judge_prompt_texts
-from intake_eval.llm.base import ChatModel
+from intake_eval.judge.live import JudgingHolds, LiveJudging
+from intake_eval.judge.settings import JudgeSettings
+from intake_eval.judge.setup import JudgeSetup
+from intake_eval.judge.sweep import (
+    JudgeStageResult,
+    SpendGate,
+    judge_stage,
+    judgment_counts,
+    ok_conversation_ids,
+)
 from intake_eval.llm.registry import ModelsFiles
 from intake_eval.runner.budget import judging_gate
+from intake_eval.runner.protocol import StageInterrupted, run_in_folder
 from intake_eval.runner.stage import StageRunner
-
-
-@dataclass
-class JudgeSetup:
-    label: str  # the judge's folder and record label
-    alias: str
-    model: ChatModel
-    mode: str = "per-turn"
-    only: frozenset[str] | None = None  # the conversations it may judge now (a batch file answered them); None: all
-
-
-@dataclass
-class JudgeStageResult:
-    judged: dict[str, int] = field(default_factory=dict)  # label -> newly judged ok
-    not_started: dict[str, int] = field(default_factory=dict)  # label -> judgments the budget left unstarted
-    judge_errors: dict[str, int] = field(default_factory=dict)
-    provider_errors: dict[str, int] = field(default_factory=dict)
-    skipped: dict[str, int] = field(default_factory=dict)  # already judged ok on disk
-    usage: dict[str, Usage] = field(default_factory=dict)
-    aborted: dict[str, str] = field(default_factory=dict)  # label -> fatal provider reason
-
-
-class SpendGate(Protocol):
-    """A budget that holds one judgment's expected cost before it starts (the run folder's budget)."""
-
-    def admit(self) -> object | None: ...  # a hold, or None while nothing more fits
-    def settle(self, hold: object, dollars: float) -> None: ...
-    def charging(self, hold: object) -> AbstractContextManager[None]: ...  # billed attempts go to the hold
-
-
-async def _admitted(spend_gate: SpendGate, in_flight: set[asyncio.Task]) -> object | None:
-    """A hold for one more judgment; while none fits, wait for one in flight to settle and ask again."""
-    hold = spend_gate.admit()
-    while hold is None and in_flight:
-        await asyncio.wait(set(in_flight), return_when=asyncio.FIRST_COMPLETED)
-        hold = spend_gate.admit()
-    return hold
-
-
-def _attempts_so_far(path: Path, key: str) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for data in iter_json_lines(path):
-        counts[str(data.get(key))] = counts.get(str(data.get(key)), 0) + 1
-    return counts
-
-
-async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concurrency: int = 8,
-                      limit: int | None = None, catalog: "Catalog | None" = None,
-                      on_planned: Callable[[int], None] | None = None,
-                      on_done: Callable[[Judgment], None] | None = None,
-                      stopped: Callable[[str], str | None] | None = None,
-                      spend_gate: SpendGate | None = None, shard: Shard | None = None) -> JudgeStageResult:
-    """Judge every ok conversation of the run folder with every judge, resuming where it stopped.
-
-    ``limit`` keeps only the first N ok conversations (sorted by id) so repeated runs stay the same
-    subset. Conversations stream from disk; at most ``concurrency`` are in memory at a time.
-    ``stopped(alias)`` names why a judge's endpoint takes no more requests (the pool's breaker):
-    that judge starts nothing more. Without it, the judge's first fatal error stops it. With
-    ``spend_gate``, a judgment starts only once its expected cost is held; the rest are counted in
-    ``not_started``. With ``shard``, only the conversations of that shard's profiles.
-    """
-
-    profiles = {p.profile_id: p for p in iter_records(paths.profiles, Profile)}
-    chosen: list[tuple[str, str]] = sorted(
-        (conversation_id, str(path)) for path in paths.conversation_files()
-        for conversation_id in _ok_ids(path, shard)
-    )
-    if limit is not None:
-        chosen = chosen[:limit]
-    wanted_by_file: dict[str, set[str]] = {}
-    for conversation_id, path in chosen:
-        wanted_by_file.setdefault(path, set()).add(conversation_id)
-
-    result = JudgeStageResult()
-    todo: dict[tuple[str, str], set[str]] = {}  # (label, conversation file) -> ids still to judge
-    attempts: dict[str, dict[str, int]] = {}
-    for setup in judges:
-        for key in ("judged", "judge_errors", "provider_errors", "skipped"):
-            getattr(result, key)[setup.label] = 0
-        result.usage[setup.label] = Usage()
-        judge_dir = paths.judge_dir(setup.label)
-        done: set[str] = set()
-        for judgment_path in sorted(judge_dir.glob("*.jsonl")) if judge_dir.exists() else []:
-            done |= done_keys(judgment_path, "conversation_id")
-            attempts.setdefault(setup.label, {}).update(_attempts_so_far(judgment_path, "conversation_id"))
-        for path, wanted in wanted_by_file.items():
-            todo[(setup.label, path)] = (wanted - done) & setup.only if setup.only is not None else wanted - done
-            result.skipped[setup.label] += len(wanted & done)
-    if on_planned is not None:
-        on_planned(sum(len(ids) for ids in todo.values()))
-
-    writers: dict[Any, JsonlWriter] = {}
-    gate = asyncio.Semaphore(max(1, concurrency))
-    tasks: set[asyncio.Task] = set()
-
-    def halted(setup: JudgeSetup) -> bool:
-        reason = stopped(setup.alias) if stopped is not None else None
-        if reason:
-            result.aborted.setdefault(setup.label, reason)
-        return setup.label in result.aborted
-
-    async def one(setup: JudgeSetup, conversation: Conversation, profile: Profile, hold: object | None) -> None:
-        cost = 0.0
-        try:
-            if halted(setup):
-                return
-            with spend_gate.charging(hold) if hold is not None and spend_gate is not None else nullcontext():
-                judgment = await judge_conversation(
-                    conversation, profile, setup.model, setup.mode, judge=setup.label, catalog=catalog,
-                    attempt=attempts.get(setup.label, {}).get(conversation.conversation_id, 0),
-                )
-            out = paths.judgments(setup.label, conversation.clinician)
-            if out not in writers:
-                writers[out] = JsonlWriter(out)
-            writers[out].write(judgment)
-            cost = judgment.usage.cost_usd
-            result.usage[setup.label] = result.usage[setup.label].add(judgment.usage)
-            if judgment.ok:
-                result.judged[setup.label] += 1
-            elif judgment.status == "judge_error":
-                result.judge_errors[setup.label] += 1
-            else:
-                result.provider_errors[setup.label] += 1
-                halted(setup)  # the endpoint may have stopped while this conversation was judged
-                if stopped is None and judgment.status.endswith("fatal"):  # a bad key or model id: all would fail
-                    result.aborted.setdefault(setup.label, judgment.errors[0] if judgment.errors else judgment.status)
-            if on_done is not None:
-                on_done(judgment)
-        finally:
-            if hold is not None and spend_gate is not None:
-                spend_gate.settle(hold, cost)
-            gate.release()
-
-    try:
-        for path in sorted(wanted_by_file):
-            pending = {label: todo[(label, path)] for label in (s.label for s in judges)}
-            if not any(pending.values()):
-                continue
-            for conversation in iter_records(Path(path), Conversation):
-                if not conversation.ok:
-                    continue  # an uncompacted file may hold a failed attempt before its ok retry
-                for setup in judges:
-                    if conversation.conversation_id not in pending[setup.label]:
-                        continue
-                    pending[setup.label].discard(conversation.conversation_id)
-                    profile = profiles.get(conversation.profile_id)
-                    if profile is None:
-                        raise IntakeEvalError(
-                            f"{path}: conversation {conversation.conversation_id} names profile "
-                            f"{conversation.profile_id}, which is not in {paths.profiles}"
-                        )
-                    hold = None if spend_gate is None else await _admitted(spend_gate, tasks)
-                    if spend_gate is not None and hold is None:
-                        result.not_started[setup.label] = result.not_started.get(setup.label, 0) + 1
-                        continue
-                    await gate.acquire()
-                    task = asyncio.create_task(one(setup, conversation, profile, hold))
-                    tasks.add(task)
-                    task.add_done_callback(tasks.discard)
-        if tasks:
-            await gather_or_cancel(list(tasks))
-    finally:
-        for task in list(tasks):
-            task.cancel()
-        for writer in writers.values():
-            writer.close()
-        for out in writers:
-            compact(out, "conversation_id")
-    return result
 
 
 # ---------------------------------------------------------------- the stage, as the CLI and the study run it
@@ -269,36 +102,6 @@ def folder_shard(paths: RunPaths, manifest_data: dict[str, Any], shard: Shard | 
     return shard if shard is not None else recorded
 
 
-def judgment_counts(paths: RunPaths, label: str, conversation_ids: set[str]) -> dict[str, int]:
-    """How the judgments of ``label`` stand for the given ok conversations (across every invocation)."""
-    status: dict[str, str] = {}
-    for path in sorted(paths.judge_dir(label).glob("*.jsonl")) if paths.judge_dir(label).is_dir() else []:
-        for data in iter_json_lines(path):
-            status[str(data.get("conversation_id"))] = str(data.get("status", "ok"))
-    wanted = [status.get(cid) for cid in conversation_ids]
-    return {"done": sum(1 for s in wanted if s == "ok"),
-            "judge_errors": sum(1 for s in wanted if s == "judge_error"),
-            "failed": sum(1 for s in wanted if s not in (None, "ok", "judge_error")),
-            "not_judged": sum(1 for s in wanted if s is None)}
-
-
-def _ok_ids(path: Path, shard: Shard | None) -> set[str]:
-    """Ids of the ok conversations in one file; with ``shard``, only those of its profiles."""
-    if shard is None:
-        return done_keys(path, "conversation_id")
-    latest: dict[str, bool] = {}
-    for data in iter_json_lines(path):
-        if "conversation_id" in data:
-            latest[str(data["conversation_id"])] = (data.get("status", "ok") == "ok"
-                                                    and shard.holds(str(data.get("profile_id"))))
-    return {cid for cid, wanted in latest.items() if wanted}
-
-
-def ok_conversation_ids(paths: RunPaths, limit: int | None = None, shard: Shard | None = None) -> set[str]:
-    ids = sorted(cid for path in paths.conversation_files() for cid in _ok_ids(path, shard))
-    return set(ids[:limit] if limit is not None else ids)
-
-
 def finish_judge_stages(runner: StageRunner, setups: Sequence[JudgeSetup], *, interrupted: bool,
                         limit: int | None = None, aborted: dict[str, str] | None = None,
                         shard: Shard | None = None) -> dict[str, dict[str, int]]:
@@ -327,41 +130,132 @@ class JudgeOutcome:
     spend_gate: SpendGate | None = None  # the folder budget judging stayed within, if any
 
 
+GateFactory = Callable[[StageRunner, dict[str, str]], SpendGate | None]
+
+
+@dataclass
+class JudgePlan:
+    """The judges registered for one invocation, the shard they judge and the budget each judgment is admitted by."""
+
+    setups: list[JudgeSetup]
+    shard: Shard | None
+    gate: SpendGate | None = None
+    result: JudgeStageResult | None = None  # the latest sweep's
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {setup.label: setup.alias for setup in self.setups}
+
+    @property
+    def not_started(self) -> int:
+        """Judgments the folder budget left unstarted in the latest sweep (0 without a budget)."""
+        if self.gate is None or self.result is None:
+            return 0
+        return sum(self.result.not_started.values())
+
+
+class JudgeStage:
+    """The judge stage (``judge:<label>`` per judge in the manifest): every ok conversation labelled.
+
+    Each judgment is admitted by a folder budget: the settings' ``budget`` dollars (runner/budget.py), or the gate
+    ``spend_gate(runner, {label: alias})`` makes (a study shares its run's budget this way). With
+    ``batch_files``, the requests go to a file for a cluster engine, or its answers come from one.
+    ``run`` is one sweep over what is still unjudged; a study runs it again after its forks. ``live``
+    judges conversations as the run stage writes them."""
+
+    def __init__(self, settings: JudgeSettings, *, force: bool = False, batch: BatchSettings | None = None,
+                 spend_gate: GateFactory | None = None,
+                 batch_files: BatchFiles | None = None, display: Any = None,
+                 on_judged: Callable[[Judgment], None] | None = None):
+        self.settings = settings
+        self.force = force
+        self.batch = batch
+        self.spend_gate = spend_gate
+        self.batch_files = batch_files
+        self.display = display
+        self.on_judged = on_judged
+
+    def models(self) -> list[str | None]:
+        return list(self.settings.judges)
+
+    def labels(self) -> dict[str, str]:
+        """label → alias of every judge, as the stage will register them."""
+        return {judge_label(alias, self.settings.mode): alias for alias in self.settings.judges}
+
+    def plan(self, runner: StageRunner) -> JudgePlan:
+        if self.batch is not None:
+            check_batchable(runner.resolve(self.settings.judges))
+        assert runner.manifest is not None, "the `with` block opened the manifest"
+        shard = folder_shard(runner.paths, runner.manifest.data, self.settings.shard)
+        setups = begin_judge_stages(runner, self.settings.judges, self.settings.mode, force=self.force, shard=shard)
+        plan = JudgePlan(setups=setups, shard=shard)
+        if self.spend_gate is not None:
+            plan.gate = self.spend_gate(runner, plan.labels)
+        elif self.settings.budget is not None:
+            plan.gate = judging_gate(self.settings.budget, runner, plan.labels, judge_mode=self.settings.mode)
+        return plan
+
+    def run(self, runner: StageRunner, plan: JudgePlan) -> bool:
+        settings, display = self.settings, self.display
+        on_done = self.on_judged or getattr(display, "done", None)
+
+        async def work() -> JudgeStageResult:
+            judges = plan.setups if self.batch is None else await batch_judges(
+                runner, plan.setups, limit=settings.limit, catalog=runner.catalog, settings=self.batch)
+            if self.batch_files is not None:
+                judges = await _from_batch_files(runner, plan.setups, limit=settings.limit, catalog=runner.catalog,
+                                                 files=self.batch_files)
+            return await judge_stage(runner.paths, judges, concurrency=settings.concurrency, limit=settings.limit,
+                                     catalog=runner.catalog, on_planned=getattr(display, "planned", None),
+                                     on_done=on_done, stopped=runner.pool.stopped, spend_gate=plan.gate,
+                                     shard=plan.shard)
+
+        plan.result, interrupted = runner.run(work, display)
+        return interrupted
+
+    def judged_so_far(self, runner: StageRunner, plan: JudgePlan) -> int:
+        """Judgments already ok on disk for the folder's ok conversations, over every judge."""
+        wanted = ok_conversation_ids(runner.paths, shard=plan.shard)
+        return sum(judgment_counts(runner.paths, label, wanted)["done"] for label in plan.labels)
+
+    def live(self, runner: StageRunner, plan: JudgePlan, *, workers: int,
+             budget: JudgingHolds | None = None) -> LiveJudging:
+        """A handler that judges the run stage's conversations as they are written."""
+        profiles = {profile.profile_id: profile for profile in iter_records(runner.paths.profiles, Profile)}
+        return LiveJudging(runner.paths, plan.setups, profiles, workers=workers, catalog=runner.catalog,
+                           stopped=runner.pool.stopped, budget=budget, on_judged=self.on_judged)
+
+    def finish(self, runner: StageRunner, plan: JudgePlan, *, interrupted: bool) -> JudgeOutcome:
+        result = plan.result
+        counts = finish_judge_stages(runner, plan.setups, interrupted=interrupted, limit=self.settings.limit,
+                                     aborted=result.aborted if result is not None else None, shard=plan.shard)
+        return JudgeOutcome(list(plan.labels), result, counts, interrupted, plan.gate)
+
+
 def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn", concurrency: int = 8,
                   limit: int | None = None, models_file: ModelsFiles = None, use_cache: bool = True,
                   force: bool = False, console: Any = None, display: Any = None,
-                  batch: BatchSettings | None = None,
-                  budget: float | None = None, shard: Shard | None = None,
-                  batch_files: BatchFiles | None = None) -> JudgeOutcome:
-    """The judge stage as the CLI runs it: models and keys, lock, guards, judging with progress.
+                  batch: BatchSettings | None = None, budget: float | None = None,
+                  shard: Shard | None = None, batch_files: BatchFiles | None = None) -> JudgeOutcome:
+    """The judge stage as the CLI runs it: its own runner, the stage planned, run and finished.
     ``budget``: dollars for the whole run folder; each judgment is admitted by its folder budget
     (runner/budget.py)."""
+    settings = JudgeSettings.from_flags(judges=aliases, mode=mode, concurrency=concurrency, limit=limit,
+                                        budget=budget, shard=shard)
+    return judge_in_folder(paths, JudgeStage(settings, force=force, batch=batch, batch_files=batch_files,
+                                             display=display),
+                           models_file=models_file, use_cache=use_cache, console=console)
+
+
+def judge_in_folder(paths: RunPaths, stage: JudgeStage, *, models_file: ModelsFiles = None, use_cache: bool = True,
+                    console: Any = None) -> JudgeOutcome:
+    """A judge stage in its own runner; an interrupted one returns its outcome (``interrupted`` set)."""
     if not paths.profiles.exists():
         raise IntakeEvalError(f"{paths.profiles}: no profiles here yet; run `intake-eval generate --run-dir {paths.root}` first")
     if not paths.conversation_files():
         raise IntakeEvalError(f"{paths.conversations_dir}: no conversations here yet; run `intake-eval run --run-dir {paths.root}` first")
-    catalog = run_catalog(paths.root)
-    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, catalog=catalog,
-                     models=aliases) as runner:
-        if batch is not None:
-            check_batchable(runner.resolve(aliases))
-        assert runner.manifest is not None, "the `with` block opened the manifest"
-        shard = folder_shard(paths, runner.manifest.data, shard)
-        setups = begin_judge_stages(runner, aliases, mode, force=force, shard=shard)
-        gate = judging_gate(budget, runner, {s.label: s.alias for s in setups}, judge_mode=mode)
-        planned = getattr(display, "planned", None)
-        done = getattr(display, "done", None)
-
-        async def work() -> JudgeStageResult:
-            judges = setups if batch is None else await batch_judges(runner, setups, limit=limit, catalog=catalog,
-                                                                     settings=batch)
-            if batch_files is not None:
-                judges = await _from_batch_files(runner, setups, limit=limit, catalog=catalog, files=batch_files)
-            return await judge_stage(paths, judges, concurrency=concurrency, limit=limit, catalog=catalog,
-                                     on_planned=planned, on_done=done, stopped=runner.pool.stopped,
-                                     spend_gate=gate, shard=shard)
-
-        result, interrupted = runner.run(work, display)
-        counts = finish_judge_stages(runner, setups, interrupted=interrupted, limit=limit,
-                                     aborted=result.aborted if result is not None else None, shard=shard)
-    return JudgeOutcome([s.label for s in setups], result, counts, interrupted, gate)
+    try:
+        return run_in_folder(paths, stage, models_file=models_file, use_cache=use_cache, console=console,
+                             catalog=run_catalog(paths.root))
+    except StageInterrupted as stop:
+        return stop.outcome

@@ -9,6 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from intake_eval.core.limits import DEFAULT_TURNS
 from intake_eval.core.prompts import prompt_file
 from intake_eval.core.yamlfile import read_yaml
 from intake_eval.llm.base import CallUsage, ChatResult, Message
@@ -36,7 +37,6 @@ def pick(rng: random.Random, options: list[str]) -> str:
     return options[rng.randrange(len(options))]
 
 
-DEFAULT_TURNS = 12  # the study's turn budget, when the context does not say
 
 
 class TurnContext:

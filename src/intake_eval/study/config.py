@@ -12,7 +12,7 @@ named by its stem: ``intake-eval study paper`` reads the shipped configs/paper.y
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -29,11 +29,25 @@ from intake_eval.catalog.load import load_catalog
 from intake_eval.catalog.schema import DEFAULT_CATALOG_DIR, Catalog
 from intake_eval.catalog.subset import catalog_subset
 from intake_eval.core.errors import IntakeEvalError, describe_validation_error
-from intake_eval.core.limits import MAX_CONCURRENCY, MAX_PROFILES
+from intake_eval.core.limits import DEFAULT_TURNS, MAX_CONCURRENCY
 from intake_eval.core.patient_styles import DEFAULT_STYLE, STYLES
 from intake_eval.core.package_data import package_folder
 from intake_eval.core.prompts import available_conditions, use_prompts
+from intake_eval.core.records import PatientMode
+from intake_eval.core.shard import Shard
 from intake_eval.core.yamlfile import read_yaml
+from intake_eval.interview.settings import (
+    DEFAULT_RUN_CONCURRENCY,
+    Concurrency,
+    Dollars,
+    RunSettings,
+    Trials,
+    Turns,
+)
+from intake_eval.generate.sampling import Mode
+from intake_eval.generate.settings import DEFAULT_GENERATOR, GenerateSettings, HiddenCount, ProfileCount
+from intake_eval.judge.settings import JudgeMode, JudgeSettings
+from intake_eval.trust.stage import QCSettings
 from intake_eval.llm.answer import TruncationPolicy
 
 BUNDLED_CONFIGS = package_folder("configs")
@@ -53,15 +67,14 @@ class Strict(BaseModel):
 
 
 class ProfilesConfig(Strict):
-    n: int = Field(108, ge=1, le=MAX_PROFILES, description="number of simulated patient profiles")
-    mode: Literal["stratified", "weighted"] = "stratified"
-    # seed: 4-5 hidden domains, inclusion ∝ cited rate; literature: each optional domain at its cited rate
-    hidden_count: Literal["seed", "literature"] = "seed"
+    n: ProfileCount = 108
+    mode: Mode = "stratified"
+    hidden_count: HiddenCount = "seed"
 
 
 class PatientConfig(Strict):
     model: str = "gpt-4o"
-    mode: Literal["prompted", "tracked"] = "prompted"
+    mode: PatientMode = "prompted"
     tracker: str | None = None  # tracked mode: the model that decides unlocks (None → offline classifier)
 
 
@@ -70,9 +83,9 @@ class QCConfig(Strict):
     too rarely when asked directly."""
 
     enabled: bool = False
-    max_leak_rate: float = Field(0.05, ge=0.0, le=1.0)
-    min_recall: float | None = Field(0.5, ge=0.0, le=1.0)  # null: no recall gate
-    profiles: int = Field(10, ge=1)
+    max_leak_rate: Annotated[float, Field(ge=0.0, le=1.0)] = 0.05
+    min_recall: Annotated[float | None, Field(ge=0.0, le=1.0)] = 0.5  # null: no recall gate
+    profiles: Annotated[int, Field(ge=1)] = 10
     # How the patient speaks, over its probe replies (metrics/patient_language.py; null: no gate). Checked
     # for every style of the study, each against its own words-per-reply target.
     min_length_on_target: float | None = Field(None, ge=0.0, le=1.0,
@@ -109,7 +122,7 @@ class StudyConfig(Strict):
                                 "file's folder")
     phenotypes: list[str] | None = Field(None, min_length=1, description="only these phenotype ids of the catalog")
     profiles: ProfilesConfig = Field(default_factory=ProfilesConfig)
-    generator: str = "offline/generator"
+    generator: str = DEFAULT_GENERATOR
     patient: PatientConfig = Field(default_factory=PatientConfig)
     patients: list[str] | None = Field(None, min_length=1, description="several patient models, each interviewed on "
                                        "the same profiles (instead of patient.model; patient.mode and .tracker apply "
@@ -119,17 +132,16 @@ class StudyConfig(Strict):
     patient_styles: list[str] = Field(
         default_factory=lambda: [DEFAULT_STYLE], min_length=1,
         description="how the patients speak (core/patient_styles.py), crossed with every clinician and condition")
-    trials: int = Field(1, ge=1, le=100)
-    turns: int = Field(12, ge=1, le=100)
+    trials: Trials = 1
+    turns: Turns = DEFAULT_TURNS
     judges: list[str] = Field(..., min_length=1)
-    judge_mode: Literal["per-turn", "conversation"] = "per-turn"
+    judge_mode: JudgeMode = "per-turn"
     formulation: bool = False
     on_truncation: TruncationPolicy = Field(
         "keep", description="an answer cut at its token cap: keep it and flag the turn, or fail the conversation "
                             "(run --on-truncation)")
-    concurrency: int = Field(16, ge=1, le=MAX_CONCURRENCY)
-    budget: float | None = Field(None, gt=0, allow_inf_nan=False, description="dollars for the whole run folder (what its records "
-                                 "already cost counts); a conversation starts only if its estimated cost fits")
+    concurrency: Concurrency = DEFAULT_RUN_CONCURRENCY
+    budget: Dollars = None  # a conversation starts only if its estimated cost fits
     cache: bool = True
     qc: QCConfig = Field(default_factory=QCConfig)
     forks: list[ForkConfig] = Field(default_factory=list, description="could-it-ask forks, judged like any intake")
@@ -204,6 +216,36 @@ class StudyConfig(Strict):
             raise ValueError(f"generator '{self.generator}' may not play another role in the same study "
                              "(leakage guard)")
         return self
+
+    # ------------------------------------------------------------ the stages' settings
+
+    def run_settings(self, shard: Shard | None = None) -> RunSettings:
+        """The run stage's settings (validated by this model's own fields already)."""
+        patients = self.patient_models()
+        return RunSettings(
+            clinicians=list(self.clinicians), patient=patients[0], patients=patients, patient_mode=self.patient.mode,
+            tracker=self.patient.tracker, turns=self.turns, conditions=list(self.conditions), trials=self.trials,
+            concurrency=self.concurrency, budget=self.budget, formulation=self.formulation,
+            on_truncation=self.on_truncation, shard=shard, patient_styles=list(self.patient_styles))
+
+    def generate_settings(self) -> GenerateSettings:
+        return GenerateSettings(n=self.profiles.n, mode=self.profiles.mode, seed=self.seed, generator=self.generator,
+                                concurrency=self.concurrency, hidden_count=self.profiles.hidden_count)
+
+    def qc_settings(self) -> list[QCSettings]:
+        """Patient QC of every patient model of the study in every style, judged by its primary judge."""
+        return [QCSettings(patient=patient, mode=self.patient.mode, judge=self.judges[0], tracker=self.patient.tracker,
+                           n=self.qc.profiles, concurrency=self.concurrency, style=style)
+                for patient in self.patient_models() for style in self.patient_styles]
+
+    def judge_settings(self, shard: Shard | None = None) -> JudgeSettings:
+        """The judge stage's settings. A per-turn judge's calls for one conversation go one after another
+        (each reads the previous one's prefix from the provider's cache), so as many conversations are
+        judged at once as there are calls per conversation: the calls in flight stay those of
+        ``concurrency`` conversations."""
+        calls = self.turns + 1 if self.judge_mode == "per-turn" else 1
+        return JudgeSettings(judges=list(self.judges), mode=self.judge_mode,
+                             concurrency=min(MAX_CONCURRENCY, self.concurrency * calls), shard=shard)
 
     # ------------------------------------------------------------ derived
 

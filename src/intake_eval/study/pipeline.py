@@ -1,8 +1,10 @@
 """One config runs the whole study: generate → patient QC → run (+ judge, overlapped) → report.
 
-Every stage goes through one ``StageRunner`` held for the whole invocation (one lock, one manifest,
-one model pool, the same guards as the stage commands), so stages run by hand and by the study
-resume each other. The run and judge stages overlap (``study.overlap``); metrics and the report are
+The study is a short list of named steps (``StudySteps``), each running stage objects (the
+``runner.protocol`` stages, built from the settings the config composes) on one ``StageRunner``
+held for the whole invocation (one lock, one manifest, one model pool, the same guards as the
+stage commands), so stages run by hand and by the study resume each other. The run stage hands
+each finished conversation to the judge stage (``study.overlap``); metrics and the report are
 rebuilt at the end. The manifest's ``study`` section keeps the config and one history entry per
 invocation (calls made, cache hits, dollars paid, wall time); spend over all invocations is summed
 from the records.
@@ -11,6 +13,7 @@ from the records.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,20 +24,22 @@ from intake_eval.core.patient_styles import DEFAULT_STYLE
 from intake_eval.core.prompts import use_prompts, user_prompts_folder
 from intake_eval.core.shard import Shard, shard_from_config
 from intake_eval.core.store import RunPaths, stable_hash
-from intake_eval.generate.stage import generate_profiles
+from intake_eval.generate.stage import GenerateStage
 from intake_eval.interview.stage import RUN_STAGE
 from intake_eval.llm.base import ModelSpec
 from intake_eval.llm.registry import ModelsFiles, load_model_specs, resolve_spec
 from intake_eval.metrics.tables import write_metrics
 from intake_eval.metrics.trials import write_trial_metrics
 from intake_eval.report.build import build_report
+from intake_eval.runner.protocol import execute_stage
 from intake_eval.runner.stage import StageRunner
 from intake_eval.simulated import check_offline_name, check_offline_role
 from intake_eval.study.config import StudyConfig, find_study_config, load_study_config, with_flags
 from intake_eval.study.estimate import StudyEstimate, estimate_study
 from intake_eval.study.overlap import run_and_judge_stages
-from intake_eval.trust.patient_qc import QCSettings, qc_gate, run_patient_qc
+from intake_eval.trust.patient_qc import qc_gate
 from intake_eval.trust.qc_population import population_gate
+from intake_eval.trust.stage import QCStage
 
 __all__ = ["StudyConfig", "load_study_config", "run_study", "estimate_config", "StudyOutcome", "resolve_roles"]
 
@@ -75,38 +80,64 @@ def estimate_config(config_path: Path, models_file: ModelsFiles = None, catalog_
         return estimate_study(config, specs, config.study_catalog())
 
 
-def _patient_qc(config: StudyConfig, runner: StageRunner, *, force: bool) -> dict:
-    """Patient QC before any conversation, per patient model and style: refuse to start when one leaks
-    above the limit (each style is its own patient population, gated on its own)."""
-    outcomes: dict = {}
-    patients, styles = config.patient_models(), config.patient_styles
-    for patient in patients:
-        for style in styles:
-            settings = QCSettings(patient=patient, mode=config.patient.mode, judge=config.judges[0],
-                                  tracker=config.patient.tracker, n=config.qc.profiles,
-                                  concurrency=config.concurrency, style=style)
-            result = run_patient_qc(runner, settings, force=force)
-            qc_gate(result, config.qc.max_leak_rate, min_recall=config.qc.min_recall)
-            population_gate(result, config.qc.population_limits())
-            key = " ".join(([patient] if len(patients) > 1 else []) + ([style] if styles != [DEFAULT_STYLE] else []))
+@dataclass
+class StudySteps:
+    """The study's stages on one runner, as named steps; each adds its counts to the outcome."""
+
+    config: StudyConfig
+    runner: StageRunner
+    outcome: StudyOutcome
+    force: bool
+    shard: Shard | None
+
+    def generate(self) -> None:
+        summary = execute_stage(self.runner, GenerateStage(self.config.generate_settings(), force=self.force))
+        self.outcome.counts["generate"] = summary.counts()
+
+    def patient_qc(self) -> None:
+        """Patient QC before any conversation, per patient model and style: refuse to start when one leaks
+        above the limit (each style is its own patient population, gated on its own)."""
+        qc = self.config.qc
+        if not qc.enabled:
+            return
+        several_patients, styled = len(self.config.patient_models()) > 1, self.config.patient_styles != [DEFAULT_STYLE]
+        outcomes: dict[str, dict[str, float | None]] = {}
+        for settings in self.config.qc_settings():
+            result = execute_stage(self.runner, QCStage(settings, force=self.force))
+            assert result is not None, "an interrupted stage raises"
+            qc_gate(result, qc.max_leak_rate, min_recall=qc.min_recall)
+            population_gate(result, qc.population_limits())
+            key = " ".join(([settings.patient] if several_patients else []) + ([settings.style] if styled else []))
             outcomes[key] = {"leak_rate": result.leak_rate, "disclosure_recall": result.disclosure_recall,
                              "invention_rate": result.invention_rate}
-    # one patient model speaking as it always did keeps the shape the counts always had
-    return outcomes[""] if "" in outcomes else outcomes
+        # one patient model speaking as it always did keeps the shape the counts always had
+        self.outcome.counts["qc"] = outcomes[""] if "" in outcomes else outcomes
 
+    def run_and_judge(self, laps: Callable[[str], None]) -> None:
+        """The run stage handing each finished conversation to the judge stage, then the forks."""
+        self.outcome.counts.update(run_and_judge_stages(self.config, self.runner, force=self.force, laps=laps,
+                                                        shard=self.shard))
+        skipped = self.runner.paths.unreadable_lines()
+        if skipped:
+            self.outcome.counts["skipped_inputs"] = skipped
 
-def _report(runner: StageRunner, run_counts: dict[str, int]) -> Path:
-    assert runner.manifest is not None  # the runner is entered before any phase runs
-    stages = runner.manifest.data["stages"]
-    runner.begin("report", {"stages": {k: v.get("config_hash") for k, v in stages.items() if k != "report"}},
-                 force=True)
-    write_metrics(runner.paths)
-    write_trial_metrics(runner.paths)  # metrics/trials.csv when the study repeats trials
-    console = runner.console
-    say = (lambda step: console.print(f"[dim]report: {step}[/dim]")) if console is not None else None
-    index = build_report(runner.paths.root, progress=say).index
-    runner.finish("report", status="done", counts={"conversations_ok": run_counts["ok"]})
-    return index
+    def report(self) -> None:
+        runner, run_counts = self.runner, self.outcome.counts["run"]
+        assert runner.manifest is not None  # the runner is entered before any step runs
+        stages = runner.manifest.data["stages"]
+        runner.begin("report", {"stages": {k: v.get("config_hash") for k, v in stages.items() if k != "report"}},
+                     force=True)
+        write_metrics(runner.paths)
+        write_trial_metrics(runner.paths)  # metrics/trials.csv when the study repeats trials
+        console = runner.console
+        say = (lambda step: console.print(f"[dim]report: {step}[/dim]")) if console is not None else None
+        self.outcome.report_path = build_report(runner.paths.root, progress=say).index
+        runner.finish("report", status="done", counts={"conversations_ok": run_counts["ok"]})
+
+    def status(self) -> str:
+        run_counts = self.outcome.counts["run"]
+        complete = run_counts["ok"] == run_counts["planned"] and not self.outcome.counts.get("skipped_inputs")
+        return "done" if complete else "incomplete"
 
 
 def _history_entry(runner: StageRunner, outcome: StudyOutcome, *, started: str, wall: float, status: str,
@@ -194,27 +225,17 @@ def _run_study(config: StudyConfig, config_path: Path, *, run_dir: Path | None, 
             mark[0] = now
             phases[phase] = round(now - previous, 2)
 
+        steps = StudySteps(config, runner, outcome, force=force, shard=shard)
         try:
             say(f"[bold]study {config.name}[/] → {paths.root}")
             lap("setup")
-            summary = generate_profiles(runner, n=config.profiles.n, mode=config.profiles.mode, seed=config.seed,
-                                        generator=config.generator, force=force, concurrency=config.concurrency,
-                                        hidden_count=config.profiles.hidden_count)
-            if summary.interrupted:
-                raise KeyboardInterrupt
-            outcome.counts["generate"] = summary.counts()
+            steps.generate()
             lap("generate")
-            if config.qc.enabled:
-                outcome.counts["qc"] = _patient_qc(config, runner, force=force)
-            outcome.counts.update(run_and_judge_stages(config, runner, force=force, laps=lap, shard=shard))
-            skipped = paths.unreadable_lines()
-            if skipped:
-                outcome.counts["skipped_inputs"] = skipped
-            outcome.report_path = _report(runner, outcome.counts["run"])
+            steps.patient_qc()
+            steps.run_and_judge(lap)
+            steps.report()
             lap("metrics+report")
-            run_counts = outcome.counts["run"]
-            status = ("done" if run_counts["ok"] == run_counts["planned"] and not outcome.counts.get("skipped_inputs")
-                      else "incomplete")
+            status = steps.status()
         except KeyboardInterrupt:
             status = "interrupted"
             say("[yellow]interrupted[/]: finished records are saved; run the same command again to resume.")

@@ -18,14 +18,10 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from intake_eval.catalog.load import load_catalog
 from intake_eval.core.errors import IntakeEvalError
-from intake_eval.core.limits import MAX_PROFILES
-from intake_eval.core.patient_styles import DEFAULT_STYLE, STYLES, style_prompt_names
-from intake_eval.core.progress import ProgressBar
+from intake_eval.core.patient_styles import DEFAULT_STYLE
 from intake_eval.core.records import (
     PatientMode,
     Conversation,
@@ -34,12 +30,8 @@ from intake_eval.core.records import (
     Profile,
 )
 from intake_eval.core.store import (
-    JsonlWriter,
     RunPaths,
-    compact,
-    file_hash,
     iter_records,
-    stable_hash,
 )
 from intake_eval.core.tasks import gather_or_cancel
 from intake_eval.interview.participants import (
@@ -47,21 +39,13 @@ from intake_eval.interview.participants import (
     patient_opening,
     patient_reply,
 )
-from intake_eval.interview.plan import PATIENT_PROMPTS, load_profiles
-from intake_eval.judge.judging import JUDGE_PROMPTS, judge_conversation
+from intake_eval.judge.judging import judge_conversation
 from intake_eval.llm.base import ModelCallError, UsageMeter
-from intake_eval.llm.registry import ModelsFiles
-from intake_eval.runner.stage import StageRunner
 from intake_eval.trust.qc_population import probe_population
 from intake_eval.trust.qc_result import METRICS, QCResult, Rate
-from intake_eval.trust.qc_tables import write_qc_metrics
 from intake_eval.trust.probes import (
-    DEFAULT_PROBES,
     Probe,
-    choose_profiles,
     decoy_profile,
-    load_probe_config,
-    plan_probes,
 )
 
 if TYPE_CHECKING:
@@ -198,97 +182,3 @@ async def run_probes(ctx: QCContext, plan: list[tuple[Profile, Probe]], *, write
 
 def existing_records(paths: RunPaths, patient: str, mode: str, style: str = DEFAULT_STYLE) -> dict[str, PatientProbe]:
     return {r.key: r for r in iter_records(paths.qc_patient(patient, mode, style), PatientProbe)}
-
-
-@dataclass
-class QCSettings:
-    patient: str
-    mode: str = "prompted"
-    judge: str = "offline/judge"
-    tracker: str | None = None  # tracked mode; default: the patient model (offline: the classifier)
-    n: int = 10
-    probes: Path = DEFAULT_PROBES
-    concurrency: int = 8
-    style: str = DEFAULT_STYLE  # how the patient speaks (core/patient_styles.py)
-
-
-def check_profile_count(n: int) -> None:
-    """``--n`` within 1..MAX_PROFILES, the bound of ``generate --n`` and the study config."""
-    if n < 1:
-        raise IntakeEvalError(f"--n {n}: must be at least 1")
-    if n > MAX_PROFILES:
-        raise IntakeEvalError(f"--n {n:,}: must be at most {MAX_PROFILES:,}, like generate --n (profiles to probe)")
-
-
-def qc_stage_name(settings: QCSettings) -> str:
-    style = f" {settings.style}" if settings.style != DEFAULT_STYLE else ""
-    return f"qc-patient {settings.patient} {settings.mode}{style} {settings.judge}"
-
-
-def execute_qc(paths: RunPaths, settings: QCSettings, *, models_file: ModelsFiles = None, use_cache: bool = True,
-               force: bool = False, console: Any = None) -> QCResult:
-    """Patient QC as the CLI runs it: its own stage runner (lock, guards, pool)."""
-    check_profile_count(settings.n)  # before the runner makes or locks any folder
-    names = [settings.patient, settings.judge, settings.tracker if settings.mode == "tracked" else None]
-    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, models=names) as runner:
-        return run_patient_qc(runner, settings, force=force)
-
-
-def run_patient_qc(runner: StageRunner, settings: QCSettings, *, force: bool = False) -> QCResult:
-    """The whole patient QC under a runner: validate, plan, run (resuming probes already judged),
-    write, summarize. The study hands its own runner, so QC shares its lock and manifest."""
-    paths = runner.paths
-    if settings.mode not in PATIENT_PROMPTS:
-        raise IntakeEvalError(f"--patient-mode {settings.mode}: choose one of {', '.join(PATIENT_PROMPTS)}")
-    mode: PatientMode = "tracked" if settings.mode == "tracked" else "prompted"  # validated just above
-    if settings.style not in STYLES:
-        raise IntakeEvalError(f"--patient-style {settings.style}: choose one of {', '.join(STYLES)}")
-    check_profile_count(settings.n)
-    names = {"patient": settings.patient, "judge": settings.judge}
-    if settings.mode == "tracked" and settings.tracker:
-        names["tracker"] = settings.tracker
-    specs = runner.resolve(names.values())
-    roles = {role: specs[alias] for role, alias in names.items()}
-    catalog = runner.catalog if runner.catalog is not None else load_catalog()
-    config = load_probe_config(settings.probes, catalog)
-    profiles = choose_profiles(load_profiles(paths), settings.n)
-    plan = [(profile, probe) for profile in profiles for probe in plan_probes(profile, catalog, config, settings.probes)]
-    target = paths.qc_patient(settings.patient, settings.mode, settings.style)
-    stage = qc_stage_name(settings)
-    stage_config = {"patient": settings.patient, "mode": settings.mode, "judge": settings.judge,
-                    "probes": file_hash(settings.probes)[:16], "probes_file": str(settings.probes)}
-    if settings.style != DEFAULT_STYLE:  # absent for the default, so earlier QC stages resume
-        stage_config["patient_style"] = settings.style
-    runner.begin(stage, stage_config, force=force, outputs=[target],
-                 models={role: {names[role]: spec} for role, spec in roles.items()},
-                 prompts=[*PATIENT_PROMPTS[settings.mode], *style_prompt_names([settings.style]), *JUDGE_PROMPTS])
-    done = {k: r for k, r in existing_records(paths, settings.patient, settings.mode, settings.style).items()
-            if r.status == "ok"}
-    todo = [(p, probe) for p, probe in plan if f"{probe.probe_id}|{settings.judge}" not in done]
-    pool = runner.pool
-    ctx = QCContext(settings.patient, mode, settings.judge, pool.get(settings.patient),
-                    pool.get(settings.judge), pool.get(names["tracker"]) if "tracker" in names else None, catalog,
-                    style=settings.style)
-    progress = ProgressBar(runner.console, "patient QC", len(plan), len(plan) - len(todo))
-    with JsonlWriter(target) as writer:
-        fresh, interrupted = runner.run(lambda: run_probes(ctx, todo, write=writer.write,
-                                                           concurrency=settings.concurrency,
-                                                           on_done=lambda record: progress.advance()), progress)
-    compact(target, "key")
-    if interrupted:
-        runner.finish(stage, status="interrupted")
-        raise KeyboardInterrupt
-    assert fresh is not None  # the runner returns no result only when interrupted
-    by_key = {**done, **{r.key: r for r in fresh}}
-    records = [by_key[f"{probe.probe_id}|{settings.judge}"] for _, probe in plan]
-    result = summarize(records, patient=settings.patient, patient_model=roles["patient"].model,
-                       mode=settings.mode, judge=settings.judge, style=settings.style)
-    result.records_path = target
-    result.metrics_path = write_qc_metrics(paths, result, records, profiles)
-    failed = sum(result.errors.values())
-    runner.finish(stage, status="done" if not failed else "incomplete",
-                  counts={"probes": len(plan), "profiles": len(profiles), "ran": len(fresh),
-                          "skipped": len(plan) - len(todo), "failed": failed},
-                  extra={"summary": {row["metric"]: row["rate"] for row in result.rows()},
-                         "plan_hash": stable_hash([probe.probe_id for _, probe in plan])[:16]})
-    return result
