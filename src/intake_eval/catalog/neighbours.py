@@ -83,9 +83,9 @@ class NeighbourIndex:
         word_ngrams: tuple[int, int] | None = WORD_NGRAMS,
         char_ngrams: tuple[int, int] | None = CHAR_NGRAMS,
     ) -> None:
-        from scipy.sparse import hstack
-        from sklearn.feature_extraction.text import TfidfVectorizer
-        from sklearn.preprocessing import normalize
+        from scipy.sparse import hstack  # type: ignore[import-untyped]  # scipy ships no type stubs
+        from sklearn.feature_extraction.text import TfidfVectorizer  # type: ignore[import-untyped]  # no stubs
+        from sklearn.preprocessing import normalize  # type: ignore[import-untyped]  # scikit-learn ships no stubs
 
         self.examples = list(examples)
         vectorizers = []

@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -58,7 +58,10 @@ _BY_LOCATION: Any = object()  # default: the model from record_model_of
 
 
 def _invalid_reason(error: ValidationError) -> str:
-    first = error.errors()[0] if error.errors() else {}
+    errors = error.errors()
+    if not errors:
+        return "(top level): invalid"
+    first = errors[0]
     where = ".".join(str(part) for part in first.get("loc", ())) or "(top level)"
     more = f" (+{error.error_count() - 1} more)" if error.error_count() > 1 else ""
     return f"{where}: {first.get('msg', 'invalid')}{more}"
@@ -125,4 +128,4 @@ def iter_json_lines_at(path: Path, stats: ReadStats | None = None, model: Any = 
 
 def iter_records(path: Path, model: type[T], stats: ReadStats | None = None) -> Iterator[T]:
     for _data, record, _offset, _length in _iter_lines(path, stats or ReadStats(), model):
-        yield record  # type: ignore[misc]
+        yield cast(T, record)  # validated against ``model`` by _iter_lines, so never None here

@@ -12,6 +12,7 @@ import json
 import platform
 import shutil
 import time
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -175,7 +176,7 @@ class Manifest:
     def stage(self, name: str) -> dict[str, Any]:
         return self.data["stages"].setdefault(name, {})
 
-    def begin_stage(self, name: str, config: dict[str, Any], *, force: bool = False, outputs: list[Path] = ()) -> str:
+    def begin_stage(self, name: str, config: dict[str, Any], *, force: bool = False, outputs: Sequence[Path] = ()) -> str:
         """Register (or verify) a stage's configuration. Returns its config hash.
 
         A changed config is refused unless ``force``, which moves ``outputs`` to superseded/.
@@ -206,7 +207,7 @@ class Manifest:
         self.save()
         return config_hash
 
-    def supersede(self, name: str, outputs: list[Path]) -> None:
+    def supersede(self, name: str, outputs: Sequence[Path]) -> None:
         target = self.paths.superseded_dir / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
         for path in outputs:
             if path.exists():

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -98,7 +99,7 @@ def clean_render(text: str) -> str:
 # ---------------------------------------------------------------- one domain, one attempt
 
 def render_messages(profile: Profile, draw: DomainDraw, is_presenting: bool, missing: list[str], catalog: "Catalog",
-                    avoid: list[str] = ()):
+                    avoid: Sequence[str] = ()):
     domain = catalog.domains.get(draw.domain)
     content = render_prompt(
         RENDER_TEMPLATE,
@@ -114,7 +115,7 @@ def render_messages(profile: Profile, draw: DomainDraw, is_presenting: bool, mis
 
 async def _render_once(model: "ChatModel", profile: Profile, draw: DomainDraw, is_presenting: bool,
                        attempt: int, missing: list[str], catalog: "Catalog",
-                       meter: "UsageMeter | None", avoid: list[str] = ()) -> tuple[str, str | None]:
+                       meter: "UsageMeter | None", avoid: Sequence[str] = ()) -> tuple[str, str | None]:
     """(rendered text, None) or ("", why the call failed)."""
     spec = getattr(model, "spec", None)
     # Offline participants read request.context, never the prompt: skip rendering it for them.

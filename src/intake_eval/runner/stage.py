@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, TypeVar
@@ -271,13 +271,13 @@ class StageRunner:
 
     def _record_models(self, role: str, aliases: Mapping[str, ModelSpec]) -> None:
         manifest = self._manifest()
-        known = {entry.get("alias"): entry for entry in manifest.data.get("models", {}).get(role, [])
+        known = {str(entry.get("alias")): entry for entry in manifest.data.get("models", {}).get(role, [])
                  if isinstance(entry, dict)}
         for alias, spec in aliases.items():
             known[alias] = {**known.get(alias, {}), "alias": alias, **spec.public_dict()}
         manifest.record_models(role, [known[alias] for alias in sorted(known)])
 
-    def run(self, work: Callable[[], Awaitable[T]], display: Any = None) -> tuple[T | None, bool]:
+    def run(self, work: Callable[[], Coroutine[Any, Any, T]], display: Any = None) -> tuple[T | None, bool]:
         """Run a stage's coroutine; Ctrl-C keeps what is written. Returns (result, interrupted)."""
         try:
             with display if display is not None else nullcontext():
