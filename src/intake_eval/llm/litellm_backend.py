@@ -56,10 +56,6 @@ def api_key_for(spec: ModelSpec) -> str | None:
     return _NO_KEY if spec.api_base else None
 
 
-def uses_direct_http(spec: ModelSpec) -> bool:
-    return direct_route(spec) is not None or anthropic_route(spec) is not None
-
-
 @functools.lru_cache(maxsize=512)
 def _model_info(model: str) -> dict[str, Any]:
     """litellm's table entry, looked up once per model id (a lookup costs more than the call's HTTP)."""
