@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
 import intake_eval
-from intake_eval.cli import app
 from intake_eval.core.errors import IntakeEvalError
+from tests.helpers.cli import invoke
 from tests.offline_runs import offline_run
 
 pytestmark = pytest.mark.slow  # offline studies end to end
@@ -24,10 +23,6 @@ LATE = 4  # the rule-following annotator: the judge is right, except that nothin
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     return offline_run(tmp_path_factory.mktemp("calibration"))
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(app, list(args))
 
 
 def fill(run_dir: Path, target: Path, *, strict: bool, skip_conversation: str | None = None) -> Path:

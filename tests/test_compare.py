@@ -11,9 +11,8 @@ from urllib.parse import parse_qsl
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
-from intake_eval.cli import app
+from tests.helpers.cli import invoke
 from tests.offline_runs import offline_run
 
 pytestmark = pytest.mark.slow  # offline studies end to end
@@ -25,10 +24,6 @@ CONTRARY = "contrary-judge"
 def runs(tmp_path_factory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("compare")
     return offline_run(folder, name="minimal", condition="minimal"), offline_run(folder, name="screening", condition="screening")
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(app, list(args))
 
 
 def add_contrary_judge(run_dir: Path) -> None:

@@ -8,18 +8,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from intake_eval.cli import app
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.manifest import Manifest
 from intake_eval.core.store import RunPaths
 from intake_eval.runner.leakage import assert_no_generator_leak
 from tests.fakeserver import FakeOpenAIServer, Reply
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(app, list(args))
+from tests.helpers.cli import invoke
 
 
 def flat(text: str) -> str:

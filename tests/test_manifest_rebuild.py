@@ -6,17 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from typer.testing import CliRunner
 
-from intake_eval.cli import app
 from intake_eval.core.store import RunPaths
+from tests.helpers.cli import invoke
 from tests.test_study import TINY
-
-
-def invoke(*args: str):
-    result = CliRunner().invoke(app, list(args))
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    return result
 
 
 def record_bytes(run_dir: Path) -> dict[str, bytes]:

@@ -12,9 +12,7 @@ import json
 import re
 import socket
 
-from typer.testing import CliRunner
 
-from intake_eval.cli import app
 from intake_eval.core.records import Conversation
 from intake_eval.core.store import (
     RunPaths,
@@ -24,16 +22,11 @@ from intake_eval.core.store import (
 )
 from tests.convo_helpers import make_profile
 from tests.fakeserver import FakeOpenAIServer, Reply
+from tests.helpers.cli import invoke
 from tests.judgment_builders import conversation, profile
 from tests.server_dialects import instance_of, llama_cpp_python, schema_sent
 
 TURNS = [("How have you been sleeping lately?", "I lie awake for hours."), ("Anything else?", "Not really.")]
-
-
-def invoke(*args: str):
-    result = CliRunner().invoke(app, list(args))
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    return result
 
 
 def flat(text: str) -> str:

@@ -7,10 +7,8 @@ import json
 import re
 
 import pytest
-from typer.testing import CliRunner
 
 from intake_eval.catalog.load import load_catalog
-from intake_eval.cli import app
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import Demographics, DomainDraw, PatientProbe, Profile
 from intake_eval.core.store import RunPaths, append_record, iter_records
@@ -28,6 +26,7 @@ from intake_eval.trust.probes import (
     plan_probes,
 )
 from tests.fakeserver import FakeOpenAIServer, Reply
+from tests.helpers import cli
 
 HIDDEN = {1: ["panic", "alcohol_use", "ocd", "adhd"], 2: ["alcohol_use", "ocd", "adhd", "panic"]}
 INVENTED = "cannabis_use"  # the leaky patient also claims this absent domain in every reply
@@ -57,9 +56,8 @@ def _run_dir(tmp_path):
 
 
 def invoke(*args: str):
-    result = CliRunner().invoke(app, ["qc-patient", *args])
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    return result
+    """`intake-eval qc-patient ARGS…` in this process (tests.helpers.cli)."""
+    return cli.invoke("qc-patient", *args)
 
 
 def _rows(run_dir) -> dict[tuple[str, str, str], dict[str, str]]:

@@ -11,13 +11,12 @@ import re
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from intake_eval.cli import app
 from intake_eval.core.records import Conversation
 from intake_eval.core.store import RunPaths, append_record, iter_records
 from tests.convo_helpers import make_profile
 from tests.fakeserver import FakeOpenAIServer, Reply
+from tests.helpers import cli
 
 MINIMAL = (
     "You are a mental health clinician conducting an initial intake interview with a new patient. Your goal is to "
@@ -65,10 +64,8 @@ def setup_run(tmp_path: Path, server: FakeOpenAIServer, cost: float | None = Non
 
 
 def invoke(*args: str):
-    result = CliRunner().invoke(app, ["run", *args])
-    # Only clean exits: an error is one printed line with exit code 2, never an escaped exception.
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    return result
+    """`intake-eval run ARGS…` in this process (tests.helpers.cli)."""
+    return cli.invoke("run", *args)
 
 
 def by_model(server: FakeOpenAIServer, model: str) -> list[list[dict]]:

@@ -15,11 +15,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from intake_eval.cli import app
 from intake_eval.core.shard import Shard, parse_shard, shard_index
 from intake_eval.core.errors import IntakeEvalError
+from tests.helpers.cli import invoke
 
 CONFIG = """\
 name: sharded
@@ -40,10 +39,6 @@ forks:
   - at: closure
     nudge: review
 """
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(app, [str(arg) for arg in args])
 
 
 def one_line_error(result, *needles: str) -> str:

@@ -6,16 +6,9 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from typer.testing import CliRunner
 
-from intake_eval.cli import app
+from tests.helpers.cli import invoke
 from tests.test_study import TINY
-
-
-def invoke(*args: str):
-    result = CliRunner().invoke(app, list(args))
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    return result
 
 
 def said(result) -> str:

@@ -6,11 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from intake_eval.cli import app
 from intake_eval.core.records import Conversation, Judgment
 from intake_eval.core.store import RunPaths, iter_records
+from tests.helpers.cli import invoke
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = """\
@@ -24,10 +23,6 @@ judges: [offline/judge]
 turns: {turns}
 concurrency: 8
 """
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(app, list(args))
 
 
 def manifest(run_dir: Path) -> dict:

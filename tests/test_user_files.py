@@ -8,12 +8,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from intake_eval.catalog.load import load_catalog
 from intake_eval.catalog.snapshot import run_catalog, write_catalog_snapshot
 from intake_eval.catalog.subset import catalog_subset
-from intake_eval.cli import app
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.package_data import package_folder
 from intake_eval.core.prompts import (
@@ -25,16 +23,15 @@ from intake_eval.core.prompts import (
     use_prompts,
 )
 from intake_eval.study.config import load_study_config
+from tests.helpers import cli
 
-runner = CliRunner()
 SHIPPED = package_folder("phenotypes")
 PAIR = ["adult_adhd", "anxious_depression"]
 CUSTOM_CLINICIAN = "You are a clinician. Ask about sleep, mood and substance use before you close.\n"
 
 
 def invoke(*args: str):
-    result = runner.invoke(app, [str(arg) for arg in args], env={"COLUMNS": "200"})
-    return result
+    return cli.invoke(*args, env={"COLUMNS": "200"})
 
 
 def user_files(root: Path) -> tuple[Path, Path]:

@@ -24,6 +24,7 @@ from intake_eval.catalog.classifier import mentions
 from intake_eval.core.prompts import render_prompt
 from intake_eval.core.records import DomainDraw, Profile, RenderFailure, RenderInfo
 from intake_eval.llm.base import ChatRequest, ModelCallError, UsageMeter
+from intake_eval.llm.request_kind import RequestKind
 
 if TYPE_CHECKING:
     from intake_eval.catalog.schema import Catalog
@@ -123,7 +124,7 @@ async def _render_once(model: "ChatModel", profile: Profile, draw: DomainDraw, i
     request = ChatRequest(
         messages=[] if offline else render_messages(profile, draw, is_presenting, missing, catalog, avoid),
         sample_index=attempt - 1,
-        purpose="generator",
+        purpose=RequestKind.GENERATOR,
         context={"role": "generator", "profile": profile, "domain": draw, "is_presenting": is_presenting,
                  "attempt": attempt},
     )
