@@ -64,6 +64,15 @@ def conversation_usage(paths: RunPaths, clinicians: Iterable[str], owners: Mappi
     return dict(sorted(total.items()))
 
 
+def usage_by_role(paths: RunPaths, clinicians: Iterable[str]) -> dict[str, Usage]:
+    """Per conversation role (clinician, formulation, patient, tracker) over the conversations."""
+    total: dict[str, Usage] = {}
+    for data in latest_lines([paths.conversations(alias) for alias in clinicians], "conversation_id").values():
+        for role, raw in (data.get("usage") or {}).items():
+            _add(total, role, usage_of(raw))
+    return dict(sorted(total.items()))
+
+
 def judgment_usage(paths: RunPaths, label: str) -> Usage:
     files = sorted(paths.judge_dir(label).glob("*.jsonl")) if paths.judge_dir(label).is_dir() else []
     total = Usage()

@@ -185,7 +185,6 @@ def generate_profiles(runner: StageRunner, *, n: int, mode: Mode, seed: int, gen
     check_design(catalog, hidden_count)
     spec = resolve_spec(generator, runner.specs)
     check_offline_name(spec.model)
-    assert runner.manifest is not None, "the runner opened the manifest when it took the lock"
     assert_generator_is_held_out(runner.manifest, generator, spec.model)  # a design error: say it before key problems
     runner.resolve([generator])
     config = stage_config(n, mode, seed, spec, catalog, max_attempts=max_attempts, qc_threshold=qc_threshold,

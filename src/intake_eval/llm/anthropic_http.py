@@ -17,14 +17,11 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from intake_eval.llm.base import ModelSpec
 from intake_eval.llm.litellm_import import import_litellm
 from intake_eval.llm.providers import read_api_key
-
-if TYPE_CHECKING:
-    from litellm.types.llms.anthropic import AnthropicThinkingParam
 
 ANTHROPIC_VERSION = "2023-06-01"
 STRUCTURED_OUTPUTS_BETA = "structured-outputs-2025-11-13"
@@ -111,9 +108,7 @@ def messages_body(route: AnthropicRoute, params: dict[str, Any], level: str | No
     body["max_tokens"] = params.get("max_tokens") or route.default_max_tokens
     thinking = params.get("thinking")
     if isinstance(thinking, dict):
-        # The caller's thinking block goes to Anthropic as written; litellm only reads its type and budget.
-        thinking = AnthropicConfig.cap_thinking_budget_to_max_tokens(cast("AnthropicThinkingParam", thinking),
-                                                                     body["max_tokens"])
+        thinking = AnthropicConfig.cap_thinking_budget_to_max_tokens(cast(Any, thinking), body["max_tokens"])
     if thinking:
         body["thinking"] = thinking
     if system:

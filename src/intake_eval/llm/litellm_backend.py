@@ -56,6 +56,10 @@ def api_key_for(spec: ModelSpec) -> str | None:
     return _NO_KEY if spec.api_base else None
 
 
+def uses_direct_http(spec: ModelSpec) -> bool:
+    return direct_route(spec) is not None or anthropic_route(spec) is not None
+
+
 @functools.lru_cache(maxsize=512)
 def _model_info(model: str) -> dict[str, Any]:
     """litellm's table entry, looked up once per model id (a lookup costs more than the call's HTTP)."""
@@ -71,10 +75,10 @@ def _linear_prices(model: str) -> tuple[float, float] | None:
     litellm's own cost_per_token — so a call is priced without asking litellm again; None for a
     tiered, unmapped or otherwise special model, which litellm prices call by call."""
     info = _model_info(model)
-    input_rate, output_rate = info.get("input_cost_per_token"), info.get("output_cost_per_token")
+    rates = info.get("input_cost_per_token"), info.get("output_cost_per_token")
     tiered = any(value is not None and key.startswith(("input_cost_per_token_above", "output_cost_per_token_above"))
                  for key, value in info.items())
-    if tiered or not isinstance(input_rate, (int, float)) or not isinstance(output_rate, (int, float)):
+    if tiered or not all(isinstance(rate, (int, float)) for rate in rates):
         return None
     litellm = import_litellm()
     for prompt, completion in ((1000, 1000), (3, 7), (123_457, 0)):
@@ -82,9 +86,9 @@ def _linear_prices(model: str) -> tuple[float, float] | None:
             expected = litellm.cost_per_token(model=model, prompt_tokens=prompt, completion_tokens=completion)
         except Exception:
             return None
-        if expected != (input_rate * prompt, output_rate * completion):
+        if expected != (rates[0] * prompt, rates[1] * completion):
             return None
-    return float(input_rate), float(output_rate)
+    return float(rates[0]), float(rates[1])
 
 
 def cache_prices(spec: ModelSpec) -> tuple[float | None, float | None]:

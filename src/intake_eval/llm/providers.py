@@ -95,8 +95,8 @@ class DirectRoute:
         if not isinstance(usage, dict):
             return response
         fixed = dict(usage)
-        reported_details = fixed.get("prompt_tokens_details")
-        details = reported_details if isinstance(reported_details, dict) else {}
+        given = fixed.get("prompt_tokens_details")
+        details: dict[str, Any] = given if isinstance(given, dict) else {}
         if fixed.get("prompt_cache_hit_tokens") and not details.get("cached_tokens"):
             fixed["prompt_tokens_details"] = {**details, "cached_tokens": int(fixed["prompt_cache_hit_tokens"])}
         if self.provider.completion_from_total:

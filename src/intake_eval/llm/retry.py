@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from intake_eval.llm.base import FailureKind, ModelCallError, ModelSpec, public_url
+from intake_eval.llm.base import ModelCallError, ModelSpec, public_url
 from intake_eval.llm.error_body import error_body_of
 from intake_eval.llm.health import DETERMINISTIC_STATUS, EndpointHealth
 
@@ -301,7 +301,7 @@ async def call_with_retry(
                 elif health is not None:
                     health.failed(failure.reason, message, deterministic=is_deterministic(failure),
                                   identity=(failure.reason, failure.detail))
-                kind: FailureKind = "content_policy" if failure.call_only else "fatal"
+                kind = "content_policy" if failure.call_only else "fatal"
                 raise ModelCallError(message, kind=kind, attempts=attempts, status_code=failure.status) from None
             left_s = policy.deadline_s - (time.monotonic() - started)
             if failure.retry_after_s is not None and failure.retry_after_s > left_s:

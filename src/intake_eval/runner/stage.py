@@ -271,7 +271,7 @@ class StageRunner:
 
     def _record_models(self, role: str, aliases: Mapping[str, ModelSpec]) -> None:
         manifest = self._manifest()
-        known = {str(entry.get("alias")): entry for entry in manifest.data.get("models", {}).get(role, [])
+        known = {entry.get("alias"): entry for entry in manifest.data.get("models", {}).get(role, [])
                  if isinstance(entry, dict)}
         for alias, spec in aliases.items():
             known[alias] = {**known.get(alias, {}), "alias": alias, **spec.public_dict()}
