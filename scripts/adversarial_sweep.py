@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Run every bad input of tests/adversarial_cases.py against the CLI (one subprocess each) and
+"""Run every bad input of tests/helpers/adversarial_cases.py against the CLI (one subprocess each) and
 print the counts: tracebacks, silent acceptances, wrong answers, passes.
 
     .venv/bin/python scripts/adversarial_sweep.py [--only SUBSTRING] [--jobs N] [--list] [--json OUT]
@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.adversarial_cases import all_cases, build_base, can_mount, run_case  # noqa: E402
+from tests.helpers.adversarial_cases import all_cases, build_base, can_mount, run_case  # noqa: E402
 
 
 def main() -> int:

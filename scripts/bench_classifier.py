@@ -27,7 +27,7 @@ from intake_eval.catalog.classifier import (  # noqa: E402
     load_lexicon,
 )
 from intake_eval.catalog.neighbours import shipped_index  # noqa: E402
-from tests.classifier_probes import load_probes  # noqa: E402
+from tests.helpers.classifier_probes import load_probes  # noqa: E402
 
 LABELLED = ["classifier_labelled.tsv", "classifier_heldout.tsv"]
 

@@ -3,7 +3,7 @@
     .venv/bin/python scripts/bench_first_request.py [--repeats 5] [--conversations 256] [--concurrency 256]
                                                     [--turns 25] [--delay 0.5] [--src DIR] [--skip-study]
 
-A loopback OpenAI-compatible server (tests/fakeserver.py, in a child process, answering after --delay
+A loopback OpenAI-compatible server (tests/helpers/fakeserver.py, in a child process, answering after --delay
 seconds) impersonates Together (``INTAKE_EVAL_BASE_URL_TOGETHER_AI``; key variable and price table as
 for the real host, so the call is priced from litellm's table exactly as a real one). It prints the
 wall-clock time its first request arrived. Two measurements, each timed from just before the child
@@ -49,7 +49,7 @@ FIRST = "FIRST "
 def serve(delay: float) -> None:
     """Child process: the loopback server; prints its URL, then the arrival time of its first request."""
     from tests import fakeserver
-    from tests.fakeserver import FakeOpenAIServer, Reply
+    from tests.helpers.fakeserver import FakeOpenAIServer, Reply
 
     fakeserver._Handler.disable_nagle_algorithm = True
 
@@ -101,7 +101,7 @@ def child_env(url: str, src: Path | None) -> dict[str, str]:
 
 def first_request_of_run(delay: float, src: Path | None) -> float:
     from intake_eval.core.store import RunPaths, append_record
-    from tests.convo_helpers import make_profile
+    from tests.helpers.convo_helpers import make_profile
 
     server = Server(delay)
     with tempfile.TemporaryDirectory() as scratch:

@@ -46,8 +46,8 @@ MODEL = "gemini/gemini-3-flash-preview"  # the study's primary judge
 
 def serve(delay: float) -> None:
     """Child process: a server answering every judge prompt with a valid label after ``delay``."""
-    from tests.fakeserver import FakeOpenAIServer, Reply
-    from tests.test_judging import _valid_answer
+    from tests.helpers.fakeserver import FakeOpenAIServer, Reply
+    from tests.judge.test_judging import _valid_answer
 
     def respond(body, index):
         content = body["messages"][0]["content"]

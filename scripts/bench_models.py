@@ -29,8 +29,8 @@ os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
 
 def serve(delay: float) -> None:
     """Child process: run the fake server and print its URL."""
-    from tests import fakeserver
-    from tests.fakeserver import FakeOpenAIServer, Reply
+    from tests.helpers import fakeserver
+    from tests.helpers.fakeserver import FakeOpenAIServer, Reply
 
     # The handler writes headers and body separately; with Nagle on, each answer waits ~40 ms for
     # the client's delayed ACK, which is the test server's cost, not the client's.

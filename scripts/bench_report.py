@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
-from tests.test_report_support import synth_run  # noqa: E402
+from tests.helpers.report_runs import synth_run  # noqa: E402
 
 CLINICIANS = ("offline/screener", "offline/anchored", "llama-3.3-70b", "deepseek-v3", "kimi-k2.6", "qwen3-8b",
               "llama-3.1-8b")

@@ -35,7 +35,7 @@ CLINICIANS = ["clin-1", "clin-2", "clin-3", "clin-4", "clin-5"]
 
 def serve(delay: float) -> None:
     """Child process: a fake server whose every answer is unique (no accidental cache hits)."""
-    from tests.fakeserver import FakeOpenAIServer, Reply
+    from tests.helpers.fakeserver import FakeOpenAIServer, Reply
 
     server = FakeOpenAIServer(lambda body, index: Reply(content=f"Answer number {index}, about my week.", delay=delay))
     server.start()
@@ -53,7 +53,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 def generate(run_dir: Path, profiles: int) -> None:
     """Profiles as `generate --stratified --generator offline/generator` makes them (sampling + offline render)."""
-    from tests.convo_helpers import write_generated_profiles
+    from tests.helpers.convo_helpers import write_generated_profiles
 
     write_generated_profiles(run_dir / "profiles.jsonl", profiles)
 

@@ -3,10 +3,10 @@ the probe corpus's TUNING part only.
 
     .venv/bin/python scripts/export_classifier_examples.py
 
-The held-out part (tests/classifier_probes.py) is never shipped: it measures how the classifier does
+The held-out part (tests/helpers/classifier_probes.py) is never shipped: it measures how the classifier does
 on wordings it has never seen, so none of its rows may enter the package, nor a tuning item whose text
 contains a held-out item's wording (a compound question holding a shorter held-out one); the script
-prints how many such items it leaves out, never their text. tests/test_neighbours.py checks.
+prints how many such items it leaves out, never their text. tests/catalog/test_neighbours.py checks.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from intake_eval.catalog.neighbours import EXAMPLES_PATH, HEADER  # noqa: E402
-from tests.classifier_probes import load_probes, shippable_examples  # noqa: E402
+from tests.helpers.classifier_probes import load_probes, shippable_examples  # noqa: E402
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from intake_eval.catalog.classifier import example_document, fallback_query  # noqa: E402
 from intake_eval.catalog.neighbours import Example, NeighbourIndex, decide  # noqa: E402
-from tests.classifier_probes import load_probes, shippable_examples  # noqa: E402
+from tests.helpers.classifier_probes import load_probes, shippable_examples  # noqa: E402
 
 WORD_NGRAMS = [None, (1, 1), (1, 2)]
 CHAR_NGRAMS = [None, (2, 4), (3, 5), (2, 5)]

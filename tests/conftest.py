@@ -19,7 +19,7 @@ def run_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def fake_server():
-    from tests.fakeserver import FakeOpenAIServer
+    from tests.helpers.fakeserver import FakeOpenAIServer
 
     with FakeOpenAIServer() as server:
         yield server

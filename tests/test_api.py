@@ -12,7 +12,7 @@ import pytest
 import intake_eval
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import Conversation, Judgment, Profile
-from tests.offline_runs import offline_run
+from tests.helpers.offline_runs import offline_run
 
 pytestmark = pytest.mark.slow  # offline studies end to end
 

@@ -21,12 +21,12 @@ from intake_eval.llm.anthropic_batch import AnthropicBatchClient
 from intake_eval.llm.anthropic_http import anthropic_route
 from intake_eval.llm.batch import BatchClient, batch_route
 from intake_eval.llm.registry import resolve_spec
-from tests.batchserver import FakeBatchServer, together_job
+from tests.helpers.batchserver import FakeBatchServer, together_job
 from tests.conformance.prices import table_dollars
 from tests.conformance.replay import ReplayRequest, ReplayServer, recorded
-from tests.fakeserver import Reply
-from tests.test_judge_cli import _run_folder
-from tests.test_judging import _valid_answer
+from tests.helpers.fakeserver import Reply
+from tests.commands.test_judge import _run_folder
+from tests.judge.test_judging import _valid_answer
 
 KIMI = "together_ai/moonshotai/Kimi-K2.6"
 CLINICIANS = ("offline/screener", "offline/anchored")

@@ -12,8 +12,8 @@ from intake_eval.cli import app
 from intake_eval.core.records import Conversation
 from intake_eval.core.store import RunPaths, append_record, iter_records
 from tests.conformance.replay import ReplayServer, recorded
-from tests.convo_helpers import make_profile
-from tests.fakeserver import FakeOpenAIServer
+from tests.helpers.convo_helpers import make_profile
+from tests.helpers.fakeserver import FakeOpenAIServer
 
 
 def flat(text: str) -> str:
@@ -118,8 +118,8 @@ def test_a_claude_judge_whose_server_refuses_both_schema_fields_judges_with_the_
     """A proxy that knows neither output_config (derived refusal, see test_structured) nor the beta header
     (the recorded Vertex rejection): the judge degrades to the prompt, finishes, and the manifest says so."""
     from tests.conformance.test_structured import OUTPUT_CONFIG_UNKNOWN, claude_level
-    from tests.test_judge_cli import _run_folder
-    from tests.test_judging import _valid_answer
+    from tests.commands.test_judge import _run_folder
+    from tests.judge.test_judging import _valid_answer
 
     def respond(request) -> dict:
         level = claude_level(request)

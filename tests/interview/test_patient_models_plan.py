@@ -8,7 +8,7 @@ import pytest
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.interview.conversation import make_conversation_id, opening_key
 from intake_eval.interview.plan import RunSettings, plan_conversations, stage_config
-from tests.convo_helpers import make_profile
+from tests.helpers.convo_helpers import make_profile
 
 
 def test_conversation_id_segments_follow_the_shared_convention():

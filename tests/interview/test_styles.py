@@ -14,7 +14,7 @@ from intake_eval.interview.conversation import (
 )
 from intake_eval.interview.participants import patient_system_prompt
 from intake_eval.interview.plan import RunSettings, plan_conversations, prompt_names
-from tests.convo_helpers import ScriptedModel, make_profile
+from tests.helpers.convo_helpers import ScriptedModel, make_profile
 
 
 def test_conversation_ids_carry_the_patient_and_the_style_only_when_they_are_not_the_default():

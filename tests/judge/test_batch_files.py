@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 from intake_eval.cli import app
 from intake_eval.core.calls import read_ledger
 from intake_eval.core.store import iter_json_lines
-from tests.fakeserver import FakeOpenAIServer, Reply
-from tests.test_judge_cli import _models_file, _run_folder
-from tests.test_judging import _valid_answer
+from tests.helpers.fakeserver import FakeOpenAIServer, Reply
+from tests.commands.test_judge import _models_file, _run_folder
+from tests.judge.test_judging import _valid_answer
 
 PRICE_IN, PRICE_OUT = 0.000002, 0.00001
 PRICES = f"    input_cost_per_token: {PRICE_IN}\n    output_cost_per_token: {PRICE_OUT}\n"

@@ -19,9 +19,9 @@ from intake_eval.llm.affinity import ROUTER_HEADERS, ReplicaChooser, conversatio
 from intake_eval.llm.base import ChatRequest, ModelSpec
 from intake_eval.llm.litellm_backend import ProviderBackend
 from intake_eval.llm.registry import read_models_file
-from tests.convo_helpers import make_profile
-from tests.fakeserver import FakeOpenAIServer, Reply
-from tests.test_run_fakeserver import invoke, study_server
+from tests.helpers.convo_helpers import make_profile
+from tests.helpers.fakeserver import FakeOpenAIServer, Reply
+from tests.commands.test_run_loopback import invoke, study_server
 
 PROFILES = 9
 

@@ -10,7 +10,7 @@ import sys
 
 from intake_eval.core.records import Conversation
 from intake_eval.core.store import RunPaths, iter_records
-from tests.test_run_fakeserver import setup_run, study_server
+from tests.commands.test_run_loopback import setup_run, study_server
 
 WIRE_NAMES = {"meta-llama/Llama-3.3-70B-Instruct-Turbo": "doc", "meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo": "pat"}
 RUN_AND_REPORT = """

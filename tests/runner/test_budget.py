@@ -9,7 +9,7 @@ from intake_eval.interview.budget import Budget
 from intake_eval.interview.conversation import PlannedConversation
 from intake_eval.interview.cost_forecast import arm_of
 from intake_eval.runner.budget import FolderBudget
-from tests.convo_helpers import make_profile
+from tests.helpers.convo_helpers import make_profile
 
 
 def test_the_overhead_is_billed_dollars_per_dollar_of_answers_used():

@@ -8,7 +8,7 @@ from intake_eval.core.patient_styles import STYLES
 from intake_eval.metrics.patient_language import words
 from intake_eval.simulated.patient import reply, spoken_domains
 from intake_eval.simulated.patient_voice import VOICES
-from tests.convo_helpers import make_profile
+from tests.helpers.convo_helpers import make_profile
 
 
 def _context(style: str, utterance: str | None, turn: int = 1, history: list | None = None) -> dict:

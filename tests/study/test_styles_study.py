@@ -9,7 +9,7 @@ import pytest
 
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.study.config import load_study_config
-from tests.offline_runs import STUDY, offline_run
+from tests.helpers.offline_runs import STUDY, offline_run
 
 STYLES = "patient_styles: [forthcoming, guarded]\nqc: {enabled: true, profiles: 3, max_early_resolution: 0.5}\n"
 

@@ -98,12 +98,13 @@ def _family(
 ) -> Family:
     """Each pattern is parsed once: the parse tree gives its possible starts for the index and is
     compiled as is (re.compile would parse the text a second time; loading is mostly parsing)."""
-    from re import _compiler, _parser  # the stdlib's regex parser and compiler
+    # The stdlib's regex parser and compiler: private modules typeshed does not describe.
+    from re import _compiler, _parser  # type: ignore[attr-defined]
 
     compiled, sources, heads = [], [], []
-    patterns = [(pattern, pattern) for pattern in patterns]
-    proximity_from = len(patterns)
-    for pattern, lead in [*patterns, *proximity]:
+    own_leads = [(pattern, pattern) for pattern in patterns]
+    proximity_from = len(own_leads)
+    for pattern, lead in [*own_leads, *proximity]:
         try:
             tree = _parser.parse(pattern)
             heads.append(pattern_heads(list(tree.data), _KEY) if pattern.startswith(("\\b", "^")) else None)
@@ -193,10 +194,10 @@ def _find_matches(sentence: str, lexicon: "Lexicon", exhaustive: bool) -> list[t
                 for pair in pairs:
                     if start < ends.get(pair, 0):
                         continue
-                    match = lexicon.families[pair[0]].patterns[pair[1]].match(sentence, start)
-                    if match and match.end() > start:
-                        ends[pair] = match.end()
-                        found.append((pair[0], pair[1], start, match.end(), match.group(0)))
+                    anchored = lexicon.families[pair[0]].patterns[pair[1]].match(sentence, start)
+                    if anchored and anchored.end() > start:
+                        ends[pair] = anchored.end()
+                        found.append((pair[0], pair[1], start, anchored.end(), anchored.group(0)))
     found.sort()
     return found
 
@@ -369,12 +370,12 @@ def classify(text: str, *, disclosed: Iterable[str] = ()) -> Classification:
         question_type = "treatment_planning"
     else:
         question_type = _undirected_type(asking_sentences, sentences, lexicon)
-    domains = sorted(asked)
+    asked_domains = sorted(asked)
     return Classification(
         question_type=question_type,
-        domains=domains,
-        scores={domain: float(len(asked[domain])) for domain in domains},
-        matches={domain: asked[domain] for domain in domains},
+        domains=asked_domains,
+        scores={domain: float(len(asked[domain])) for domain in asked_domains},
+        matches={domain: asked[domain] for domain in asked_domains},
         mentioned=sorted(mentioned - set(asked)),
         nearest=nearest,
     )

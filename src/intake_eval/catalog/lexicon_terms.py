@@ -78,7 +78,8 @@ def proximity_patterns(rule: list, groups: dict[str, str]) -> list[tuple[str, st
 def pattern_heads(items: list, need: int) -> set[str] | None:
     """The strings (up to ``need`` characters) every match of a parsed regex sequence starts
     with, or None when a match could start with anything we cannot enumerate."""
-    from re import _constants as c  # the stdlib's regex parse tree, used read-only
+    # The stdlib's regex parse tree, used read-only: a private module typeshed does not describe.
+    from re import _constants as c  # type: ignore[attr-defined]
 
     if need == 0 or not items:
         return {""}
@@ -93,7 +94,8 @@ def pattern_heads(items: list, need: int) -> set[str] | None:
         return pattern_heads(list(av[3]) + rest, need)
     if op is c.BRANCH:
         options = [pattern_heads(list(branch) + rest, need) for branch in av[1]]
-        return None if any(o is None for o in options) else set().union(*options)
+        enumerable = [option for option in options if option is not None]
+        return None if len(enumerable) < len(options) else set().union(*enumerable)
     if op in (c.MAX_REPEAT, c.MIN_REPEAT) and av[0] in (0, 1) and av[1] == 1:
         taken = pattern_heads(list(av[2]) + rest, need)
         skipped = pattern_heads(rest, need) if av[0] == 0 else set()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from intake_eval.catalog.schema import (
     DEFAULT_CATALOG_DIR,
@@ -28,6 +29,7 @@ from intake_eval.catalog.schema import (
     DomainCatalog,
     Phenotype,
     Prerequisites,
+    Severity,
     allowed,
 )
 from intake_eval.catalog.describes import check_describes
@@ -90,7 +92,7 @@ def _location(loc: tuple[Any, ...], raw: Any) -> str:
     return text or "(top level)"
 
 
-def _describe(item: dict[str, Any]) -> str:
+def _describe(item: ErrorDetails) -> str:
     kind, loc = item.get("type", ""), item.get("loc", ())
     if kind == "extra_forbidden":
         close = difflib.get_close_matches(str(loc[-1]) if loc else "", KNOWN_KEYS, n=1)
@@ -142,10 +144,11 @@ def _check_domains(catalog: DomainCatalog, where: str, problems: list[str]) -> N
                 )
         _check_prior(domain.severity_prior, f"{at}.severity_prior", problems)
         for band in SEVERITIES:
-            low, high = domain.symptom_counts.get(band, (None, None))
-            if low is None:
+            counts = domain.symptom_counts.get(band)
+            if counts is None:
                 problems.append(f"{at}.symptom_counts.{band}: missing severity band")
                 continue
+            low, high = counts
             if not 1 <= low <= high:
                 problems.append(f"{at}.symptom_counts.{band}: range [{low}, {high}] must satisfy 1 <= low <= high")
             if high > len(domain.symptoms):
@@ -177,7 +180,7 @@ def _context_items(context: ContextPools):
             yield band, item
 
 
-def _check_prior(prior: dict[str, float], at: str, problems: list[str]) -> None:
+def _check_prior(prior: dict[Severity, float], at: str, problems: list[str]) -> None:
     for band in SEVERITIES:
         if band not in prior:
             problems.append(f"{at}.{band}: missing severity band")

@@ -4,7 +4,7 @@ the domains of the most similar shipped example clinician question.
 The examples (``data/classifier_examples.tsv``) are the tuning part of the classifier probe corpus,
 qualifying questions with their domains and non-qualifying lines (open invitations, empathy,
 summaries, advice) with none; the held-out part is never shipped, nor a tuning item that contains a
-held-out wording (scripts/export_classifier_examples.py writes the file; tests/test_neighbours.py checks). Utterances and examples are compared
+held-out wording (scripts/export_classifier_examples.py writes the file; tests/catalog/test_neighbours.py checks). Utterances and examples are compared
 by TF-IDF cosine over word and character n-grams of their asking sentences. The nearest example
 decides: it must be at least ``MIN_SIMILARITY`` alike and be a qualifying one, so a wording closest
 to an open invitation unlocks nothing. Of the nearest example's domains, those that also win a
@@ -83,9 +83,9 @@ class NeighbourIndex:
         word_ngrams: tuple[int, int] | None = WORD_NGRAMS,
         char_ngrams: tuple[int, int] | None = CHAR_NGRAMS,
     ) -> None:
-        from scipy.sparse import hstack
-        from sklearn.feature_extraction.text import TfidfVectorizer
-        from sklearn.preprocessing import normalize
+        from scipy.sparse import hstack  # type: ignore[import-untyped]  # scipy ships no type stubs
+        from sklearn.feature_extraction.text import TfidfVectorizer  # type: ignore[import-untyped]  # no stubs
+        from sklearn.preprocessing import normalize  # type: ignore[import-untyped]  # scikit-learn ships no stubs
 
         self.examples = list(examples)
         vectorizers = []

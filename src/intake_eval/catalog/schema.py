@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from intake_eval.core.package_data import package_folder
 
 Severity = Literal["mild", "moderate", "severe"]
-SEVERITIES: tuple[str, ...] = ("mild", "moderate", "severe")
+SEVERITIES: tuple[Severity, ...] = ("mild", "moderate", "severe")
+Sex = Literal["female", "male"]
 
 DEFAULT_CATALOG_DIR = package_folder("phenotypes")
 
@@ -23,6 +24,18 @@ DEFAULT_CATALOG_DIR = package_folder("phenotypes")
 Age = Annotated[int, Field(ge=0, le=130)]
 Weeks = Annotated[int, Field(ge=0, le=520)]
 Count = Annotated[int, Field(ge=0, le=1000)]
+
+
+def _default_symptom_counts() -> dict[Severity, tuple[int, int]]:
+    return {"mild": (2, 3), "moderate": (3, 4), "severe": (4, 6)}
+
+
+def _default_names() -> dict[Sex, list[str]]:
+    return {"female": ["Alex"], "male": ["Alex"]}
+
+
+def _even_sex_weights() -> dict[Sex, float]:
+    return {"female": 0.5, "male": 0.5}
 
 
 class Strict(BaseModel):
@@ -44,7 +57,7 @@ class Diagnosis(Strict):
 
 
 class Prerequisites(Strict):
-    sex: Literal["female", "male"] | None = None
+    sex: Sex | None = None
     min_age: Age | None = None
     max_age: Age | None = None
     postpartum: bool | None = None
@@ -61,7 +74,7 @@ class Domain(Strict):
     severity_prior: dict[Severity, float]
     severity_source: str = ""  # where the severity prior comes from (or "clinical judgement")
     symptom_counts: dict[Severity, tuple[Count, Count]] = Field(
-        default_factory=lambda: {"mild": (2, 3), "moderate": (3, 4), "severe": (4, 6)}
+        default_factory=_default_symptom_counts
     )  # inclusive range of symptoms drawn per severity band
     prerequisites: Prerequisites = Field(default_factory=Prerequisites)
     diagnoses: list[Diagnosis] = Field(default_factory=list)
@@ -75,9 +88,7 @@ class ContextItem(Prerequisites):
 
 
 class ContextPools(Strict):
-    names: dict[Literal["female", "male"], list[str]] = Field(
-        default_factory=lambda: {"female": ["Alex"], "male": ["Alex"]}
-    )
+    names: dict[Sex, list[str]] = Field(default_factory=_default_names)
     occupations: list[ContextItem] = Field(default_factory=lambda: [ContextItem(text="office worker")])
     relationships: list[ContextItem] = Field(default_factory=lambda: [ContextItem(text="single")])
     life_context: list[ContextItem] = Field(default_factory=list)
@@ -108,7 +119,7 @@ class ConflictRule(Strict):
 
 class DemographicConstraints(Strict):
     age: tuple[Age, Age] = (18, 70)
-    sex_weights: dict[Literal["female", "male"], float] = Field(default_factory=lambda: {"female": 0.5, "male": 0.5})
+    sex_weights: dict[Sex, float] = Field(default_factory=_even_sex_weights)
     postpartum: bool = False
     weeks_postpartum: tuple[Weeks, Weeks] = (2, 26)  # only used when postpartum
     occupations: list[str] = Field(default_factory=list)  # optional phenotype-specific pool

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import typer
 
-# Typer >= 0.29 vendors its own copy of click (typer._click) and only catches that copy's
-# ClickException; take whichever class the running Typer uses.
-ClickException = next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException")
+if TYPE_CHECKING:
+    # The checker sees click's class: the vendored copy below has the same interface.
+    from click import ClickException
+else:
+    # Typer >= 0.29 vendors its own copy of click (typer._click) and only catches that copy's
+    # ClickException; take whichever class the running Typer uses.
+    ClickException = next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException")
 
 
 class IntakeEvalError(ClickException):

@@ -68,7 +68,7 @@ def describe_os_error(error: OSError) -> str | None:
             errno.EROFS: "make it writable or choose another --run-dir",
             errno.EACCES: "fix its permissions or choose another --run-dir",
             errno.EPERM: "fix its permissions or choose another --run-dir",
-            errno.EISDIR: "move that folder aside, then rerun"}.get(error.errno, "fix it, then rerun")
+            errno.EISDIR: "move that folder aside, then rerun"}.get(error.errno or 0, "fix it, then rerun")
     return f"{path}: {cause}; {hint}"
 
 

@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -58,10 +58,12 @@ _BY_LOCATION: Any = object()  # default: the model from record_model_of
 
 
 def _invalid_reason(error: ValidationError) -> str:
-    first = error.errors()[0] if error.errors() else {}
-    where = ".".join(str(part) for part in first.get("loc", ())) or "(top level)"
+    if not error.errors():
+        return "(top level): invalid"
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "(top level)"
     more = f" (+{error.error_count() - 1} more)" if error.error_count() > 1 else ""
-    return f"{where}: {first.get('msg', 'invalid')}{more}"
+    return f"{where}: {first['msg']}{more}"
 
 
 def _iter_lines(path: Path, stats: ReadStats, model: type[BaseModel] | None
@@ -125,4 +127,4 @@ def iter_json_lines_at(path: Path, stats: ReadStats | None = None, model: Any = 
 
 def iter_records(path: Path, model: type[T], stats: ReadStats | None = None) -> Iterator[T]:
     for _data, record, _offset, _length in _iter_lines(path, stats or ReadStats(), model):
-        yield record  # type: ignore[misc]
+        yield cast(T, record)  # validated against ``model`` by _iter_lines, so never None here

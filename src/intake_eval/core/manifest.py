@@ -14,6 +14,7 @@ import shutil
 import time
 from datetime import datetime, timezone
 from importlib import metadata
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +176,8 @@ class Manifest:
     def stage(self, name: str) -> dict[str, Any]:
         return self.data["stages"].setdefault(name, {})
 
-    def begin_stage(self, name: str, config: dict[str, Any], *, force: bool = False, outputs: list[Path] = ()) -> str:
+    def begin_stage(self, name: str, config: dict[str, Any], *, force: bool = False,
+                    outputs: Sequence[Path] = ()) -> str:
         """Register (or verify) a stage's configuration. Returns its config hash.
 
         A changed config is refused unless ``force``, which moves ``outputs`` to superseded/.
@@ -206,7 +208,7 @@ class Manifest:
         self.save()
         return config_hash
 
-    def supersede(self, name: str, outputs: list[Path]) -> None:
+    def supersede(self, name: str, outputs: Iterable[Path]) -> None:
         target = self.paths.superseded_dir / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
         for path in outputs:
             if path.exists():

@@ -15,14 +15,13 @@ import json
 import os
 import re
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.fs import named_os_error, remove_quietly
 
 # readers import the line readers from here too
@@ -333,14 +332,3 @@ def stable_hash(data: Any) -> str:
 
 def file_hash(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def require_file(path: Path, what: str, hint: str) -> Path:
-    if not path.exists():
-        raise IntakeEvalError(f"{path}: no {what} here yet; {hint}")
-    return path
-
-
-def ensure_dirs(paths: Iterable[Path]) -> None:
-    for path in paths:
-        path.mkdir(parents=True, exist_ok=True)

@@ -25,8 +25,9 @@ async def gather_or_cancel(awaitables: Iterable[Awaitable[Any]]) -> list[Any]:
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
-                if not task.cancelled() and task.exception() is not None:
-                    raise task.exception()
+                failure = None if task.cancelled() else task.exception()
+                if failure is not None:
+                    raise failure
         return [task.result() for task in tasks]
     finally:
         for task in tasks:

@@ -26,6 +26,7 @@ def _loader() -> type:
 
     base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+    # The base is chosen at run time (libyaml's C loader when it is built), so the checker cannot see it.
     class NoDuplicatesLoader(base):  # type: ignore[misc, valid-type]
         def construct_mapping(self, node, deep=False):
             if isinstance(node, yaml.MappingNode):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable, Sequence
 
 TOLERANCE = 1e-10  # calibration stops when every inclusion probability is this close to its target
 
@@ -23,7 +24,7 @@ def allowed_sample(sample: tuple[int, ...], forbidden: list[tuple[int, int]]) ->
 
 
 def fit_max_entropy(target: list[float], groups: dict[int, float], forbidden: list[tuple[int, int]],
-                    nonempty: bool, exact: list[tuple[tuple[int, ...], int]] = ()) -> list[tuple[tuple[int, ...], int, float]]:
+                    nonempty: bool, exact: Sequence[tuple[tuple[int, ...], int]] = ()) -> list[tuple[tuple[int, ...], int, float]]:
     """The maximum-entropy design over samples of units 0..n-1 with inclusion probabilities
     ``target``, size-group probabilities ``groups`` (size → probability; the key -1 means one
     group of every size), no sample holding a ``forbidden`` pair, no empty sample (``nonempty``),
@@ -38,6 +39,7 @@ def fit_max_entropy(target: list[float], groups: dict[int, float], forbidden: li
     import numpy as np
 
     n = len(target)
+    sizes: Iterable[int]
     if -1 in groups:
         sizes = range(0, n + 1)
     else:

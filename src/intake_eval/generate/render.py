@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ from intake_eval.catalog.classifier import mentions
 from intake_eval.core.prompts import render_prompt
 from intake_eval.core.records import DomainDraw, Profile, RenderFailure, RenderInfo
 from intake_eval.llm.base import ChatRequest, ModelCallError, UsageMeter
+from intake_eval.llm.request_kind import RequestKind
 
 if TYPE_CHECKING:
     from intake_eval.catalog.schema import Catalog
@@ -98,7 +100,7 @@ def clean_render(text: str) -> str:
 # ---------------------------------------------------------------- one domain, one attempt
 
 def render_messages(profile: Profile, draw: DomainDraw, is_presenting: bool, missing: list[str], catalog: "Catalog",
-                    avoid: list[str] = ()):
+                    avoid: Sequence[str] = ()):
     domain = catalog.domains.get(draw.domain)
     content = render_prompt(
         RENDER_TEMPLATE,
@@ -114,7 +116,7 @@ def render_messages(profile: Profile, draw: DomainDraw, is_presenting: bool, mis
 
 async def _render_once(model: "ChatModel", profile: Profile, draw: DomainDraw, is_presenting: bool,
                        attempt: int, missing: list[str], catalog: "Catalog",
-                       meter: "UsageMeter | None", avoid: list[str] = ()) -> tuple[str, str | None]:
+                       meter: "UsageMeter | None", avoid: Sequence[str] = ()) -> tuple[str, str | None]:
     """(rendered text, None) or ("", why the call failed)."""
     spec = getattr(model, "spec", None)
     # Offline participants read request.context, never the prompt: skip rendering it for them.
@@ -122,7 +124,7 @@ async def _render_once(model: "ChatModel", profile: Profile, draw: DomainDraw, i
     request = ChatRequest(
         messages=[] if offline else render_messages(profile, draw, is_presenting, missing, catalog, avoid),
         sample_index=attempt - 1,
-        purpose="generator",
+        purpose=RequestKind.GENERATOR,
         context={"role": "generator", "profile": profile, "domain": draw, "is_presenting": is_presenting,
                  "attempt": attempt},
     )

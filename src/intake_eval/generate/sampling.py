@@ -18,6 +18,8 @@ from intake_eval.catalog.schema import (
     ContextItem,
     Domain,
     Phenotype,
+    Severity,
+    Sex,
     allowed,
 )
 from intake_eval.core.errors import IntakeEvalError
@@ -117,7 +119,7 @@ def choose_domains(pheno: Phenotype, rng: random.Random, trace: Trace | None = N
             trace.note(2, f"required: {', '.join(design.required)}")
         if excluded:
             trace.note(2, f"excluded by a conflict rule: {', '.join(excluded)}")
-        if hidden_count == "seed":
+        if count is not None:  # seed mode: a target count was drawn
             trace.note(2, f"hidden count {count} (uniform over {low}-{high}): {count - len(design.required)} optional "
                           f"slots, filled by conditional Poisson sampling (lift {design.lift:.3f} over the cited rates)")
         else:
@@ -131,7 +133,7 @@ def choose_domains(pheno: Phenotype, rng: random.Random, trace: Trace | None = N
 
 # ---------------------------------------------------------------- stage 3
 
-def draw_severity(domain: Domain, rng: random.Random, trace: Trace | None = None) -> str:
+def draw_severity(domain: Domain, rng: random.Random, trace: Trace | None = None) -> Severity:
     draw = rng.random()
     cumulative = 0.0
     chosen = SEVERITIES[-1]
@@ -148,7 +150,7 @@ def draw_severity(domain: Domain, rng: random.Random, trace: Trace | None = None
 
 # ---------------------------------------------------------------- stage 4
 
-def draw_symptoms(domain: Domain, severity: str, used: set[str], rng: random.Random,
+def draw_symptoms(domain: Domain, severity: Severity, used: set[str], rng: random.Random,
                   trace: Trace | None = None, blocked: frozenset[str] | set[str] = frozenset()) -> list[int]:
     """Indices into domain.symptoms. Count from the severity band, raised to min_symptoms for
     diagnostic (core) domains, never reusing a symptom another domain of this profile already holds,
@@ -193,10 +195,10 @@ def _fitting(items: list[ContextItem], age: int, sex: str, postpartum: bool) -> 
     return entry[1]
 
 
-def age_sex_bounds(pheno: Phenotype, domains: list[Domain]) -> tuple[int, int, dict[str, float]]:
+def age_sex_bounds(pheno: Phenotype, domains: list[Domain]) -> tuple[int, int, dict[Sex, float]]:
     """The phenotype's age range and sex weights narrowed by every drawn domain's prerequisites."""
     low, high = pheno.demographics.age
-    weights = dict(pheno.demographics.sex_weights)
+    weights: dict[Sex, float] = dict(pheno.demographics.sex_weights)
     if pheno.demographics.postpartum:
         weights = {"female": 1.0}
     for domain in domains:

@@ -35,6 +35,7 @@ from intake_eval.llm.base import (
     ModelCallError,
 )
 from intake_eval.llm.prompt_cache import history_cache_points
+from intake_eval.llm.request_kind import RequestKind
 
 RISK_LEVELS: tuple[str, ...] = get_args(RiskLevel)
 FORMULATION_MAX_TOKENS = 1200  # a formulation is ~300-500 tokens; a larger spec cap (reasoning models) wins
@@ -93,7 +94,7 @@ async def request_formulation(clinician_model: ChatModel, clinician_messages: li
     points = history_cache_points(messages, 0, previous_end=len(clinician_messages) - 3)
     for attempt in range(2):
         request = ChatRequest(messages=messages, sample_index=trial, max_tokens=cap, response_schema=schema,
-                              purpose="formulation", context=context, cache_points=points)
+                              purpose=RequestKind.FORMULATION, context=context, cache_points=points)
         try:
             result = await clinician_model.complete(request)
         except ModelCallError as exc:

@@ -38,6 +38,7 @@ from intake_eval.llm.base import (
     ModelCallError,
 )
 from intake_eval.llm.prompt_cache import history_cache_points
+from intake_eval.llm.request_kind import RequestKind
 
 OFFLINE_TRACKER = "offline/classifier"
 
@@ -149,7 +150,7 @@ async def patient_opening(setup: PatientSetup) -> tuple[str, ChatResult, Patient
     request = ChatRequest(
         messages=messages,
         sample_index=setup.sample_index,
-        purpose="patient",
+        purpose=RequestKind.PATIENT,
         cache_points=history_cache_points(messages, 1),
         context=_patient_context(setup, state, (), 0, None),
     )
@@ -171,7 +172,7 @@ async def patient_reply(setup: PatientSetup, state: PatientState, turn: int, utt
     request = ChatRequest(
         messages=messages,
         sample_index=setup.sample_index,
-        purpose="patient",
+        purpose=RequestKind.PATIENT,
         cache_points=history_cache_points(messages, 1),
         context=_patient_context(setup, state, unlocked, turn, utterance),
     )
@@ -266,7 +267,7 @@ async def clinician_turn(model: ChatModel, *, condition: str, opening: str, turn
     request = ChatRequest(
         messages=messages,
         sample_index=trial,
-        purpose="clinician",
+        purpose=RequestKind.CLINICIAN,
         # the previous call ended one exchange earlier (and before this turn's supervisor note, if any)
         cache_points=history_cache_points(messages, 0, previous_end=len(messages) - (4 if nudge else 3)),
         context={

@@ -25,6 +25,7 @@ from intake_eval.llm.base import (
     Message,
     ModelCallError,
 )
+from intake_eval.llm.request_kind import RequestKind
 
 TRACKER_MAX_TOKENS = 300
 
@@ -122,7 +123,7 @@ async def ask_tracker(tracker: ChatModel, hidden: list[DomainDraw], *, previous_
             temperature=0.0,
             max_tokens=max(TRACKER_MAX_TOKENS, tracker.spec.max_tokens or 0) if tracker.spec.reasoning else TRACKER_MAX_TOKENS,
             response_schema=schema,
-            purpose="tracker",
+            purpose=RequestKind.TRACKER,
         )
         result = await tracker.complete(request)
         results.append(result)

@@ -43,6 +43,7 @@ from intake_eval.judge.schema import (
 from intake_eval.llm.affinity import conversation_scope
 from intake_eval.llm.answer import truncated, unusable
 from intake_eval.llm.base import ChatModel, ChatRequest, ModelCallError, UsageMeter
+from intake_eval.llm.request_kind import RequestKind
 
 if TYPE_CHECKING:
     from intake_eval.catalog.schema import Catalog
@@ -174,7 +175,7 @@ async def _ask(model: ChatModel, prompt: str, parse: Callable[[str], list[TurnJu
     cut = 0
     for attempt in range(2):
         request = ChatRequest(messages=messages, sample_index=sample_index, response_schema=schema,
-                              purpose="judge", context=context, max_tokens=max_tokens, cache_points=cache_points)
+                              purpose=RequestKind.JUDGE, context=context, max_tokens=max_tokens, cache_points=cache_points)
         try:
             result = await model.complete(request)
         except ModelCallError as exc:

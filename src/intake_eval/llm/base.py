@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import Usage
+from intake_eval.llm.request_kind import RequestKind
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": "..."}
 
@@ -113,7 +114,7 @@ class ChatRequest:
     max_tokens: int | None = None  # overrides the spec
     temperature: float | None = None  # overrides the spec
     response_schema: dict[str, Any] | None = None  # JSON schema for structured output, when supported
-    purpose: str = ""  # e.g. "clinician", "patient", "judge": for stats and logs
+    purpose: RequestKind | None = None  # the role it is made for (stats, logs, stage); None: an ad-hoc call
     # Structured facts for offline participants (profile, turn, …). Never sent to a provider,
     # not part of the cache key.
     context: Mapping[str, Any] | None = None

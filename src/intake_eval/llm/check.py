@@ -15,6 +15,7 @@ from intake_eval.core.prompts import render_prompt
 from intake_eval.llm.answer import unusable
 from intake_eval.llm.base import ChatRequest, ModelCallError, ModelSpec, api_base_label
 from intake_eval.llm.pool import ModelPool
+from intake_eval.llm.request_kind import RequestKind
 from intake_eval.llm.retry import RetryPolicy
 
 CHECK_POLICY = RetryPolicy(max_attempts=2, base_delay_s=1.0, max_delay_s=5.0, deadline_s=60.0)
@@ -42,7 +43,7 @@ async def _check_one(pool: ModelPool, name: str) -> CheckResult:
     # A reasoning model thinks before it answers: give it its own cap rather than a few tokens.
     cap = spec.max_tokens if spec.reasoning and spec.max_tokens else CHECK_MAX_TOKENS
     request = ChatRequest(messages=[{"role": "user", "content": render_prompt("model_check")}], max_tokens=cap,
-                          temperature=0.0, purpose="check")
+                          temperature=0.0, purpose=RequestKind.CHECK)
     try:
         result = await pool.get(name).complete(request)
     except ModelCallError as error:

@@ -36,6 +36,7 @@ from intake_eval.core.manifest import now_iso
 from intake_eval.core.store import JsonlWriter
 from intake_eval.llm.base import CallUsage, ChatRequest, ChatResult, ModelCallError, ModelSpec
 from intake_eval.llm.litellm_backend import estimated_usage
+from intake_eval.llm.request_kind import RequestKind
 from intake_eval.llm.retry import classify_failure
 from intake_eval.llm.usage_check import text_chars
 
@@ -67,7 +68,7 @@ class CallLedger:
 
     def _stage(self, role: str, alias: str) -> str:
         # a formulation is the clinician's call; a call of an unregistered role is the stage begun last
-        owner = "clinician" if role == "formulation" else role
+        owner = RequestKind.CLINICIAN if role == RequestKind.FORMULATION else role
         return self._stage_of.get((role, alias)) or self._stage_of.get((owner, alias)) or self.stage
 
     def _write(self, line: dict[str, Any]) -> None:
@@ -77,7 +78,8 @@ class CallLedger:
 
     def _common(self, spec: ModelSpec, request: ChatRequest, request_hash: str) -> dict[str, Any]:
         alias = spec.alias or spec.model
-        return {"time": now_iso(), "stage": self._stage(request.purpose, alias), "role": request.purpose, "alias": alias,
+        role = str(request.purpose or "")  # calls.jsonl keeps "" for an ad-hoc call (a bench script)
+        return {"time": now_iso(), "stage": self._stage(role, alias), "role": role, "alias": alias,
                 "provider_model": spec.model, "request": request_hash[:16]}
 
     def sent(self, spec: ModelSpec, request: ChatRequest, request_hash: str, attempt: int) -> str:

@@ -138,7 +138,8 @@ class LocalServer:
     """One embedded llama.cpp server; ``api_base`` is its OpenAI-compatible root."""
 
     def __init__(self, path: Path, settings: ServerSettings):
-        import xllamacpp  # heavy: a 34 MB extension, loaded only when a local model is used
+        # heavy: a 34 MB extension, loaded only when a local model is used; it ships no type information
+        import xllamacpp  # type: ignore[import-untyped]
 
         params = xllamacpp.CommonParams()
         params.model.path = str(path)

@@ -214,11 +214,6 @@ def figures(turns: Sequence[TurnLabels], hidden: Sequence[str]) -> Figures:
 
 # ---------------------------------------------------------------- the same, from a Judgment
 
-def actively_covered_domains(judgment: Judgment, hidden: Sequence[str]) -> set[str]:
-    """Hidden domains with some turn where asked_about and disclosed are both true."""
-    return figures(turn_labels(judgment), hidden).covered
-
-
 def bled_domains(judgment: Judgment, hidden: Sequence[str]) -> set[str]:
     """Hidden domains with some turn where disclosed is true while asked_about is false."""
     return {o.domain for o in figures(turn_labels(judgment), hidden).outcomes if o.bled}

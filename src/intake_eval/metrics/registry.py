@@ -53,7 +53,8 @@ TURN = Scale(numbers.turn, numbers.decimal, partial(numbers.decimal, signed=True
 COUNT = Scale(numbers.count, numbers.decimal, partial(numbers.decimal, signed=True), numbers.interval)
 
 
-class HeadlineColumn(NamedTuple):
+@dataclass(frozen=True)
+class HeadlineColumn:
     """A report/headline.csv column and the metrics/clinicians.csv column it is read from; ``count``: a whole number."""
 
     key: str

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, TypeVar
@@ -277,7 +277,7 @@ class StageRunner:
             known[alias] = {**known.get(alias, {}), "alias": alias, **spec.public_dict()}
         manifest.record_models(role, [known[alias] for alias in sorted(known)])
 
-    def run(self, work: Callable[[], Awaitable[T]], display: Any = None) -> tuple[T | None, bool]:
+    def run(self, work: Callable[[], Coroutine[Any, Any, T]], display: Any = None) -> tuple[T | None, bool]:
         """Run a stage's coroutine; Ctrl-C keeps what is written. Returns (result, interrupted)."""
         try:
             with display if display is not None else nullcontext():

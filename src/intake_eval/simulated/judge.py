@@ -152,6 +152,7 @@ class OfflineJudge:
         disclosed_before = {profile.presenting.domain}
         for reply in earlier:
             disclosed_before |= set(matcher.carried(reply))
+        asked: frozenset[str]
         if number == 0:
             question_type, asked = "other", frozenset()
         else:

@@ -18,6 +18,7 @@ rules above, what is disclosed and when, are the same for every style.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from intake_eval.catalog.classifier import classify
@@ -101,7 +102,7 @@ class OfflinePatient:
         return result(reply(context, request.messages), self.spec.model)
 
 
-def reply(context: dict[str, Any], messages: list | tuple = ()) -> str:
+def reply(context: Mapping[str, Any], messages: list | tuple = ()) -> str:
     """The patient's text for one request context (see docs/ARCHITECTURE.md). ``messages`` is
     the patient's chat view; its 'assistant' messages (the patient's own words, the opening
     included) complete what context["history"] says was already said."""

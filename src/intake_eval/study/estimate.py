@@ -215,13 +215,13 @@ class StudyEstimate:
 
     @property
     def dollars(self) -> float | None:
-        values = [line.dollars for line in self.lines]
-        return None if any(v is None for v in values) else sum(values)  # type: ignore[arg-type]
+        known = [line.dollars for line in self.lines if line.dollars is not None]
+        return sum(known) if len(known) == len(self.lines) else None
 
     @property
     def dollars_without_cache(self) -> float | None:
-        values = [line.dollars_without_cache for line in self.lines]
-        return None if any(v is None for v in values) else sum(values)  # type: ignore[arg-type]
+        known = [line.dollars_without_cache for line in self.lines if line.dollars_without_cache is not None]
+        return sum(known) if len(known) == len(self.lines) else None
 
     @property
     def known_dollars(self) -> float:
