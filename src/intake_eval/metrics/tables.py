@@ -5,7 +5,7 @@ per-domain outcomes, the coverage trajectory and the paired-label units (no tran
 latest record per conversation wins, so an uncompacted file (a crash mid-stage) gives the same
 tables as a compacted one. Judgments that are not ok are excluded from every rate and counted.
 
-Files: conversations, cells, domains, trajectories, agreement, clinicians, comparisons, masking, masking_model,
+Files: turn_labels (Parquet, and CSV while it fits a spreadsheet: metrics/turn_labels.py), conversations, cells, domains, trajectories, agreement, clinicians, comparisons, masking, masking_model,
 intervals (which interval each figure states),
 domain_events, probe_curves, cost, cost_conversations, cost_per_domain.
 Every aggregate is per judge (the primary and each cross-check) and per clinician, condition and
@@ -292,16 +292,25 @@ def clinician_columns() -> list[str]:
 
 
 def write_metrics(paths: RunPaths) -> dict[str, Path]:
-    """Compute every table from the run folder and write metrics/<name>.csv. Returns name → path."""
+    """Compute every table from the run folder and write metrics/<name>.csv (and the long tables' Parquet).
+    Returns name → path."""
 
     diagnosis = RowCollector(paths, load_default_catalog(paths))
-    turn_labels = TurnLabelRows()
+    turn_labels = TurnLabelRows(paths)
 
     def also(*seen: Any) -> None:
         diagnosis.add(*seen)
         turn_labels.add(*seen)
 
-    collected = collect(paths, also=also)
+    try:
+        return _write_tables(paths, collect(paths, also=also), diagnosis, turn_labels)
+    except BaseException:
+        turn_labels.discard()  # no partial Parquet file is left beside the tables
+        raise
+
+
+def _write_tables(paths: RunPaths, collected: Collected, diagnosis: RowCollector,
+                  turn_labels: TurnLabelRows) -> dict[str, Path]:
     conversation_rows = [collected.rows[key] for key in sorted(collected.rows)]
     tables = {
         "conversations": (conversation_columns(), conversation_rows),
@@ -320,7 +329,7 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
     tables.update(cost_tables(collected.conversations, collected.rows, collected.outcomes))
     tables["cost_billed"] = (COST_BILLED_COLUMNS, cost_billed_rows(paths))
     written = {name: write_csv(paths.metrics(name), columns, rows) for name, (columns, rows) in tables.items()}
-    written[TURN_LABELS_TABLE] = turn_labels.write(paths)
+    written[TURN_LABELS_TABLE] = turn_labels.write(paths)  # .parquet, and .csv while it fits a spreadsheet
     # safety.csv (+ diagnosis.csv when conversations carry formulations), see metrics/clinical.py
     written.update(write_diagnosis_metrics(paths, collector=diagnosis))
     written.update(write_answer_tables(paths))  # refused, empty and cut answers, failed conversations included
