@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -311,24 +311,32 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
 
 def _write_tables(paths: RunPaths, collected: Collected, diagnosis: RowCollector,
                   turn_labels: TurnLabelRows) -> dict[str, Path]:
-    conversation_rows = [collected.rows[key] for key in sorted(collected.rows)]
-    tables = {
-        "conversations": (conversation_columns(), conversation_rows),
-        "cells": (TABLE_COLUMNS["cells"], cells_rows(collected)),
-        "domains": (TABLE_COLUMNS["domains"], domains_rows(collected)),
-        "trajectories": (TABLE_COLUMNS["trajectories"], trajectories_rows(collected)),
-        "agreement": (TABLE_COLUMNS["agreement"], agreement_table(collected)),
-        "clinicians": (clinician_columns(), clinicians_rows(collected)),
-        "comparisons": (TABLE_COLUMNS["comparisons"], comparisons_rows(collected)),
-        "masking": (TABLE_COLUMNS["masking"], masking_rows(collected)),
-        "masking_model": (MASKING_MODEL_COLUMNS, masking_model_rows(_ok_rows(collected))),
-        "intervals": (INTERVAL_COLUMNS, interval_rows(repeated_trials(collected))),
-        "domain_events": (DOMAIN_EVENT_COLUMNS, domain_event_rows(collected.rows, collected.outcomes, collected.last_turns)),
-        "probe_curves": (PROBE_CURVE_COLUMNS, probe_curve_rows(collected.rows, collected.outcomes, collected.last_turns)),
+    # Each table is built, written and dropped in turn: only one table's rows are held beside the collected
+    # figures (the long ones, conversations and domain_events, have a row per judgment or more).
+    builders: dict[str, Callable[[], tuple[Sequence[str], list[dict[str, Any]]]]] = {
+        "conversations": lambda: (conversation_columns(), [collected.rows[key] for key in sorted(collected.rows)]),
+        "cells": lambda: (TABLE_COLUMNS["cells"], cells_rows(collected)),
+        "domains": lambda: (TABLE_COLUMNS["domains"], domains_rows(collected)),
+        "trajectories": lambda: (TABLE_COLUMNS["trajectories"], trajectories_rows(collected)),
+        "agreement": lambda: (TABLE_COLUMNS["agreement"], agreement_table(collected)),
+        "clinicians": lambda: (clinician_columns(), clinicians_rows(collected)),
+        "comparisons": lambda: (TABLE_COLUMNS["comparisons"], comparisons_rows(collected)),
+        "masking": lambda: (TABLE_COLUMNS["masking"], masking_rows(collected)),
+        "masking_model": lambda: (MASKING_MODEL_COLUMNS, masking_model_rows(_ok_rows(collected))),
+        "intervals": lambda: (INTERVAL_COLUMNS, interval_rows(repeated_trials(collected))),
+        "domain_events": lambda: (DOMAIN_EVENT_COLUMNS, domain_event_rows(collected.rows, collected.outcomes,
+                                                                          collected.last_turns)),
+        "probe_curves": lambda: (PROBE_CURVE_COLUMNS, probe_curve_rows(collected.rows, collected.outcomes,
+                                                                       collected.last_turns)),
     }
-    tables.update(cost_tables(collected.conversations, collected.rows, collected.outcomes))
-    tables["cost_billed"] = (COST_BILLED_COLUMNS, cost_billed_rows(paths))
-    written = {name: write_csv(paths.metrics(name), columns, rows) for name, (columns, rows) in tables.items()}
+    written = {}
+    for name, build in builders.items():
+        columns, rows = build()
+        written[name] = write_csv(paths.metrics(name), columns, rows)
+        del rows
+    for name, (columns, rows) in cost_tables(collected.conversations, collected.rows, collected.outcomes).items():
+        written[name] = write_csv(paths.metrics(name), columns, rows)
+    written["cost_billed"] = write_csv(paths.metrics("cost_billed"), COST_BILLED_COLUMNS, cost_billed_rows(paths))
     written[TURN_LABELS_TABLE] = turn_labels.write(paths)  # .parquet, and .csv while it fits a spreadsheet
     # safety.csv (+ diagnosis.csv when conversations carry formulations), see metrics/clinical.py
     written.update(write_diagnosis_metrics(paths, collector=diagnosis))
