@@ -77,8 +77,10 @@ class MetricsTables(Mapping):
     long table kept as Parquet only (too long for a spreadsheet) is read from its Parquet file."""
 
     def __init__(self, folder: Path) -> None:
-        found = sorted([*folder.glob("*.parquet"), *folder.glob("*.csv")]) if folder.is_dir() else []
-        self._paths = {path.stem: path for path in found}  # sorted: a name's .parquet, then its .csv, which wins
+        self._paths: dict[str, Path] = {}
+        for suffix in ("parquet", "csv"):  # a name's CSV, when there is one, wins over its Parquet file
+            self._paths.update({path.stem: path for path in (sorted(folder.glob(f"*.{suffix}")) if folder.is_dir() else [])})
+        self._paths = dict(sorted(self._paths.items()))
         self._read: dict[str, Any] = {}
 
     def __getitem__(self, name: str) -> Any:
