@@ -27,6 +27,7 @@ from typing import Any
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import Conversation, Judgment, Profile
 from intake_eval.core.store import RunPaths, latest_by_key
+from intake_eval.metrics.columnar import parquet_path
 from intake_eval.metrics.tables import write_metrics
 from intake_eval.metrics.turn_labels import TURN_LABELS_TABLE
 from intake_eval.report.load import metrics_stale, refresh_metrics
@@ -143,8 +144,6 @@ class Run:
         is read (``run.dataset("turn_labels").to_table(columns=[...], filter=...)``), for tables too large
         for a DataFrame."""
         import pyarrow.dataset  # type: ignore[import-untyped]  # pyarrow ships no type information
-
-        from intake_eval.metrics.columnar import parquet_path
 
         path = parquet_path(self.paths.metrics(name))
         if not path.exists():
