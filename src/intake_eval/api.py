@@ -9,9 +9,10 @@ Records (``run.records.profiles``, ``.conversations``, ``.judgments``) are the p
 core/records.py, latest record per key, read when first asked for. DataFrames are the metrics CSVs
 (refreshed first when a record file is newer than them): ``run.conversations`` (one row per
 conversation × judge), ``run.turn_labels`` (one row per conversation × judge × turn × domain) and
-``run.metrics[name]`` for every metrics/<name>.csv. Every table with clinician, condition and
-patient_mode columns also has ``arm`` ("clinician · condition · patient mode"): the unit every figure
-is computed per. Group by it, not by clinician alone, which would pool a clinician's arms (its
+``run.metrics[name]`` for every metrics/<name>.csv (a long table too big for a spreadsheet is kept as
+metrics/<name>.parquet only and read from it); ``run.dataset(name)`` opens a Parquet table lazily.
+Every table with clinician, condition and patient_mode columns also has ``arm`` ("clinician · condition ·
+patient mode"): the unit every figure is computed per. Group by it, not by clinician alone, which would pool a clinician's arms (its
 spontaneous intakes with their nudged forks, "minimal+review@closure", or two conditions). pandas is
 imported on first use only, so ``import intake_eval`` stays light.
 """
@@ -26,6 +27,7 @@ from typing import Any
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import Conversation, Judgment, Profile
 from intake_eval.core.store import RunPaths, latest_by_key
+from intake_eval.metrics.columnar import parquet_path
 from intake_eval.metrics.tables import write_metrics
 from intake_eval.metrics.turn_labels import TURN_LABELS_TABLE
 from intake_eval.report.load import metrics_stale, refresh_metrics
@@ -71,18 +73,24 @@ def with_arm(frame: Any) -> Any:
 
 
 class MetricsTables(Mapping):
-    """The metrics CSVs of a folder as a read-only mapping; a table is read on first access (turn_labels
-    of a large study is big, and most uses need one or two tables)."""
+    """The metrics tables of a folder as a read-only mapping; a table is read on first access (turn_labels
+    of a large study is big, and most uses need one or two tables). A table with a CSV is read from it; a
+    long table kept as Parquet only (too long for a spreadsheet) is read from its Parquet file."""
 
     def __init__(self, folder: Path) -> None:
-        self._paths = {path.stem: path for path in sorted(folder.glob("*.csv"))} if folder.is_dir() else {}
+        self._paths: dict[str, Path] = {}
+        for suffix in ("parquet", "csv"):  # a name's CSV, when there is one, wins over its Parquet file
+            self._paths.update({path.stem: path for path in (sorted(folder.glob(f"*.{suffix}")) if folder.is_dir() else [])})
+        self._paths = dict(sorted(self._paths.items()))
         self._read: dict[str, Any] = {}
 
     def __getitem__(self, name: str) -> Any:
         if name not in self._read:
             import pandas as pd  # type: ignore[import-untyped]  # pandas-stubs is not installed
 
-            self._read[name] = with_arm(pd.read_csv(self._paths[name]))  # KeyError for an unknown table, as a dict does
+            path = self._paths[name]  # KeyError for an unknown table, as a dict does
+            frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+            self._read[name] = with_arm(frame)
         return self._read[name]
 
     def __contains__(self, name: object) -> bool:
@@ -128,8 +136,19 @@ class Run:
 
     @property
     def turn_labels(self) -> Any:
-        """One row per conversation × judge × turn × domain (metrics/turn_labels.csv)."""
+        """One row per conversation × judge × turn × domain (metrics/turn_labels.csv, or .parquet when only that)."""
         return self.table(TURN_LABELS_TABLE)
+
+    def dataset(self, name: str) -> Any:
+        """metrics/<name>.parquet as a lazy ``pyarrow.dataset.Dataset``: filter and pick columns before anything
+        is read (``run.dataset("turn_labels").to_table(columns=[...], filter=...)``), for tables too large
+        for a DataFrame."""
+        import pyarrow.dataset  # type: ignore[import-untyped]  # pyarrow ships no type information
+
+        path = parquet_path(self.paths.metrics(name))
+        if not path.exists():
+            raise IntakeEvalError(f"{path}: no such Parquet table (the long tables have one: {TURN_LABELS_TABLE})")
+        return pyarrow.dataset.dataset(path, format="parquet")
 
 
 def load_run(path: str | Path, *, refresh: bool = True) -> Run:

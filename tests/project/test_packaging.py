@@ -25,7 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "src" / "intake_eval"
 # Imported only when an optional feature is used, and declared as that feature's extra.
-EXTRAS = {"xllamacpp": "local", "pyarrow": "export"}
+EXTRAS = {"xllamacpp": "local"}
 
 
 def canonical(name: str) -> str:

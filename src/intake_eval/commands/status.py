@@ -54,6 +54,35 @@ def facts_from_records(paths: Any, data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+STATUS_CACHE = ".status_facts.json"  # in the run folder: the facts below, with the signature of their inputs
+
+
+def _fact_inputs(paths: Any) -> list[Path]:
+    """Every file the facts are computed from: the manifest, the call ledger, the stage log and every record file."""
+    return [paths.manifest, *paths.root.rglob("*.jsonl")]
+
+
+def _facts(paths: Any) -> dict[str, Any]:
+    """The manifest with the records' facts and the answers counted from them. Reading every record takes
+    most of a minute at 10⁵ conversations, so while no process holds the folder the facts are kept in the
+    folder (core/folder_cache) and reused until a record, the ledger, the stage log or the manifest changes."""
+    from intake_eval.core.folder_cache import cached_json
+    from intake_eval.core.run_lock import RunLock
+
+    def compute() -> dict[str, Any]:
+        from intake_eval.core.manifest import Manifest
+        from intake_eval.metrics.answers import answer_rows, conversation_answers, judge_answers
+
+        data = facts_from_records(paths, Manifest(paths).data)
+        data["answers"] = {"clinicians": answer_rows(conversation_answers(paths)), "judges": judge_answers(paths)}
+        return data
+
+    if RunLock.is_held(paths):  # a stage is writing: every figure is read live
+        return compute()
+    facts: dict[str, Any] = cached_json(paths.root / STATUS_CACHE, lambda: _fact_inputs(paths), compute)
+    return facts
+
+
 def _retries(data: dict[str, Any], stage_name: str) -> dict[str, int]:
     """Retries per alias of a stage: the call ledger's count, else (a folder without one) the stage log's."""
     ledger = (data.get("spend") or {}).get("retries_by_stage_alias")
@@ -272,7 +301,6 @@ def status(
 
     from intake_eval.commands.common import print_fitted
     from intake_eval.core.errors import IntakeEvalError
-    from intake_eval.core.manifest import Manifest
     from intake_eval.core.store import RunPaths
 
     paths = RunPaths(run_dir)
@@ -281,11 +309,8 @@ def status(
     if not paths.manifest.exists():
         raise IntakeEvalError(f"{paths.manifest}: no manifest here; is --run-dir right? "
                               "(start with `intake-eval demo`)")
-    data = facts_from_records(paths, Manifest(paths).data)
-    from intake_eval.metrics.answers import answer_rows, conversation_answers, judge_answers
-
-    answers = answer_rows(conversation_answers(paths))
-    data["answers"] = {"clinicians": answers, "judges": judge_answers(paths)}
+    data = _facts(paths)
+    answers = data["answers"]["clinicians"]
     if as_json:
         typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
         return

@@ -275,19 +275,24 @@ def done_keys(path: Path, key: str, ok_only: bool = True) -> set[str]:
 
 
 def compact(path: Path, key: str) -> int:
-    """Rewrite a JSONL file as its latest valid record per key, sorted by key, atomically. Returns count."""
+    """Rewrite a JSONL file as its latest valid record per key, sorted by key, atomically. Returns count.
+
+    Only where each latest line sits is kept in memory (its offset and length); the lines are read back
+    one at a time while writing, so memory does not grow with the records' text."""
     if not path.exists():
         return 0
     refuse_symlink(path, "record file")
-    latest: dict[str, str] = {}
-    for data in iter_json_lines(path):
+    latest: dict[str, tuple[int, int]] = {}
+    for data, start, length in iter_json_lines_at(path):
         if key in data:
-            latest[str(data[key])] = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+            latest[str(data[key])] = (start, length)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with named_os_error(path), open(tmp, "w", encoding="utf-8") as handle:
+        with named_os_error(path), open(path, "rb") as source, open(tmp, "w", encoding="utf-8") as handle:
             for k in sorted(latest):
-                handle.write(latest[k] + "\n")
+                start, length = latest[k]
+                line = os.pread(source.fileno(), length, start)
+                handle.write(json.dumps(json.loads(line), ensure_ascii=False, separators=(",", ":")) + "\n")
         os.replace(tmp, path)
     except BaseException:
         remove_quietly(tmp)  # the original file is untouched; the next compaction starts over

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from intake_eval.catalog.snapshot import run_catalog
-from intake_eval.core.records import Conversation, Judgment, Profile
+from intake_eval.core.records import Conversation, DomainDraw, Judgment, Profile, RenderInfo
 from intake_eval.core.store import RunPaths, iter_records
 from intake_eval.interview.formulation import formulation_of, formulation_status
 from intake_eval.metrics.diagnosis import (
@@ -162,13 +162,26 @@ def safety_row(base: dict[str, Any], judgment: Judgment, labels: list[TurnLabels
     return row
 
 
+def scored_part(profile: Profile) -> Profile:
+    """What the diagnosis and safety scores read of a profile: ids, phenotype, alignment, each draw's domain
+    and severity. The symptom texts, phenomenology and life context go: a few hundred bytes kept per profile
+    instead of tens of kB, which is most of the collector's memory at 10⁴ profiles."""
+
+    def bare(draw: DomainDraw) -> DomainDraw:
+        return draw.model_copy(update={"symptoms": [], "symptom_ids": [], "phenomenology": ""})
+
+    return profile.model_copy(update={"presenting": bare(profile.presenting), "hidden": [bare(d) for d in profile.hidden],
+                                      "life_context": [], "render": RenderInfo()})
+
+
 class RowCollector:
     """Diagnosis and safety rows, one judgment at a time (``add``), so the metrics writer can feed
     it from its own single pass over the judgments. Latest record per (judge, conversation) wins."""
 
     def __init__(self, paths: RunPaths, catalog: "Catalog"):
         self.catalog = catalog
-        self.profiles = {p.profile_id: p for p in iter_records(paths.profiles, Profile)} if paths.profiles.exists() else {}
+        self.profiles = ({p.profile_id: scored_part(p) for p in iter_records(paths.profiles, Profile)}
+                         if paths.profiles.exists() else {})
         self.conversations = _conversations(paths)
         self.rows: dict[tuple[str, str], tuple[dict, dict] | None] = {}
 

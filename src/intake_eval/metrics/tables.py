@@ -5,7 +5,7 @@ per-domain outcomes, the coverage trajectory and the paired-label units (no tran
 latest record per conversation wins, so an uncompacted file (a crash mid-stage) gives the same
 tables as a compacted one. Judgments that are not ok are excluded from every rate and counted.
 
-Files: conversations, cells, domains, trajectories, agreement, clinicians, comparisons, masking, masking_model,
+Files: turn_labels (Parquet, and CSV while it fits a spreadsheet: metrics/turn_labels.py), conversations, cells, domains, trajectories, agreement, clinicians, comparisons, masking, masking_model,
 intervals (which interval each figure states),
 domain_events, probe_curves, cost, cost_conversations, cost_per_domain.
 Every aggregate is per judge (the primary and each cross-check) and per clinician, condition and
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -295,39 +295,56 @@ def clinician_columns() -> list[str]:
 
 
 def write_metrics(paths: RunPaths) -> dict[str, Path]:
-    """Compute every table from the run folder and write metrics/<name>.csv. Returns name → path."""
+    """Compute every table from the run folder and write metrics/<name>.csv (and the long tables' Parquet).
+    Returns name → path."""
 
     diagnosis = RowCollector(paths, load_default_catalog(paths))
-    turn_labels = TurnLabelRows()
+    turn_labels = TurnLabelRows(paths)
 
     def also(*seen: Any) -> None:
         diagnosis.add(*seen)
         turn_labels.add(*seen)
 
-    collected = collect(paths, also=also)
-    conversation_rows = [collected.rows[key] for key in sorted(collected.rows)]
-    tables = {
-        "conversations": (conversation_columns(), conversation_rows),
-        "cells": (TABLE_COLUMNS["cells"], cells_rows(collected)),
-        "domains": (TABLE_COLUMNS["domains"], domains_rows(collected)),
-        "trajectories": (TABLE_COLUMNS["trajectories"], trajectories_rows(collected)),
-        "agreement": (TABLE_COLUMNS["agreement"], agreement_table(collected)),
-        "clinicians": (clinician_columns(), clinicians_rows(collected)),
-        "comparisons": (TABLE_COLUMNS["comparisons"], comparisons_rows(collected)),
-        "masking": (TABLE_COLUMNS["masking"], masking_rows(collected)),
-        "masking_model": (MASKING_MODEL_COLUMNS, masking_model_rows(_ok_rows(collected))),
-        "intervals": (INTERVAL_COLUMNS, interval_rows(repeated_trials(collected),
-                                                      pooled_patients=several_patient_models(_ok_rows(collected)))),
-        "domain_events": (DOMAIN_EVENT_COLUMNS, domain_event_rows(collected.rows, collected.outcomes, collected.last_turns)),
-        "probe_curves": (PROBE_CURVE_COLUMNS, probe_curve_rows(collected.rows, collected.outcomes, collected.last_turns)),
+    try:
+        return _write_tables(paths, collect(paths, also=also), diagnosis, turn_labels)
+    except BaseException:
+        turn_labels.discard()  # no partial Parquet file is left beside the tables
+        raise
+
+
+def _write_tables(paths: RunPaths, collected: Collected, diagnosis: RowCollector,
+                  turn_labels: TurnLabelRows) -> dict[str, Path]:
+    # Each table is built, written and dropped in turn: only one table's rows are held beside the collected
+    # figures (the long ones, conversations and domain_events, have a row per judgment or more).
+    builders: dict[str, Callable[[], tuple[Sequence[str], list[dict[str, Any]]]]] = {
+        "conversations": lambda: (conversation_columns(), [collected.rows[key] for key in sorted(collected.rows)]),
+        "cells": lambda: (TABLE_COLUMNS["cells"], cells_rows(collected)),
+        "domains": lambda: (TABLE_COLUMNS["domains"], domains_rows(collected)),
+        "trajectories": lambda: (TABLE_COLUMNS["trajectories"], trajectories_rows(collected)),
+        "agreement": lambda: (TABLE_COLUMNS["agreement"], agreement_table(collected)),
+        "clinicians": lambda: (clinician_columns(), clinicians_rows(collected)),
+        "comparisons": lambda: (TABLE_COLUMNS["comparisons"], comparisons_rows(collected)),
+        "masking": lambda: (TABLE_COLUMNS["masking"], masking_rows(collected)),
+        "masking_model": lambda: (MASKING_MODEL_COLUMNS, masking_model_rows(_ok_rows(collected))),
+        "intervals": lambda: (INTERVAL_COLUMNS, interval_rows(
+            repeated_trials(collected), pooled_patients=several_patient_models(_ok_rows(collected)))),
+        "domain_events": lambda: (DOMAIN_EVENT_COLUMNS, domain_event_rows(collected.rows, collected.outcomes,
+                                                                          collected.last_turns)),
+        "probe_curves": lambda: (PROBE_CURVE_COLUMNS, probe_curve_rows(collected.rows, collected.outcomes,
+                                                                       collected.last_turns)),
     }
-    tables.update(cost_tables(collected.conversations, collected.rows, collected.outcomes))
-    tables["cost_billed"] = (COST_BILLED_COLUMNS, cost_billed_rows(paths))
+    written = {}
+    for name, build in builders.items():
+        columns, rows = build()
+        written[name] = write_csv(paths.metrics(name), columns, rows)
+        del rows
+    for name, (columns, rows) in cost_tables(collected.conversations, collected.rows, collected.outcomes).items():
+        written[name] = write_csv(paths.metrics(name), columns, rows)
+    written["cost_billed"] = write_csv(paths.metrics("cost_billed"), COST_BILLED_COLUMNS, cost_billed_rows(paths))
     by_patient = patient_model_rows(_ok_rows(collected))
     if by_patient:  # a run with several patient models: the breakdown beside the pooled headline
-        tables["patient_models"] = (PATIENT_MODEL_COLUMNS, by_patient)
-    written = {name: write_csv(paths.metrics(name), columns, rows) for name, (columns, rows) in tables.items()}
-    written[TURN_LABELS_TABLE] = turn_labels.write(paths)
+        written["patient_models"] = write_csv(paths.metrics("patient_models"), PATIENT_MODEL_COLUMNS, by_patient)
+    written[TURN_LABELS_TABLE] = turn_labels.write(paths)  # .parquet, and .csv while it fits a spreadsheet
     # safety.csv (+ diagnosis.csv when conversations carry formulations), see metrics/clinical.py
     written.update(write_diagnosis_metrics(paths, collector=diagnosis))
     written.update(write_answer_tables(paths))  # refused, empty and cut answers, failed conversations included

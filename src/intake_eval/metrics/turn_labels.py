@@ -1,15 +1,22 @@
-"""metrics/turn_labels.csv: every judge label in long form, one row per conversation × judge × turn × domain.
+"""metrics/turn_labels.parquet (and .csv while it fits a spreadsheet): every judge label in long form, one row
+per conversation × judge × turn × domain.
 
 Collected in the metrics pass (``TurnLabelRows.add`` has the shape of ``tables.collect``'s ``also``
-hook), so the judgments are read once. The latest record per (judge, conversation) wins, as in
-every other table. Turn 0 is the patient's opening (it has disclosures but no clinician question).
-``hidden`` says whether the domain is one of the profile's hidden domains (the ones coverage counts).
+hook), so the judgments are read once. The rows stream to Parquet in row groups as judgments arrive, so
+memory stays one row group whatever the run's size. The CSV is for people opening the table in a
+spreadsheet: it is written, sorted by (judge, conversation), while the table has at most
+``SPREADSHEET_ROWS`` rows (a spreadsheet's own limit; a larger CSV could not be opened anyway), and
+removed when the table outgrows it. The latest record per (judge, conversation) wins, as in every other
+table: the rows of a superseded record (an uncompacted file after a crash) are dropped before the
+Parquet file is moved into place. Turn 0 is the patient's opening (it has disclosures but no clinician
+question). ``hidden`` says whether the domain is one of the profile's hidden domains (the ones coverage counts).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +24,7 @@ from typing import Any
 from intake_eval.core.numbers import csv_cell
 from intake_eval.core.records import Judgment
 from intake_eval.core.store import RunPaths, write_text_atomic
+from intake_eval.metrics.columnar import ParquetRows, parquet_path
 from intake_eval.metrics.figures import TurnLabels
 
 TURN_LABELS_TABLE = "turn_labels"
@@ -24,6 +32,9 @@ HEADER_COLUMNS = ("conversation_id", "judge", "clinician", "phenotype", "profile
                   "trial", "judge_status")
 LABEL_COLUMNS = ("turn", "question_type", "patient_faithful", "domain", "hidden", "asked_about", "disclosed")
 TURN_LABEL_COLUMNS = (*HEADER_COLUMNS, *LABEL_COLUMNS)
+COLUMN_TYPES = {"trial": "int64", "turn": "int64", "patient_faithful": "bool", "hidden": "bool", "asked_about": "bool",
+                "disclosed": "bool"}  # every other column is text
+SPREADSHEET_ROWS = 1_048_575  # a spreadsheet's row limit, less the header row
 
 
 def header_tuple(judgment: Judgment) -> tuple:
@@ -47,32 +58,63 @@ def _safe(text: str) -> str:
 
 
 class TurnLabelRows:
-    """The long-form labels of every judgment seen, kept as one CSV text chunk per judgment (a study
-    has a million rows; a string per judgment is a fraction of the memory of a tuple per row)."""
+    """The long-form labels of every judgment seen: streamed to Parquet, and kept as one CSV text chunk per
+    judgment while the table fits a spreadsheet (a string per judgment is a fraction of the memory of a
+    tuple per row)."""
 
-    def __init__(self) -> None:
-        self._by_key: dict[tuple[str, str], str] = {}
+    def __init__(self, paths: RunPaths | None = None) -> None:
+        self._parquet = ParquetRows(parquet_path(paths.metrics(TURN_LABELS_TABLE)), TURN_LABEL_COLUMNS, COLUMN_TYPES) \
+            if paths is not None else None
+        self._by_key: dict[tuple[str, str], str] | None = {}
+        self._rows_by_key: dict[tuple[str, str], int] = {}
+        self._rows = 0  # rows of the latest record per key
 
     def add(self, judgment: Judgment, labels: Sequence[TurnLabels], hidden: Sequence[str], _figures: Any = None) -> None:
+        key = (judgment.judge, judgment.conversation_id)
+        tuples = label_tuples(labels, hidden)
+        if self._parquet is not None:
+            header = header_tuple(judgment)
+            self._parquet.add(key, [(*header, *row) for row in tuples])
+        self._rows += len(tuples) - self._rows_by_key.get(key, 0)
+        self._rows_by_key[key] = len(tuples)
+        if self._by_key is None:
+            return
+        if self._rows > SPREADSHEET_ROWS:
+            self._by_key = None  # too long for a spreadsheet: Parquet only
+            return
         prefix = _csv_line([csv_cell(v) for v in header_tuple(judgment)])[:-1] + ","
-        hidden_set = set(hidden)
-        lines = []
-        for turn in labels:
-            head = f"{prefix}{turn.turn},{_safe(turn.question_type)},{_BOOL[turn.patient_faithful]},"
-            for domain, (asked, disclosed) in sorted(turn.domains.items()):
-                lines.append(f"{head}{_safe(domain)},{_BOOL[domain in hidden_set]},{_BOOL[asked]},{_BOOL[disclosed]}\n")
-        self._by_key[(judgment.judge, judgment.conversation_id)] = "".join(lines)
+        self._by_key[key] = "".join(
+            f"{prefix}{turn},{_safe(qtype)},{_BOOL[faithful]},{_safe(domain)},{_BOOL[is_hidden]},{_BOOL[asked]},"
+            f"{_BOOL[disclosed]}\n" for turn, qtype, faithful, domain, is_hidden, asked, disclosed in tuples)
+
+    def discard(self) -> None:
+        """Drop the partly written Parquet file (the metrics pass failed; nothing in metrics/ changes)."""
+        if self._parquet is not None:
+            self._parquet.discard()
+
+    @property
+    def fits_a_spreadsheet(self) -> bool:
+        return self._by_key is not None
 
     def rows(self) -> Iterator[dict[str, Any]]:
-        """The rows as dicts of CSV cells, in (judge, conversation) order."""
+        """The rows as dicts of CSV cells, in (judge, conversation) order (while the table fits a spreadsheet)."""
         for line in csv.reader(io.StringIO(self.text(header=False))):
             yield dict(zip(TURN_LABEL_COLUMNS, line))
 
     def text(self, header: bool = True) -> str:
+        if self._by_key is None:
+            raise ValueError(f"turn labels beyond {SPREADSHEET_ROWS:,} rows are kept as Parquet only")
         first = ",".join(TURN_LABEL_COLUMNS) + "\n" if header else ""
         return first + "".join(self._by_key[key] for key in sorted(self._by_key))
 
     def write(self, paths: RunPaths) -> Path:
+        """metrics/turn_labels.parquet (when streaming to it) and the CSV while it fits; the main file's path."""
         target = paths.metrics(TURN_LABELS_TABLE)
-        write_text_atomic(target, self.text())
-        return target
+        if self._by_key is not None:
+            write_text_atomic(target, self.text())
+        elif target.exists():
+            os.unlink(target)  # an earlier, smaller run's CSV would disagree with the Parquet table
+        if self._parquet is None:
+            return target
+        written = self._parquet.close()
+        return target if self._by_key is not None else written
