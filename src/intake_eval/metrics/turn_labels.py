@@ -37,6 +37,13 @@ COLUMN_TYPES = {"trial": "int64", "turn": "int64", "patient_faithful": "bool", "
 SPREADSHEET_ROWS = 1_048_575  # a spreadsheet's row limit, less the header row
 
 
+def label_tuples(labels: Sequence[TurnLabels], hidden: Sequence[str]) -> list[tuple]:
+    """(turn, question type, patient faithful, domain, hidden, asked, disclosed) per turn × labelled domain."""
+    hidden_set = set(hidden)
+    return [(turn.turn, turn.question_type, turn.patient_faithful, domain, domain in hidden_set, asked, disclosed)
+            for turn in labels for domain, (asked, disclosed) in sorted(turn.domains.items())]
+
+
 def header_tuple(judgment: Judgment) -> tuple:
     return (judgment.conversation_id, judgment.judge, judgment.clinician, judgment.phenotype, judgment.profile_id,
             judgment.condition, judgment.patient_mode, judgment.trial, judgment.status)

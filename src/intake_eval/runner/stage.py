@@ -271,8 +271,9 @@ class StageRunner:
 
     def _record_models(self, role: str, aliases: Mapping[str, ModelSpec]) -> None:
         manifest = self._manifest()
-        known = {entry.get("alias"): entry for entry in manifest.data.get("models", {}).get(role, [])
-                 if isinstance(entry, dict)}
+        known: dict[str, dict[str, Any]] = {str(entry.get("alias")): entry
+                                            for entry in manifest.data.get("models", {}).get(role, [])
+                                            if isinstance(entry, dict)}
         for alias, spec in aliases.items():
             known[alias] = {**known.get(alias, {}), "alias": alias, **spec.public_dict()}
         manifest.record_models(role, [known[alias] for alias in sorted(known)])
