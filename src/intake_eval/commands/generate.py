@@ -98,10 +98,12 @@ def _run(paths: Any, catalog: Any, *, n: int, mode: Mode, seed: int, generator: 
          use_cache: bool, force: bool, concurrency: int, max_attempts: int, qc_threshold: float, out: Any,
          hidden_count: str):
     from intake_eval.generate.stage import execute_generate
+    from intake_eval.stage_kinds import stage_kinds
 
     return execute_generate(paths, n=n, mode=mode, seed=seed, generator=generator, models_file=models_file,
                             use_cache=use_cache, force=force, console=out, catalog=catalog, concurrency=concurrency,
-                            max_attempts=max_attempts, qc_threshold=qc_threshold, hidden_count=hidden_count)
+                            max_attempts=max_attempts, qc_threshold=qc_threshold, hidden_count=hidden_count,
+                            kinds=stage_kinds())
 
 
 def _print_summary(out: Any, paths: Any, catalog: Any, summary: Any) -> None:

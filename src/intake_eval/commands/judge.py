@@ -97,6 +97,7 @@ def judge(
     from intake_eval.judge.stage import execute_judge
     from intake_eval.metrics.tables import write_metrics
     from intake_eval.metrics.trials import write_trial_metrics
+    from intake_eval.stage_kinds import stage_kinds
 
     out = console()
     paths = RunPaths(Path(run_dir))
@@ -109,8 +110,8 @@ def judge(
 
     outcome = execute_judge(paths, list(judge), mode=mode, concurrency=concurrency, limit=limit, models_file=models,
                             use_cache=not no_cache, force=force, console=out, display=_Display(out), batch=settings,
-                            spend_gate=spend_gate, shard=parse_shard(shard))
-    tables = write_metrics(paths)
+                            spend_gate=spend_gate, shard=parse_shard(shard), kinds=stage_kinds())
+    tables = write_metrics(paths, stage_kinds())
     trials_csv = write_trial_metrics(paths)  # metrics/trials.csv when the run repeats trials
     if trials_csv is not None:
         tables["trials"] = trials_csv

@@ -47,13 +47,15 @@ def qc_patient(
     from intake_eval.commands.common import console, print_fitted
     from intake_eval.core import numbers
     from intake_eval.core.store import RunPaths
+    from intake_eval.stage_kinds import stage_kinds
     from intake_eval.trust.patient_qc import QCSettings, execute_qc, qc_gate
     from intake_eval.trust.probes import DEFAULT_PROBES
 
     settings = QCSettings(patient=patient, mode=patient_mode, judge=judge, tracker=tracker, n=n,
                           probes=probes or DEFAULT_PROBES, concurrency=concurrency)
     err = console()
-    result = execute_qc(RunPaths(run_dir), settings, models_file=models, use_cache=not no_cache, force=force, console=err)
+    result = execute_qc(RunPaths(run_dir), settings, models_file=models, use_cache=not no_cache, force=force, console=err,
+                        kinds=stage_kinds())
     table = Table(title=f"Patient QC — {patient} ({patient_mode}), judged by {judge}, {result.profiles} profiles",
                   title_justify="left")
     for column in ("metric", "rate", "95% CI (Wilson)", "count", "errors", "wanted"):

@@ -19,13 +19,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from intake_eval import SCHEMA_VERSION, __version__
 from intake_eval.core.errors import (
     ConfigChangedError,
     IntakeEvalError,
     describe_validation_error,
 )
 from intake_eval.core.records import Usage
+from intake_eval.core.schema import SCHEMA_VERSION, package_version
 from intake_eval.core.source_revision import running_source_revision
 from intake_eval.core.store import RunPaths, stable_hash, write_text_atomic
 
@@ -37,7 +37,7 @@ def now_iso() -> str:
 
 
 def package_versions() -> dict[str, str]:
-    versions = {"intake-eval": __version__, "python": platform.python_version()}
+    versions = {"intake-eval": package_version(), "python": platform.python_version()}
     for name in TRACKED_PACKAGES:
         try:
             versions[name] = metadata.version(name)
@@ -90,6 +90,11 @@ PROMPT_TEXTS = "prompt_texts"
 
 # Marks a manifest, or a model entry in it, rebuilt from the records (``manifest_rebuild``).
 REBUILT = "rebuilt_from_records"
+
+
+def rebuilt_model_entry(model: Any) -> dict[str, Any]:
+    """A manifest model entry rebuilt from a record, which names only the provider's model id."""
+    return {"model": str(model or ""), REBUILT: True}
 
 MOVE_ASIDE = ("rebuild it from the records with `intake-eval status --rebuild-manifest`, or move it aside to start "
               "a new manifest (records on disk are kept and resumed)")

@@ -14,6 +14,7 @@ from typing import Any
 
 from intake_eval.core.records import Conversation
 from intake_eval.core.shard import SHARD_KEY, unsharded
+from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import RunPaths, drop_records, iter_records, stable_hash
 from intake_eval.forks.plan import ForkPlan, needs_judge, nudge_text, plan_forks
 from intake_eval.interview.budget import folder_budget
@@ -131,9 +132,9 @@ def fork_status(paths: RunPaths, clinicians: list[str], wanted: set[str]) -> dic
 
 
 def execute_forks(paths: RunPaths, settings: RunSettings, *, at: str, nudge: str, models_file: Any = None,
-                  use_cache: bool = True, force: bool = False, console: Any = None) -> ForkResult:
+                  use_cache: bool = True, force: bool = False, console: Any = None, kinds: StageKinds) -> ForkResult:
     """The fork stage as `run --fork-at` runs it: its own stage runner (lock, guards, pool)."""
     tracker = (settings.tracker or settings.patient) if settings.patient_mode == "tracked" else None
-    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console,
+    with StageRunner(paths, kinds=kinds, models_file=models_file, use_cache=use_cache, console=console,
                      models=[*settings.clinicians, settings.patient, tracker]) as runner:
         return run_fork_stage(runner, settings, at=at, nudge=nudge, force=force)

@@ -23,6 +23,7 @@ from intake_eval.core.manifest import Manifest
 from intake_eval.core.progress import ProgressBar
 from intake_eval.core.prompts import prompt_hash
 from intake_eval.core.records import Profile, RenderFailure
+from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import (
     JsonlWriter,
     compact,
@@ -252,12 +253,13 @@ def config_prompt_name(spec: "ModelSpec") -> str:
 def execute_generate(paths: RunPaths, *, n: int, mode: Mode, seed: int, generator: str = "offline/generator",
                      models_file: ModelsFiles = None, use_cache: bool = True, force: bool = False, console: Any = None,
                      catalog: Catalog | None = None, concurrency: int = 8, max_attempts: int = MAX_ATTEMPTS,
-                     qc_threshold: float = QC_THRESHOLD, hidden_count: str = "seed") -> GenerateSummary:
+                     qc_threshold: float = QC_THRESHOLD, hidden_count: str = "seed",
+                     kinds: StageKinds) -> GenerateSummary:
     """The generate stage as the CLI runs it: its own stage runner (lock, guards, pool)."""
     spec = resolve_spec(generator, load_model_specs(models_file))
     if paths.manifest.exists():  # a design error is said before key problems (checked again under the lock)
         assert_generator_is_held_out(Manifest(paths), generator, spec.model)
-    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, catalog=catalog,
+    with StageRunner(paths, kinds=kinds, models_file=models_file, use_cache=use_cache, console=console, catalog=catalog,
                      models=[generator]) as runner:
         return generate_profiles(runner, n=n, mode=mode, seed=seed, generator=generator, force=force,
                                  concurrency=concurrency, max_attempts=max_attempts, qc_threshold=qc_threshold,

@@ -32,7 +32,6 @@ from typing import Any, cast
 from intake_eval.core.calls import billed_so_far
 from intake_eval.core.records import Conversation
 from intake_eval.core.store import iter_json_lines
-from intake_eval.core.usage import run_folder_spend
 from intake_eval.interview.conversation import PlannedConversation
 from intake_eval.interview.cost_forecast import (
     ANSWER_TOKENS,
@@ -328,7 +327,7 @@ def folder_budget(limit: float | None, runner: Any, clinicians: Iterable[str], *
     ``judges`` (label → alias) judge each conversation as it finishes, so its judging is held too."""
     if limit is None:
         return None
-    spent, _known = run_folder_spend(runner.paths, runner.manifest.data)
+    spent, _known = runner.folder_spend()
     clinicians = list(clinicians)
     resolved = runner.resolve([*clinicians, patient, *([tracker] if tracker else [])])
     specs = {f"clinician:{alias}": resolved[alias] for alias in clinicians}
@@ -355,7 +354,7 @@ def judging_budget(limit: float | None, runner: Any, judges: Mapping[str, str], 
     defaults to the run stage's (12 when the folder has none)."""
     if limit is None:
         return None
-    spent, _known = run_folder_spend(runner.paths, runner.manifest.data)
+    spent, _known = runner.folder_spend()
     if turns is None:
         run = (runner.manifest.data.get("stages") or {}).get("run") or {}
         turns = int((run.get("config") or {}).get("turns", 12))

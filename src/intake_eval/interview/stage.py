@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.records import Conversation
+from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import (
     JsonlWriter,
     RunPaths,
@@ -222,10 +223,10 @@ def finish_run_stage(runner: StageRunner, plan: list[PlannedConversation], total
 
 
 def execute_run(paths: RunPaths, settings: RunSettings, *, models_file: ModelsFiles = None,
-                use_cache: bool = True, force: bool = False, console: Any = None) -> RunResult:
+                use_cache: bool = True, force: bool = False, console: Any = None, kinds: StageKinds) -> RunResult:
     """The run stage as the CLI runs it: models, lock, guards, conversations with progress, compaction."""
     tracker = (settings.tracker or settings.patient) if settings.patient_mode == "tracked" else None
-    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console,
+    with StageRunner(paths, kinds=kinds, models_file=models_file, use_cache=use_cache, console=console,
                      models=[*settings.clinicians, settings.patient, tracker]) as runner:
         begin_run_stage(runner, settings, force=force)
         plan = plan_conversations(load_profiles(paths), settings)

@@ -20,6 +20,7 @@ from intake_eval.catalog.schema import Catalog
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import Conversation, Judgment, Profile, Usage
 from intake_eval.core.shard import SHARD_KEY, Shard, recorded_shard
+from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import (
     JsonlWriter,
     RunPaths,
@@ -313,7 +314,7 @@ def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn"
                   force: bool = False, console: Any = None, display: Any = None,
                   batch: BatchSettings | None = None,
                   spend_gate: Callable[[StageRunner, dict[str, str]], SpendGate | None] | None = None,
-                  shard: Shard | None = None) -> JudgeOutcome:
+                  shard: Shard | None = None, kinds: StageKinds) -> JudgeOutcome:
     """The judge stage as the CLI runs it: models and keys, lock, guards, judging with progress.
     ``spend_gate(runner, {label: alias})`` makes the folder budget each judgment is admitted by (the
     budget lives in a layer this one does not import)."""
@@ -322,7 +323,7 @@ def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn"
     if not paths.conversation_files():
         raise IntakeEvalError(f"{paths.conversations_dir}: no conversations here yet; run `intake-eval run --run-dir {paths.root}` first")
     catalog = run_catalog(paths.root)
-    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, catalog=catalog,
+    with StageRunner(paths, kinds=kinds, models_file=models_file, use_cache=use_cache, console=console, catalog=catalog,
                      models=aliases) as runner:
         if batch is not None:
             check_batchable(runner.resolve(aliases))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.records import QUESTION_TYPES
+from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import (
     RunPaths,
 )
@@ -291,8 +292,9 @@ def clinician_columns() -> list[str]:
             *registry.summary_columns(2)]
 
 
-def write_metrics(paths: RunPaths) -> dict[str, Path]:
-    """Compute every table from the run folder and write metrics/<name>.csv. Returns name → path."""
+def write_metrics(paths: RunPaths, kinds: StageKinds) -> dict[str, Path]:
+    """Compute every table from the run folder and write metrics/<name>.csv. Returns name → path.
+    ``kinds`` reads each stage's records for the records' cost column of cost_billed.csv."""
 
     diagnosis = RowCollector(paths, load_default_catalog(paths))
     turn_labels = TurnLabelRows()
@@ -318,7 +320,7 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
         "probe_curves": (PROBE_CURVE_COLUMNS, probe_curve_rows(collected.rows, collected.outcomes, collected.last_turns)),
     }
     tables.update(cost_tables(collected.conversations, collected.rows, collected.outcomes))
-    tables["cost_billed"] = (COST_BILLED_COLUMNS, cost_billed_rows(paths))
+    tables["cost_billed"] = (COST_BILLED_COLUMNS, cost_billed_rows(paths, kinds))
     written = {name: write_csv(paths.metrics(name), columns, rows) for name, (columns, rows) in tables.items()}
     written[TURN_LABELS_TABLE] = turn_labels.write(paths)
     # safety.csv (+ diagnosis.csv when conversations carry formulations), see metrics/clinical.py

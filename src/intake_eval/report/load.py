@@ -29,6 +29,7 @@ from intake_eval.metrics.answers import write_answer_tables
 from intake_eval.metrics.tables import write_metrics
 from intake_eval.metrics.trials import write_trial_metrics
 from intake_eval.report.viewer import domain_outcomes
+from intake_eval.stage_kinds import stage_kinds
 
 METRIC_TABLES = ("conversations", "cells", "domains", "trajectories", "agreement", "clinicians", "comparisons", "masking",
                  "masking_model", "intervals")
@@ -261,7 +262,7 @@ def refresh_metrics(paths: RunPaths) -> None:
     if not metrics_stale(paths):
         return
 
-    write_metrics(paths)
+    write_metrics(paths, stage_kinds())
     write_trial_metrics(paths)  # metrics/trials.csv only when the run repeats trials
 
 

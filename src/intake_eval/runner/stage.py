@@ -39,11 +39,10 @@ from intake_eval.core.records import Usage
 from intake_eval.core.store import RunPaths, append_record
 from intake_eval.core.no_follow import refuse_symlink
 from intake_eval.core.run_lock import RunLock
+from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.usage import (
     retry_totals,
     stage_aliases,
-    stage_usage,
-    run_folder_spend,
     subtract_retry_stats,
 )
 from intake_eval.llm.base import ModelSpec, public_url
@@ -81,10 +80,11 @@ def guarded_spec(spec: ModelSpec) -> dict[str, Any]:
 class StageRunner:
     """``with StageRunner(paths, ...) as runner:`` → ``begin`` a stage, ``run`` its coroutine, ``finish``."""
 
-    def __init__(self, paths: RunPaths, *, models_file: ModelsFiles = None, use_cache: bool = True,
+    def __init__(self, paths: RunPaths, *, kinds: StageKinds, models_file: ModelsFiles = None, use_cache: bool = True,
                  console: Any = None, catalog: Catalog | None = None,
                  models: Iterable[str | None] = ()):
         self.paths = paths
+        self.kinds = kinds  # every stage kind: what any stage of the folder kept and cost
         self.use_cache = use_cache
         self.console = console
         self._catalog = catalog
@@ -189,9 +189,13 @@ class StageRunner:
         disk cost (a folder made before the ledger existed), which the billed figure counts as an estimate."""
         if self.paths.calls.exists():
             return
-        before, known = run_folder_spend(self.paths, self._manifest().data)
+        before, known = self.folder_spend()
         append_record(self.paths.calls, {"event": "opened", "time": now_iso(), "records_cost_usd": before,
                                          "cost_known": known})
+
+    def folder_spend(self) -> tuple[float, bool]:
+        """Dollars the records of every stage of the folder cost, and whether every price was known."""
+        return self.kinds.run_folder_spend(self.paths, self._manifest().data)
 
     def begin(self, name: str, config: Mapping[str, Any], *, force: bool = False, outputs: Iterable[Path] = (),
               models: Mapping[str, Mapping[str, ModelSpec]] | None = None, additive: Iterable[str] = (),
@@ -202,6 +206,7 @@ class StageRunner:
         renders it) are snapshotted into the run folder once the stage is accepted. Returns the
         stage's config hash."""
         manifest = self._manifest()
+        self.kinds.kind_of(name, self.paths.manifest)  # a stage no kind reads would cost a silent $0
         prompts = list(prompts)
         self._open_ledger()
         models = {role: dict(aliases) for role, aliases in (models or {}).items()}
@@ -290,7 +295,7 @@ class StageRunner:
         """Close a stage: status, counts, and its usage summed from the records on disk."""
         manifest = self._manifest()
         stage = manifest.stage(name)
-        usage = stage_usage(self.paths, name, stage)
+        usage = self.kinds.stage_usage(self.paths, name, stage)
         self._log_retries(name)
         extra = {**(extra or {}), "retries": retry_totals(self.paths, stage_aliases(stage))}
         if self._pool is not None:

@@ -29,6 +29,7 @@ from intake_eval.metrics.trials import write_trial_metrics
 from intake_eval.report.build import build_report
 from intake_eval.runner.stage import StageRunner
 from intake_eval.simulated import check_offline_name, check_offline_role
+from intake_eval.stage_kinds import stage_kinds
 from intake_eval.study.config import StudyConfig, find_study_config, load_study_config, with_flags
 from intake_eval.study.estimate import StudyEstimate, estimate_study
 from intake_eval.study.overlap import run_and_judge_stages
@@ -87,7 +88,7 @@ def _report(runner: StageRunner, run_counts: dict[str, int]) -> Path:
     stages = runner.manifest.data["stages"]
     runner.begin("report", {"stages": {k: v.get("config_hash") for k, v in stages.items() if k != "report"}},
                  force=True)
-    write_metrics(runner.paths)
+    write_metrics(runner.paths, runner.kinds)
     write_trial_metrics(runner.paths)  # metrics/trials.csv when the study repeats trials
     console = runner.console
     say = (lambda step: console.print(f"[dim]report: {step}[/dim]")) if console is not None else None
@@ -159,7 +160,7 @@ def _run_study(config: StudyConfig, config_path: Path, *, run_dir: Path | None, 
     resolve_roles(config, models_file)  # design errors (leakage, unknown aliases) before the lock
     catalog = config.study_catalog()
     say = console.print if console is not None else (lambda *a, **k: None)
-    with StageRunner(paths, models_file=models_file, use_cache=use_cache and config.cache, console=console,
+    with StageRunner(paths, kinds=stage_kinds(), models_file=models_file, use_cache=use_cache and config.cache, console=console,
                      catalog=catalog) as runner:
         runner.resolve(config.model_names())  # every missing key named before any work starts
         manifest = runner.manifest

@@ -33,6 +33,7 @@ from intake_eval.core.records import (
     PatientProbe,
     Profile,
 )
+from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import (
     JsonlWriter,
     RunPaths,
@@ -314,10 +315,10 @@ def qc_stage_name(settings: QCSettings) -> str:
 
 
 def execute_qc(paths: RunPaths, settings: QCSettings, *, models_file: ModelsFiles = None, use_cache: bool = True,
-               force: bool = False, console: Any = None) -> QCResult:
+               force: bool = False, console: Any = None, kinds: StageKinds) -> QCResult:
     """Patient QC as the CLI runs it: its own stage runner (lock, guards, pool)."""
     names = [settings.patient, settings.judge, settings.tracker if settings.mode == "tracked" else None]
-    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, models=names) as runner:
+    with StageRunner(paths, kinds=kinds, models_file=models_file, use_cache=use_cache, console=console, models=names) as runner:
         return run_patient_qc(runner, settings, force=force)
 
 
