@@ -138,7 +138,8 @@ def read_ledger(path: Path, in_flight: str | None = None) -> LedgerTotals | None
             unread.append((line, line, True))
     answered_by: dict[str, list[int]] = {}  # alias → [billed answers, answers] from the provider
     for line in answers:
-        dollars, usage = _number(line.get("dollars")), line.get("usage") if isinstance(line.get("usage"), dict) else {}
+        raw_usage = line.get("usage")
+        dollars, usage = _number(line.get("dollars")), raw_usage if isinstance(raw_usage, dict) else {}
         if line.get("cache_hit") and line.get("cost_known", True):
             priced_hash.setdefault(str(line.get("request", "")), dollars)
         elif not line.get("cache_hit"):

@@ -58,10 +58,12 @@ _BY_LOCATION: Any = object()  # default: the model from record_model_of
 
 
 def _invalid_reason(error: ValidationError) -> str:
-    first = error.errors()[0] if error.errors() else {}
-    where = ".".join(str(part) for part in first.get("loc", ())) or "(top level)"
+    if not error.errors():
+        return "(top level): invalid"
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "(top level)"
     more = f" (+{error.error_count() - 1} more)" if error.error_count() > 1 else ""
-    return f"{where}: {first.get('msg', 'invalid')}{more}"
+    return f"{where}: {first['msg']}{more}"
 
 
 def _iter_lines(path: Path, stats: ReadStats, model: type[BaseModel] | None

@@ -14,6 +14,7 @@ import shutil
 import time
 from datetime import datetime, timezone
 from importlib import metadata
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -180,7 +181,8 @@ class Manifest:
     def stage(self, name: str) -> dict[str, Any]:
         return self.data["stages"].setdefault(name, {})
 
-    def begin_stage(self, name: str, config: dict[str, Any], *, force: bool = False, outputs: list[Path] = ()) -> str:
+    def begin_stage(self, name: str, config: dict[str, Any], *, force: bool = False,
+                    outputs: Sequence[Path] = ()) -> str:
         """Register (or verify) a stage's configuration. Returns its config hash.
 
         A changed config is refused unless ``force``, which moves ``outputs`` to superseded/.
@@ -211,7 +213,7 @@ class Manifest:
         self.save()
         return config_hash
 
-    def supersede(self, name: str, outputs: list[Path]) -> None:
+    def supersede(self, name: str, outputs: Iterable[Path]) -> None:
         target = self.paths.superseded_dir / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
         for path in outputs:
             if path.exists():
@@ -231,11 +233,96 @@ class Manifest:
             stage.update(extra)
         self.save()
 
+    # ------------------------------------------------------------ reading and amending one stage
+
+    def stage_config(self, name: str) -> dict[str, Any]:
+        """The configuration a stage registered ({} when the stage is not in the manifest)."""
+        stage = self.data["stages"].get(name)
+        return dict(stage.get("config") or {}) if isinstance(stage, dict) else {}
+
+    def stage_config_hash(self, name: str) -> str | None:
+        stage = self.data["stages"].get(name)
+        return stage.get("config_hash") if isinstance(stage, dict) else None
+
+    def config_hashes(self, *, leaving_out: str | None = None) -> dict[str, str | None]:
+        """Stage name → config hash of every stage (but ``leaving_out``)."""
+        return {name: stage.get("config_hash") for name, stage in self.data["stages"].items()
+                if name != leaving_out and isinstance(stage, dict)}
+
+    def stage_status(self, name: str) -> str | None:
+        stage = self.data["stages"].get(name)
+        return stage.get("status") if isinstance(stage, dict) else None
+
+    def additive_models(self, name: str, role: str) -> dict[str, dict[str, Any]]:
+        """Alias → guarded spec of a role whose aliases a stage gains over resumes (its clinicians)."""
+        return dict((self.stage(name).get("additive_models") or {}).get(role) or {})
+
+    def add_additive_models(self, name: str, role: str, specs: dict[str, dict[str, Any]]) -> None:
+        self.stage(name).setdefault("additive_models", {}).setdefault(role, {}).update(specs)
+
+    def record_stage_pid(self, name: str, pid: int) -> None:
+        """The process that last began a stage (a ``running`` stage whose process is gone was interrupted)."""
+        self.stage(name)["pid"] = pid
+
+    def amend_stage_config(self, name: str, config: dict[str, Any], *, mark: str) -> None:
+        """Replace a stage's config by an addition to it (no records change), recording ``mark: true`` in the
+        stage so the amendment is visible."""
+        self.stage(name).update({"config": config, "config_hash": stable_hash(config), mark: True})
+
     # ------------------------------------------------------------ provenance
+
+    def model_entries(self, role: str) -> list[dict[str, Any]]:
+        """The manifest's model entries of one role ({'alias', 'model', params...}); [] when none."""
+        entries = (self.data.get("models") or {}).get(role)
+        return [entry for entry in entries if isinstance(entry, dict)] if isinstance(entries, list) else []
+
+    def roles(self) -> list[str]:
+        """Every role that has model entries, sorted."""
+        return sorted(self.data.get("models") or {})
 
     def record_models(self, role: str, specs: list[dict[str, Any]]) -> None:
         """specs: [{'alias', 'model', 'params'}] — never an api key, only the key variable's name."""
         self.data.setdefault("models", {})[role] = specs
+
+    @property
+    def version(self) -> str | None:
+        """The intake-eval version that last saved the manifest."""
+        return (self.data.get("versions") or {}).get("intake-eval")
+
+    @property
+    def source(self) -> dict[str, Any] | None:
+        """The source revision (commit, dirty) that last saved the manifest; None when installed from a wheel."""
+        return self.data.get("source")
+
+    def record_structured_output(self, states: dict[str, dict[str, Any]]) -> None:
+        """Which response_format each endpoint took, kept across invocations: the newest answer wins, and an
+        endpoint that has not answered yet (level None) never overwrites what an earlier one learned."""
+        known = self.data.setdefault("structured_output", {})
+        known.update({endpoint: state for endpoint, state in states.items()
+                      if state["level"] is not None or endpoint not in known})
+
+    def record_primary_judge(self, label: str) -> None:
+        """The folder's primary judge: the first judge label ever begun keeps the place."""
+        self.data.setdefault("judges", {}).setdefault("primary", label)
+
+    def primary_judge(self) -> str | None:
+        return (self.data.get("judges") or {}).get("primary")
+
+    # ------------------------------------------------------------ the study section
+
+    def record_study(self, config_file: str, config: dict[str, Any], shard: dict[str, Any] | None) -> None:
+        """The study config this folder runs (``study``: config, its hash, the shard), its history kept."""
+        study = self.data.setdefault("study", {})
+        study.update({"config_file": config_file, "config": config, "study_config_hash": stable_hash(config)})
+        if shard is not None:
+            study["shard"] = shard
+        study.setdefault("history", [])
+
+    def add_study_history(self, entry: dict[str, Any]) -> None:
+        """One invocation of the study; ``last_run`` repeats the newest."""
+        study = self.data.setdefault("study", {})
+        study.setdefault("history", []).append(entry)
+        study["last_run"] = entry
 
     def record_prompts(self, hashes: dict[str, str]) -> None:
         self.data.setdefault("prompts", {}).update(hashes)

@@ -16,6 +16,7 @@ from intake_eval.core.records import Conversation
 from intake_eval.core.shard import SHARD_KEY, unsharded
 from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import RunPaths, drop_records, iter_records, stable_hash
+from intake_eval.forks.kind import fork_stage_name as fork_stage_name
 from intake_eval.forks.plan import ForkPlan, needs_judge, nudge_text, plan_forks
 from intake_eval.interview.budget import folder_budget
 from intake_eval.interview.display import RunDisplay
@@ -32,13 +33,8 @@ from intake_eval.interview.stage import (
     compact_conversations,
     run_conversations,
 )
-from intake_eval.judge.stage import primary_judge
 from intake_eval.runner.prompt_snapshot import RenderedPrompt
 from intake_eval.runner.stage import StageRunner
-
-
-def fork_stage_name(at: str, nudge: str) -> str:
-    return f"fork:{at}:{nudge}"
 
 
 @dataclass
@@ -75,19 +71,18 @@ def run_fork_stage(runner: StageRunner, settings: RunSettings, *, at: str, nudge
     name = fork_stage_name(at, nudge)
     manifest = runner.manifest
     assert manifest is not None, "a fork stage runs inside the StageRunner's `with` block"
-    judge = primary_judge(manifest.data) if needs_judge(at) else None
+    judge = manifest.primary_judge() if needs_judge(at) else None
     clinicians = runner.resolve(settings.clinicians)
     roles = {"clinician": clinicians, "patient": runner.resolve([settings.patient])}
     tracker = (settings.tracker or settings.patient) if settings.patient_mode == "tracked" else None
     if tracker:
         roles["tracker"] = runner.resolve([tracker])
-    run_stage = manifest.data.get("stages", {}).get(RUN_STAGE) or {}
+    run_config = manifest.stage_config(RUN_STAGE)
     # the run's hash without its shard spec (equal to its config hash unsharded), so shards share it
-    run_hash = stable_hash(unsharded(run_stage["config"])) if run_stage.get("config") else run_stage.get("config_hash")
-    stage = manifest.stage(name)
-    if force and stage.get("config_hash"):
+    run_hash = stable_hash(unsharded(run_config)) if run_config else manifest.stage_config_hash(RUN_STAGE)
+    if force and manifest.stage_config_hash(name):
         _remove_forks(paths, at, nudge)
-    config = {"at": at, "nudge": nudge, "judge": judge, "run_config_hash": run_hash}
+    config: dict[str, Any] = {"at": at, "nudge": nudge, "judge": judge, "run_config_hash": run_hash}
     if settings.shard is not None:
         config[SHARD_KEY] = settings.shard.as_config()
     runner.begin(name, config, force=force,

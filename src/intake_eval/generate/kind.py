@@ -23,7 +23,8 @@ class GenerateKind:
         return stage_name == GENERATE_STAGE
 
     def record_model_of(self, paths: RunPaths, path: Path) -> type[Record] | None:
-        return {paths.profiles: Profile, paths.render_failures: RenderFailure}.get(path)
+        models: dict[Path, type[Record]] = {paths.profiles: Profile, paths.render_failures: RenderFailure}
+        return models.get(path)
 
     def usage(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any]) -> dict[str, Usage]:
         total = Usage()

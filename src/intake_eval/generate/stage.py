@@ -43,6 +43,7 @@ from intake_eval.generate.render import (
 )
 from intake_eval.generate.dedup import check_symptom_supply
 from intake_eval.generate.design import HIDDEN_COUNTS, check_designs
+from intake_eval.generate.kind import GENERATE_STAGE
 from intake_eval.generate.rates import rate_table, rates_csv
 from intake_eval.generate.sampling import (
     Mode,
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
     from intake_eval.core.store import RunPaths
     from intake_eval.llm.base import ChatModel, ModelSpec
 
-STAGE = "generate"
+STAGE = GENERATE_STAGE
 
 
 @dataclass
@@ -186,11 +187,13 @@ def generate_profiles(runner: StageRunner, *, n: int, mode: Mode, seed: int, gen
     check_design(catalog, hidden_count)
     spec = resolve_spec(generator, runner.specs)
     check_offline_name(spec.model)
-    assert_generator_is_held_out(runner.manifest, generator, spec.model)  # a design error: say it before key problems
+    manifest = runner.manifest
+    assert manifest is not None, "generate runs inside the StageRunner's `with` block"
+    assert_generator_is_held_out(manifest, generator, spec.model)  # a design error: say it before key problems
     runner.resolve([generator])
     config = stage_config(n, mode, seed, spec, catalog, max_attempts=max_attempts, qc_threshold=qc_threshold,
                           hidden_count=hidden_count)
-    finished_before = runner.manifest.stage(STAGE).get("status") in ("done", "done_with_failures")
+    finished_before = manifest.stage_status(STAGE) in ("done", "done_with_failures")
     runner.begin(STAGE, config, force=force, outputs=[paths.profiles, paths.render_failures, paths.sampling_rates],
                  models={GENERATOR_ROLE: {generator: spec}}, prompts=[config_prompt_name(spec)], seed=seed)
 

@@ -33,6 +33,7 @@ from intake_eval.core.calls import billed_so_far
 from intake_eval.core.records import Conversation
 from intake_eval.core.store import iter_json_lines
 from intake_eval.interview.conversation import PlannedConversation
+from intake_eval.interview.kind import RUN_STAGE
 from intake_eval.interview.cost_forecast import (
     ANSWER_TOKENS,
     BASE_PROMPT_TOKENS,
@@ -356,8 +357,7 @@ def judging_budget(limit: float | None, runner: Any, judges: Mapping[str, str], 
         return None
     spent, _known = runner.folder_spend()
     if turns is None:
-        run = (runner.manifest.data.get("stages") or {}).get("run") or {}
-        turns = int((run.get("config") or {}).get("turns", 12))
+        turns = int(runner.manifest.stage_config(RUN_STAGE).get("turns", 12))
     budget = Budget(limit=limit, settled=spent)
     _hold_judging(budget, runner, judges, turns, judge_mode)
     return _ledger_backed(budget, runner, limit)

@@ -43,6 +43,7 @@ from intake_eval.interview.conversation import (
     run_conversation,
 )
 from intake_eval.interview.display import RunDisplay
+from intake_eval.interview.kind import RUN_STAGE as RUN_STAGE
 from intake_eval.interview.plan import (
     ModelSource,
     RunSettings,
@@ -166,7 +167,6 @@ def compact_conversations(paths: RunPaths, clinicians: list[str]) -> dict[str, i
 
 # ---------------------------------------------------------------- the stage, as the CLI runs it
 
-RUN_STAGE = "run"
 
 
 def run_stage_outputs(paths: RunPaths) -> list[Path]:

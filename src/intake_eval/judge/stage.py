@@ -37,6 +37,7 @@ from intake_eval.judge.judging import (
     judge_conversation,
     judge_label,
 )
+from intake_eval.judge.kind import judge_stage_name
 from intake_eval.judge.prompt_texts import judge_prompt_texts
 from intake_eval.llm.base import ChatModel
 from intake_eval.llm.registry import ModelsFiles
@@ -213,10 +214,6 @@ async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concur
 
 # ---------------------------------------------------------------- the stage, as the CLI and the study run it
 
-def primary_judge(manifest_data: dict[str, Any]) -> str | None:
-    return (manifest_data.get("judges") or {}).get("primary")
-
-
 def begin_judge_stages(runner: StageRunner, aliases: Sequence[str], mode: str, *, force: bool,
                        shard: Shard | None = None) -> list[JudgeSetup]:
     """Resolve and register one stage per judge. The run folder's primary judge is the first one it
@@ -230,13 +227,12 @@ def begin_judge_stages(runner: StageRunner, aliases: Sequence[str], mode: str, *
         config = judge_config(alias, specs[alias].model, mode)
         if shard is not None:
             config[SHARD_KEY] = shard.as_config()
-        runner.begin(f"judge:{label}", config, force=force,
+        runner.begin(judge_stage_name(label), config, force=force,
                      outputs=[runner.paths.judge_dir(label)], models={"judge": {alias: specs[alias]}},
                      prompts=JUDGE_PROMPTS, rendered=rendered)
         setups.append(JudgeSetup(label=label, alias=alias, model=runner.pool.get(alias), mode=mode))
     assert runner.manifest is not None, "runner.begin() opened the manifest"
-    judges = runner.manifest.data.setdefault("judges", {})
-    judges.setdefault("primary", setups[0].label)
+    runner.manifest.record_primary_judge(setups[0].label)
     runner.manifest.save()
     return setups
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, TypeVar
@@ -223,16 +223,15 @@ class StageRunner:
         outputs = list(outputs)
         force = self._guard_additive(name, models, additive, force, outputs)
         config_hash = manifest.begin_stage(name, full, force=force, outputs=outputs)
-        stage = manifest.stage(name)
         for role in additive:
-            known = stage.setdefault("additive_models", {}).setdefault(role, {})
-            known.update({alias: guarded_spec(spec) for alias, spec in models.get(role, {}).items()})
-        stage["pid"] = os.getpid()
+            manifest.add_additive_models(name, role, {alias: guarded_spec(spec)
+                                                      for alias, spec in models.get(role, {}).items()})
+        manifest.record_stage_pid(name, os.getpid())
         for role, aliases in models.items():
             self._record_models(role, aliases)
         if prompts:
             manifest.record_prompts(prompt_hashes(sorted(set(prompts))))
-        record_prompt_texts(manifest.data, stage, self.paths, prompts, rendered)
+        record_prompt_texts(manifest.data, manifest.stage(name), self.paths, prompts, rendered)
         if seed is not None:
             manifest.record_seed(name, seed)
         manifest.save()
@@ -242,7 +241,7 @@ class StageRunner:
         if self._pool is not None and self._pool.ledger is not None:
             self._pool.ledger.begun(name, roles)  # the calls of these roles and aliases are this stage's
         self.log({"event": "begin", "stage": name, "config_hash": config_hash,
-                  "version": manifest.data["versions"].get("intake-eval"), "source": manifest.data.get("source")})
+                  "version": manifest.version, "source": manifest.source})
         return config_hash
 
     def _guard_leakage(self, models: Mapping[str, Mapping[str, ModelSpec]]) -> None:
@@ -258,11 +257,12 @@ class StageRunner:
                         force: bool, outputs: list[Path]) -> bool:
         """An alias already in the stage must keep its meaning (model, api_base, parameters). An entry
         rebuilt from the records knows only the provider id: the full spec replaces it."""
-        known = self._manifest().stage(name).get("additive_models", {})
+        manifest = self._manifest()
         changes = []
         for role in sorted(additive):
+            known = manifest.additive_models(name, role)
             for alias, spec in sorted(models.get(role, {}).items()):
-                old = known.get(role, {}).get(alias)
+                old = known.get(alias)
                 if old is not None and not old.get(REBUILT) and old != guarded_spec(spec):
                     changes += diff_configs(old, guarded_spec(spec), prefix=f"{role} {alias}: ")
         if changes and not force:
@@ -276,13 +276,12 @@ class StageRunner:
 
     def _record_models(self, role: str, aliases: Mapping[str, ModelSpec]) -> None:
         manifest = self._manifest()
-        known = {entry.get("alias"): entry for entry in manifest.data.get("models", {}).get(role, [])
-                 if isinstance(entry, dict)}
+        known = {str(entry.get("alias", "")): entry for entry in manifest.model_entries(role)}
         for alias, spec in aliases.items():
             known[alias] = {**known.get(alias, {}), "alias": alias, **spec.public_dict()}
         manifest.record_models(role, [known[alias] for alias in sorted(known)])
 
-    def run(self, work: Callable[[], Awaitable[T]], display: Any = None) -> tuple[T | None, bool]:
+    def run(self, work: Callable[[], Coroutine[Any, Any, T]], display: Any = None) -> tuple[T | None, bool]:
         """Run a stage's coroutine; Ctrl-C keeps what is written. Returns (result, interrupted)."""
         try:
             with display if display is not None else nullcontext():
@@ -302,10 +301,7 @@ class StageRunner:
             stopped = self._pool.stopped_endpoints()
             if stopped:
                 extra["stopped_endpoints"] = stopped
-            # Which response_format each endpoint took; kept across invocations, the newest answer wins.
-            known = manifest.data.setdefault("structured_output", {})
-            known.update({endpoint: state for endpoint, state in self._pool.structured_output().items()
-                          if state["level"] is not None or endpoint not in known})
+            manifest.record_structured_output(self._pool.structured_output())
         manifest.finish_stage(name, status=status, counts=dict(counts) if counts is not None else None,
                               usage=usage, extra=extra)
         self.log({"event": "finish", "stage": name, "status": status})

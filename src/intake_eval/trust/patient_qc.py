@@ -55,6 +55,7 @@ from intake_eval.llm.registry import ModelsFiles
 from intake_eval.metrics.reading import write_csv
 from intake_eval.metrics.stats import wilson_interval
 from intake_eval.runner.stage import StageRunner
+from intake_eval.trust.patient_qc_kind import qc_patient_stage_name
 from intake_eval.trust.probes import (
     DEFAULT_PROBES,
     Probe,
@@ -311,7 +312,7 @@ class QCSettings:
 
 
 def qc_stage_name(settings: QCSettings) -> str:
-    return f"qc-patient {settings.patient} {settings.mode} {settings.judge}"
+    return qc_patient_stage_name(settings.patient, settings.mode, settings.judge)
 
 
 def execute_qc(paths: RunPaths, settings: QCSettings, *, models_file: ModelsFiles = None, use_cache: bool = True,
