@@ -308,6 +308,14 @@ class Manifest:
     def primary_judge(self) -> str | None:
         return (self.data.get("judges") or {}).get("primary")
 
+    def record_prompt_texts(self, name: str, used: dict[str, dict[str, dict[str, Any]]]) -> None:
+        """The prompt snapshot's entries a stage uses (kind → key → entry): the stage names the versions it
+        uses, the manifest's ``prompt_texts`` the latest of each."""
+        self.stage(name)[PROMPT_TEXTS] = used
+        known = self.data.setdefault(PROMPT_TEXTS, {})
+        for kind, entries in used.items():
+            known.setdefault(kind, {}).update(entries)
+
     # ------------------------------------------------------------ the study section
 
     def record_study(self, config_file: str, config: dict[str, Any], shard: dict[str, Any] | None) -> None:

@@ -231,7 +231,7 @@ class StageRunner:
             self._record_models(role, aliases)
         if prompts:
             manifest.record_prompts(prompt_hashes(sorted(set(prompts))))
-        record_prompt_texts(manifest.data, manifest.stage(name), self.paths, prompts, rendered)
+        record_prompt_texts(manifest, name, self.paths, prompts, rendered)
         if seed is not None:
             manifest.record_seed(name, seed)
         manifest.save()
