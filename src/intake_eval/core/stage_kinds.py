@@ -29,7 +29,7 @@ class StageKind(Protocol):
 
     @property
     def pattern(self) -> str:
-        """How its manifest stage names look, for messages (``judge:<label>``)."""
+        """How its manifest stage names look, for messages (``<prefix>:<label>``)."""
 
     def owns(self, stage_name: str) -> bool:
         """Whether a manifest stage of this name is of this kind."""
