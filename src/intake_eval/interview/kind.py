@@ -7,6 +7,7 @@ and each says which conversations are its own and what its stages are named.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,21 +26,22 @@ def fork_of(data: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return fork if isinstance(fork, Mapping) else None
 
 
-class ConversationKind:
+class ConversationKind(ABC):
     """A stage whose records are conversations; subclasses say which are theirs and how they are named."""
 
-    pattern = ""
+    pattern: str
 
+    @abstractmethod
     def owns(self, stage_name: str) -> bool:
-        raise NotImplementedError
+        """Whether a manifest stage of this name is of this kind."""
 
+    @abstractmethod
     def belongs_to(self, stage_name: str, data: Mapping[str, Any]) -> bool:
         """Whether a conversation record is one of stage ``stage_name``'s."""
-        raise NotImplementedError
 
+    @abstractmethod
     def stage_name_of(self, data: Mapping[str, Any]) -> str | None:
         """The name of the stage of this kind that wrote a conversation record (None: not this kind's)."""
-        raise NotImplementedError
 
     def record_model_of(self, paths: RunPaths, path: Path) -> type[Record] | None:
         return Conversation if path.parent == paths.conversations_dir and path.suffix == ".jsonl" else None
