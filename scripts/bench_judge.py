@@ -89,12 +89,13 @@ def build_run_folder(work: Path, profiles: int) -> Path:
     from intake_eval.generate.stage import execute_generate
     from intake_eval.interview.plan import RunSettings
     from intake_eval.interview.stage import execute_run
+    from intake_eval.stage_kinds import stage_kinds
 
     started = time.perf_counter()
     paths = RunPaths(source)
-    execute_generate(paths, n=profiles, mode="stratified", seed=7, concurrency=64)
+    execute_generate(paths, n=profiles, mode="stratified", seed=7, concurrency=64, kinds=stage_kinds())
     execute_run(paths, RunSettings(clinicians=["offline/screener", "offline/anchored"], patient="offline/patient",
-                                   patient_mode="prompted", concurrency=64))
+                                   patient_mode="prompted", concurrency=64), kinds=stage_kinds())
     print(f"built {source} with the offline pipeline in {time.perf_counter() - started:.1f} s")
     return source
 
@@ -107,6 +108,7 @@ def time_judging(source: Path) -> dict[str, float]:
     from intake_eval.llm.registry import load_model_specs
     from intake_eval.metrics.tables import write_metrics
     from intake_eval.simulated import OfflineParticipants
+    from intake_eval.stage_kinds import stage_kinds
 
     scratch = Path(tempfile.mkdtemp(prefix="bench-judge-"))
     target = scratch / "run"
@@ -118,7 +120,7 @@ def time_judging(source: Path) -> dict[str, float]:
         setup = [JudgeSetup(label="offline/judge", alias="offline/judge", model=pool.get("offline/judge"))]
         result = asyncio.run(judge_stage(paths, setup, concurrency=32, catalog=catalog))
     judged = time.perf_counter()
-    tables = write_metrics(paths)
+    tables = write_metrics(paths, stage_kinds())
     done, cpu_done = time.perf_counter(), time.process_time()
     import csv
 

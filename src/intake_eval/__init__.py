@@ -5,15 +5,15 @@ imported on first use so ``import intake_eval`` stays light. ``__version__`` is 
 installed package's metadata (pyproject.toml is its only source).
 """
 
-SCHEMA_VERSION = 1
+from intake_eval.core.schema import SCHEMA_VERSION as SCHEMA_VERSION
+from intake_eval.core.schema import package_version
+
 _API_NAMES = ("load_run", "Run", "RunRecords")
 
 
 def __getattr__(name: str):
     if name == "__version__":
-        from importlib.metadata import version
-
-        return version("intake-eval")
+        return package_version()
     if name in _API_NAMES:
         import importlib
 

@@ -31,6 +31,7 @@ from intake_eval.metrics.columnar import parquet_path
 from intake_eval.metrics.tables import write_metrics
 from intake_eval.metrics.turn_labels import TURN_LABELS_TABLE
 from intake_eval.report.load import metrics_stale, refresh_metrics
+from intake_eval.stage_kinds import stage_kinds
 
 
 class RunRecords:
@@ -161,5 +162,5 @@ def load_run(path: str | Path, *, refresh: bool = True) -> Run:
         if metrics_stale(paths):
             refresh_metrics(paths)
         elif not paths.metrics(TURN_LABELS_TABLE).exists():  # metrics written before the long-form labels existed
-            write_metrics(paths)
+            write_metrics(paths, stage_kinds())
     return Run(paths)

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from intake_eval.cli import app
 from intake_eval.commands.status import STATUS_CACHE
-from tests.test_report_support import synth_run
+from tests.helpers.report_runs import synth_run
 
 
 def _status(root: Path) -> dict:

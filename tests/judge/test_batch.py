@@ -169,9 +169,10 @@ def test_requests_are_split_within_the_batch_caps(tmp_path):
         online = _online_reference(tmp_path, server, models)
         paths = _run_folder(tmp_path / "batch")
         from intake_eval.judge.stage import execute_judge
+        from intake_eval.stage_kinds import stage_kinds
 
         settings = judge_batch.BatchSettings(poll_s=0.05, max_requests=2, max_bytes=10**9)
-        execute_judge(paths, ["fakejudge"], models_file=models, batch=settings)
+        execute_judge(paths, ["fakejudge"], models_file=models, batch=settings, kinds=stage_kinds())
         sizes = [len(server.files[b["input_file_id"]].splitlines()) for b in server.batches.values()]
         distinct = server.batch_lines
     assert distinct >= 3 and sizes == [2] * (distinct // 2) + [1] * (distinct % 2)  # two per file

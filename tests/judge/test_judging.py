@@ -27,6 +27,7 @@ from intake_eval.llm.base import ModelSpec
 from intake_eval.llm.pool import ModelPool
 from intake_eval.llm.retry import RetryPolicy
 from intake_eval.metrics.tables import write_metrics
+from intake_eval.stage_kinds import stage_kinds
 from tests.helpers.fakeserver import FakeOpenAIServer, Reply
 from tests.helpers.judgment_builders import conversation, profile
 
@@ -125,7 +126,7 @@ def test_permanently_invalid_json_is_a_judge_error_not_a_no(tmp_path):
     append_record(paths.profiles, PROFILE)
     append_record(paths.conversations(CONVO.clinician), CONVO)
     append_record(paths.judgments("fakejudge", CONVO.clinician), judgment)
-    tables = write_metrics(paths)
+    tables = write_metrics(paths, stage_kinds())
     row = next(csv.DictReader(open(tables["conversations"])))
     assert row["status"] == "judge_error" and row["active_coverage_rate"] == "" and "turn 2" in row["judge_errors"]
     headline = next(csv.DictReader(open(tables["clinicians"])))

@@ -10,6 +10,7 @@ from intake_eval.core.records import Usage
 from intake_eval.core.store import RunPaths, append_record
 from intake_eval.metrics.cost import COST_COLUMNS
 from intake_eval.metrics.tables import write_metrics
+from intake_eval.stage_kinds import stage_kinds
 from intake_eval.report.build import build_report
 from tests.helpers.judgment_builders import conversation, judgment, profile
 
@@ -63,7 +64,7 @@ def paths(tmp_path):
 
 
 def test_cost_by_role_and_per_surfaced_domain_by_hand(paths):
-    written = write_metrics(paths)
+    written = write_metrics(paths, stage_kinds())
     rows = _read(written["cost"])
     assert list(rows[0]) == list(COST_COLUMNS)
     c = {r["role"]: r for r in rows if r["clinician"] == "c"}

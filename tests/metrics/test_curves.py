@@ -11,6 +11,7 @@ import pytest
 from intake_eval.core.store import RunPaths, append_record
 from intake_eval.metrics.curves import PROBE_CURVE_COLUMNS, kaplan_meier
 from intake_eval.metrics.tables import write_metrics
+from intake_eval.stage_kinds import stage_kinds
 from intake_eval.report.build import build_report
 from tests.helpers.judgment_builders import conversation, judgment, profile
 
@@ -66,7 +67,7 @@ def test_probe_curves_csv_from_a_run_folder_and_its_report_section(tmp_path):
         append_record(paths.conversations("c"), convo)
         append_record(paths.judgments("j", "c"), judgment(rows, hidden=hidden, conversation_id=convo.conversation_id,
                                                            clinician="c", profile_id=pid))
-    rows = _read(write_metrics(paths)["probe_curves"])
+    rows = _read(write_metrics(paths, stage_kinds())["probe_curves"])
     assert list(rows[0]) == list(PROBE_CURVE_COLUMNS)
     curve = lambda name, domain: [r for r in rows if r["curve"] == name and r["domain"] == domain]
     pooled = curve("not_yet_asked", "all")

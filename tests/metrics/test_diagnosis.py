@@ -22,6 +22,7 @@ from intake_eval.metrics.diagnosis import (
     score_formulation,
 )
 from intake_eval.metrics.tables import write_metrics
+from intake_eval.stage_kinds import stage_kinds
 from tests.helpers.judgment_builders import conversation, judgment, profile
 
 
@@ -122,7 +123,7 @@ def test_writer_on_a_hand_built_run(tmp_path: Path):
                                                                   clinician=convo.clinician))
     append_record(paths.judgments("j", failed.clinician), judgment(marks[:2], hidden=hidden, clinician=failed.clinician,
                                                                    conversation_id=failed.conversation_id))
-    written = write_metrics(paths)
+    written = write_metrics(paths, stage_kinds())
     assert {"diagnosis", "diagnosis_clinicians", "safety", "safety_clinicians"} <= set(written)
     rows = {r["clinician"]: r for r in _read(written["diagnosis"])}
     ok, bad = rows["offline/screener"], rows["offline/anchored"]

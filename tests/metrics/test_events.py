@@ -17,6 +17,7 @@ from intake_eval.core.store import RunPaths, append_record
 from intake_eval.metrics import figures as metrics
 from intake_eval.metrics.events import DOMAIN_EVENT_COLUMNS
 from intake_eval.metrics.tables import write_metrics
+from intake_eval.stage_kinds import stage_kinds
 from tests.helpers.judgment_builders import conversation, judgment, profile
 
 CH, O, TP, OT = "closed_hypothesis", "open", "treatment_planning", "other"
@@ -140,7 +141,7 @@ def _recompute(paths: RunPaths, hidden_of: dict) -> tuple[list[dict], dict]:
 
 def test_csvs_match_an_independent_recomputation_row_by_row(run):
     paths, hidden_of = run
-    written = write_metrics(paths)
+    written = write_metrics(paths, stage_kinds())
     expected_events, expected_conversations = _recompute(paths, hidden_of)
     rows = _read(written["domain_events"])
     assert list(rows[0]) == list(DOMAIN_EVENT_COLUMNS)
@@ -184,7 +185,7 @@ def _product_limit(units: list[tuple[int, bool]], turn: int) -> float:
 
 def test_probe_curves_match_a_product_limit_over_the_recomputed_events(run):
     paths, hidden_of = run
-    written = write_metrics(paths)
+    written = write_metrics(paths, stage_kinds())
     events, _ = _recompute(paths, hidden_of)
     clinician_of = {r["conversation_id"]: r["clinician"] for r in _read(written["conversations"])}
     rows = [r for r in _read(written["probe_curves"]) if r["curve"] == "not_yet_asked"]

@@ -18,6 +18,7 @@ from intake_eval.metrics.safety import (
     true_risk_level,
 )
 from intake_eval.metrics.tables import write_metrics
+from intake_eval.stage_kinds import stage_kinds
 from tests.helpers.judgment_builders import conversation, judgment, profile
 
 SAFETY_CRITICAL = ("suicidality", "self_harm", "intrusive_harm_thoughts", "psychosis", "mania")
@@ -138,7 +139,7 @@ def test_safety_csv_is_written_even_without_formulations(tmp_path: Path):
     append_record(paths.judgments("j", convo.clinician), judgment(
         [("other", {}), ("closed_hypothesis", {"insomnia": "AD"}), ("closed_hypothesis", {"suicidality": "AD"})],
         hidden=("insomnia", "suicidality"), conversation_id=convo.conversation_id, clinician=convo.clinician))
-    written = write_metrics(paths)
+    written = write_metrics(paths, stage_kinds())
     assert "diagnosis" not in written and not paths.metrics("diagnosis").exists()
     with written["safety"].open(encoding="utf-8") as handle:
         [row] = list(csv.DictReader(handle))

@@ -9,6 +9,7 @@ import pytest
 from intake_eval.core.records import Usage
 from intake_eval.core.store import RunPaths, append_record
 from intake_eval.metrics.tables import CONVERSATION_COLUMNS, write_metrics
+from intake_eval.stage_kinds import stage_kinds
 from tests.helpers.judgment_builders import conversation, judgment, profile
 
 CH, O, TP, OT = "closed_hypothesis", "open", "treatment_planning", "other"
@@ -52,7 +53,7 @@ def tables(tmp_path):
     # its conversation is on disk: a judgment of no conversation would be skipped as an orphan
     extra = conversation([("q", "a")] * 3, profile_id="P00001", clinician="anchored")
     append_record(paths.conversations("anchored"), extra.model_copy(update={"conversation_id": "P00001.extra"}))
-    return {name: _read(path) for name, path in write_metrics(paths).items()}
+    return {name: _read(path) for name, path in write_metrics(paths, stage_kinds()).items()}
 
 
 def test_conversations_csv_one_row_per_conversation_and_judge(tables):

@@ -79,13 +79,14 @@ def _write_run(paths: RunPaths, caught: dict[str, list[set[str]]]) -> None:
 def _write_judged_run(paths: RunPaths, caught: dict[str, list[set[str]]]) -> None:
     """Profiles and judgments on disk; metrics/conversations.csv from the real metrics writer."""
     from intake_eval.metrics.tables import write_metrics
+    from intake_eval.stage_kinds import stage_kinds
 
     for profile_id, trials in caught.items():
         append_record(paths.profiles, _profile(profile_id))
         for trial, domains in enumerate(trials):
             cid = f"{profile_id}.offline__screener.minimal.prompted.t{trial}"
             append_record(paths.judgments(JUDGE, CLINICIAN), _judgment(cid, profile_id, trial, domains))
-    write_metrics(paths)
+    write_metrics(paths, stage_kinds())
 
 
 @pytest.mark.parametrize("source", ["metrics writer", "judgments fallback"])
@@ -174,8 +175,9 @@ def test_trials_3_on_an_offline_run_produces_the_figures(run_dir):
     result = runner.invoke(app, ["judge", "--judge", "offline/judge", "--run-dir", str(run_dir)])
     assert result.exit_code == 0, result.output
     from intake_eval.metrics.tables import write_metrics
+    from intake_eval.stage_kinds import stage_kinds
 
-    write_metrics(paths)  # idempotent: the judge command may already have written it
+    write_metrics(paths, stage_kinds())  # idempotent: the judge command may already have written it
     target = write_trial_metrics(paths)
     rows = {row["clinician"]: row for row in csv.DictReader(open(target))}
     assert set(rows) == {"offline/screener", "offline/anchored"}

@@ -98,10 +98,12 @@ def test_offline_pipeline_screener_high_anchored_low_and_pivot_found(tmp_path):
     from intake_eval.generate.stage import execute_generate
     from intake_eval.interview.plan import RunSettings
     from intake_eval.interview.stage import execute_run
+    from intake_eval.stage_kinds import stage_kinds
 
     paths = RunPaths(tmp_path / "run")
-    execute_generate(paths, n=18, mode="stratified", seed=11)
-    execute_run(paths, RunSettings(clinicians=["offline/screener", "offline/anchored"], patient="offline/patient"))
+    execute_generate(paths, n=18, mode="stratified", seed=11, kinds=stage_kinds())
+    execute_run(paths, RunSettings(clinicians=["offline/screener", "offline/anchored"], patient="offline/patient"),
+                kinds=stage_kinds())
     runner = CliRunner()
     for mode in ("per-turn", "conversation"):
         result = runner.invoke(app, ["judge", "--judge", "offline/judge", "--mode", mode, "--run-dir", str(paths.root)])

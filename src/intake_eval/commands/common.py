@@ -130,6 +130,7 @@ def print_money(out: Any, run_dir: Any) -> None:
     from intake_eval.core.calls import money_figures
     from intake_eval.core.manifest import Manifest
     from intake_eval.core.store import RunPaths
+    from intake_eval.stage_kinds import stage_kinds
 
     paths = run_dir if isinstance(run_dir, RunPaths) else RunPaths(run_dir)
     if not paths.manifest.exists():
@@ -138,7 +139,7 @@ def print_money(out: Any, run_dir: Any) -> None:
         manifest = Manifest(paths).data
     except Exception:  # a malformed manifest is the status command's to explain
         return
-    out.print(f"run folder: {money_lines(money_figures(paths, manifest))[0]}", markup=False)
+    out.print(f"run folder: {money_lines(money_figures(paths, manifest, stage_kinds()))[0]}", markup=False)
 
 
 def budget_left_text(left: dict, setting: str = "--budget") -> str:

@@ -86,9 +86,10 @@ def generate(
         return
     out = console()
     from intake_eval.generate.stage import GenerateStage, generate_in_folder
+    from intake_eval.stage_kinds import stage_kinds
 
     summary = generate_in_folder(RunPaths(Path(run_dir)), GenerateStage(settings, force=force), models_file=models,
-                                 use_cache=not no_cache, console=out, catalog=catalog)
+                                 use_cache=not no_cache, console=out, catalog=catalog, kinds=stage_kinds())
     _print_summary(out, RunPaths(Path(run_dir)), catalog, summary)
     print_money(out, Path(run_dir))
     if summary.interrupted:

@@ -107,8 +107,10 @@ def judge(
     from intake_eval.judge.stage import JudgeStage, judge_in_folder
     from intake_eval.metrics.tables import write_metrics
     from intake_eval.metrics.trials import write_trial_metrics
+    from intake_eval.stage_kinds import stage_kinds
 
     out = console()
+    kinds = stage_kinds()
     paths = RunPaths(Path(run_dir))
     files = BatchFiles(out=batch_out, into=batch_in, on_progress=lambda line: out.print(line, markup=False)) \
         if batch_out is not None or batch_in is not None else None
@@ -116,8 +118,8 @@ def judge(
                              on_progress=lambda line: out.print(line)) if batch else None
 
     stage = JudgeStage(stage_settings, force=force, batch=settings, batch_files=files, display=_Display(out))
-    outcome = judge_in_folder(paths, stage, models_file=models, use_cache=not no_cache, console=out)
-    tables = write_metrics(paths)
+    outcome = judge_in_folder(paths, stage, models_file=models, use_cache=not no_cache, console=out, kinds=kinds)
+    tables = write_metrics(paths, kinds)
     trials_csv = write_trial_metrics(paths)  # metrics/trials.csv when the run repeats trials
     if trials_csv is not None:
         tables["trials"] = trials_csv

@@ -71,12 +71,14 @@ def _qc_one(settings, *, run_dir: Path, models, no_cache: bool, force: bool, err
     from intake_eval.commands.common import print_fitted, print_money
     from intake_eval.core import numbers
     from intake_eval.core.store import RunPaths
+    from intake_eval.stage_kinds import stage_kinds
     from intake_eval.trust.patient_qc import qc_gate
     from intake_eval.trust.population_table import population_table
     from intake_eval.trust.stage import execute_qc
 
     patient, patient_mode, judge = settings.patient, settings.mode, settings.judge
-    result = execute_qc(RunPaths(run_dir), settings, models_file=models, use_cache=not no_cache, force=force, console=err)
+    result = execute_qc(RunPaths(run_dir), settings, models_file=models, use_cache=not no_cache, force=force, console=err,
+                        kinds=stage_kinds())
     assert result is not None, "an interrupted QC stage raises instead of returning"
     table = Table(title=f"Patient QC — {patient} ({patient_mode}, {settings.style}), judged by {judge}, "
                         f"{result.profiles} profiles", title_justify="left")

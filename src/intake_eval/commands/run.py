@@ -97,6 +97,7 @@ def run(
     from intake_eval.core.store import RunPaths
     from intake_eval.interview.settings import RunSettings
     from intake_eval.interview.stage import execute_run
+    from intake_eval.stage_kinds import stage_kinds
 
     conditions = condition or ["minimal"]
     known = available_conditions()
@@ -124,7 +125,8 @@ def run(
     if at is not None:
         nudge_text(nudge)  # an unknown nudge is named before any work
     paths = RunPaths(Path(run_dir))
-    result = execute_run(paths, settings, models_file=models, use_cache=not no_cache, force=force, console=out)
+    result = execute_run(paths, settings, models_file=models, use_cache=not no_cache, force=force, console=out,
+                         kinds=stage_kinds())
     code = 0
     if at is not None and not result.interrupted:
         code = _fork(out, paths, settings, at, nudge, models=models, use_cache=not no_cache, force=force)
@@ -136,9 +138,10 @@ def run(
 def _fork(out, paths, settings, at: str, nudge: str, *, models, use_cache: bool, force: bool) -> int:
     """Run the fork stage and say what it did; returns the exit code it calls for."""
     from intake_eval.forks.stage import execute_forks
+    from intake_eval.stage_kinds import stage_kinds
 
     forked = execute_forks(paths, settings, at=at, nudge=nudge, models_file=models, use_cache=use_cache, force=force,
-                           console=out)
+                           console=out, kinds=stage_kinds())
     reasons = ", ".join(f"{reason}: {n}" for reason, n in sorted(forked.skipped.items()))
     out.print(f"forks {forked.stage}: {forked.ok}/{forked.planned} ok" + (f" · not forked: {reasons}" if reasons else ""))
     if forked.skipped.get("intake not judged yet"):

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from intake_eval.commands.common import DEFAULT_RUN_DIR, checked_run_dir, money_lines, money_text
+
+if TYPE_CHECKING:
+    from intake_eval.core.stage_kinds import StageKinds
 
 RunDirOption = Annotated[Path, typer.Option("--run-dir", help="Run folder whose manifest.json to show.",
                                             callback=checked_run_dir)]
@@ -26,31 +29,26 @@ def _usage_rows(stage: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return sorted((stage.get("usage") or {}).items())
 
 
-def facts_from_records(paths: Any, data: dict[str, Any]) -> dict[str, Any]:
+def facts_from_records(paths: Any, data: dict[str, Any], kinds: StageKinds) -> dict[str, Any]:
     """Usage, retries, records done and the live status of each stage, from the records and the stage log
-    (the manifest's copies can be stale after a kill)."""
+    (the manifest's copies can be stale after a kill); ``kinds`` reads each stage's records.
+    A stage no kind reads is refused, naming it and the manifest."""
     from intake_eval.core.calls import money_figures
     from intake_eval.core.run_lock import RunLock
-    from intake_eval.core.usage import (
-        records_done,
-        retry_totals,
-        stage_aliases,
-        stage_usage,
-    )
+    from intake_eval.core.usage import retry_totals, stage_aliases
 
     held = RunLock.is_held(paths)
-    for name, stage in (data.get("stages") or {}).items():
-        if not isinstance(stage, dict):
-            continue
-        stage["usage"] = {alias: usage.model_dump() for alias, usage in stage_usage(paths, name, stage).items()}
+    for name, kind, _entry in list(kinds.stages(paths, data)):
+        stage = data["stages"][name]
+        stage["usage"] = {alias: usage.model_dump() for alias, usage in kind.usage(paths, name, stage).items()}
         stage["retries"] = retry_totals(paths, stage_aliases(stage))
-        done = records_done(paths, name, stage)
+        done = kind.records_done(paths, name, stage)
         if done is not None:
             stage.setdefault("counts", {})
             stage["counts"] = {**(stage.get("counts") or {}), "done": done}
         if stage.get("status") == "running" and not held:
             stage["status"] = "interrupted"  # its process is gone: rerun the command to resume
-    data["spend"] = money_figures(paths, data)
+    data["spend"] = money_figures(paths, data, kinds)
     return data
 
 
@@ -62,7 +60,7 @@ def _fact_inputs(paths: Any) -> list[Path]:
     return [paths.manifest, *paths.root.rglob("*.jsonl")]
 
 
-def _facts(paths: Any) -> dict[str, Any]:
+def _facts(paths: Any, kinds: StageKinds) -> dict[str, Any]:
     """The manifest with the records' facts and the answers counted from them. Reading every record takes
     most of a minute at 10⁵ conversations, so while no process holds the folder the facts are kept in the
     folder (core/folder_cache) and reused until a record, the ledger, the stage log or the manifest changes."""
@@ -73,7 +71,7 @@ def _facts(paths: Any) -> dict[str, Any]:
         from intake_eval.core.manifest import Manifest
         from intake_eval.metrics.answers import answer_rows, conversation_answers, judge_answers
 
-        data = facts_from_records(paths, Manifest(paths).data)
+        data = facts_from_records(paths, Manifest(paths).data, kinds)
         data["answers"] = {"clinicians": answer_rows(conversation_answers(paths)), "judges": judge_answers(paths)}
         return data
 
@@ -269,13 +267,13 @@ def _styles_line(data: dict[str, Any]) -> str | None:
             f"{planned} conversations planned{per_style}")
 
 
-def _rebuild(paths: Any) -> None:
+def _rebuild(paths: Any, kinds: StageKinds) -> None:
     from intake_eval.commands.common import console
     from intake_eval.core.manifest_rebuild import rebuild_manifest
     from intake_eval.core.run_lock import RunLock
 
     with RunLock(paths):  # no stage may write the manifest meanwhile
-        kept, data = rebuild_manifest(paths)
+        kept, data = rebuild_manifest(paths, kinds)
     where = f"; the malformed one is kept as {kept.name}" if kept is not None else ""
     console().print(f"rebuilt {paths.manifest} from the records ({len(data['stages'])} stages: "
                     f"{', '.join(data['stages']) or 'none'}){where}", markup=False)
@@ -302,14 +300,16 @@ def status(
     from intake_eval.commands.common import print_fitted
     from intake_eval.core.errors import IntakeEvalError
     from intake_eval.core.store import RunPaths
+    from intake_eval.stage_kinds import stage_kinds
 
     paths = RunPaths(run_dir)
+    kinds = stage_kinds()
     if rebuild_manifest:
-        _rebuild(paths)
+        _rebuild(paths, kinds)
     if not paths.manifest.exists():
         raise IntakeEvalError(f"{paths.manifest}: no manifest here; is --run-dir right? "
                               "(start with `intake-eval demo`)")
-    data = _facts(paths)
+    data = _facts(paths, kinds)
     answers = data["answers"]["clinicians"]
     if as_json:
         typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.lines import iter_json_lines
-from intake_eval.core.usage import run_folder_spend
+from intake_eval.core.stage_kinds import StageKinds
 
 # Errors after which the provider may have done (and billed) the work without our reading its usage.
 UNREAD_BILLED = ("bad_body", "timeout")
@@ -215,11 +215,11 @@ def read_ledger(path: Path, in_flight: str | None = None, *, unanswered_billed: 
     return totals
 
 
-def money_figures(paths: Any, manifest: Mapping[str, Any]) -> dict[str, Any]:
+def money_figures(paths: Any, manifest: Mapping[str, Any], kinds: StageKinds) -> dict[str, Any]:
     """The three figures, one name each, as ``status --json`` shows them under ``spend``: ``billed_usd``
     (None when the folder has no ledger), ``saved_by_cache_usd``, ``records_cost_usd``; with the ledger's
     retries, failed attempts and per-alias and per-stage figures."""
-    records, records_known = run_folder_spend(paths, manifest)
+    records, records_known = kinds.run_folder_spend(paths, manifest)
     totals = read_ledger(paths.calls)
     figures: dict[str, Any] = {"billed_usd": None, "billed_known": False, "saved_by_cache_usd": None,
                                "records_cost_usd": records, "records_cost_known": records_known}

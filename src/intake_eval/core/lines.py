@@ -14,7 +14,7 @@ from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
-from intake_eval import SCHEMA_VERSION
+from intake_eval.core.schema import SCHEMA_VERSION
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import (
     Conversation,

@@ -20,13 +20,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from intake_eval import SCHEMA_VERSION, __version__
 from intake_eval.core.errors import (
     ConfigChangedError,
     IntakeEvalError,
     describe_validation_error,
 )
 from intake_eval.core.records import Usage
+from intake_eval.core.schema import SCHEMA_VERSION, package_version
 from intake_eval.core.source_revision import running_source_revision
 from intake_eval.core.store import RunPaths, stable_hash, write_text_atomic
 
@@ -38,7 +38,7 @@ def now_iso() -> str:
 
 
 def package_versions() -> dict[str, str]:
-    versions = {"intake-eval": __version__, "python": platform.python_version()}
+    versions = {"intake-eval": package_version(), "python": platform.python_version()}
     for name in TRACKED_PACKAGES:
         try:
             versions[name] = metadata.version(name)
@@ -91,6 +91,11 @@ PROMPT_TEXTS = "prompt_texts"
 
 # Marks a manifest, or a model entry in it, rebuilt from the records (``manifest_rebuild``).
 REBUILT = "rebuilt_from_records"
+
+
+def rebuilt_model_entry(model: Any) -> dict[str, Any]:
+    """A manifest model entry rebuilt from a record, which names only the provider's model id."""
+    return {"model": str(model or ""), REBUILT: True}
 
 MOVE_ASIDE = ("rebuild it from the records with `intake-eval status --rebuild-manifest`, or move it aside to start "
               "a new manifest (records on disk are kept and resumed)")
@@ -228,11 +233,104 @@ class Manifest:
             stage.update(extra)
         self.save()
 
+    # ------------------------------------------------------------ reading and amending one stage
+
+    def stage_config(self, name: str) -> dict[str, Any]:
+        """The configuration a stage registered ({} when the stage is not in the manifest)."""
+        stage = self.data["stages"].get(name)
+        return dict(stage.get("config") or {}) if isinstance(stage, dict) else {}
+
+    def stage_config_hash(self, name: str) -> str | None:
+        stage = self.data["stages"].get(name)
+        return stage.get("config_hash") if isinstance(stage, dict) else None
+
+    def config_hashes(self, *, leaving_out: str | None = None) -> dict[str, str | None]:
+        """Stage name → config hash of every stage (but ``leaving_out``)."""
+        return {name: stage.get("config_hash") for name, stage in self.data["stages"].items()
+                if name != leaving_out and isinstance(stage, dict)}
+
+    def stage_status(self, name: str) -> str | None:
+        stage = self.data["stages"].get(name)
+        return stage.get("status") if isinstance(stage, dict) else None
+
+    def additive_models(self, name: str, role: str) -> dict[str, dict[str, Any]]:
+        """Alias → guarded spec of a role whose aliases a stage gains over resumes (its clinicians)."""
+        return dict((self.stage(name).get("additive_models") or {}).get(role) or {})
+
+    def add_additive_models(self, name: str, role: str, specs: dict[str, dict[str, Any]]) -> None:
+        self.stage(name).setdefault("additive_models", {}).setdefault(role, {}).update(specs)
+
+    def record_stage_pid(self, name: str, pid: int) -> None:
+        """The process that last began a stage (a ``running`` stage whose process is gone was interrupted)."""
+        self.stage(name)["pid"] = pid
+
+    def amend_stage_config(self, name: str, config: dict[str, Any], *, mark: str) -> None:
+        """Replace a stage's config by an addition to it (no records change), recording ``mark: true`` in the
+        stage so the amendment is visible."""
+        self.stage(name).update({"config": config, "config_hash": stable_hash(config), mark: True})
+
     # ------------------------------------------------------------ provenance
+
+    def model_entries(self, role: str) -> list[dict[str, Any]]:
+        """The manifest's model entries of one role ({'alias', 'model', params...}); [] when none."""
+        entries = (self.data.get("models") or {}).get(role)
+        return [entry for entry in entries if isinstance(entry, dict)] if isinstance(entries, list) else []
+
+    def roles(self) -> list[str]:
+        """Every role that has model entries, sorted."""
+        return sorted(self.data.get("models") or {})
 
     def record_models(self, role: str, specs: list[dict[str, Any]]) -> None:
         """specs: [{'alias', 'model', 'params'}] — never an api key, only the key variable's name."""
         self.data.setdefault("models", {})[role] = specs
+
+    @property
+    def version(self) -> str | None:
+        """The intake-eval version that last saved the manifest."""
+        return (self.data.get("versions") or {}).get("intake-eval")
+
+    @property
+    def source(self) -> dict[str, Any] | None:
+        """The source revision (commit, dirty) that last saved the manifest; None when installed from a wheel."""
+        return self.data.get("source")
+
+    def record_structured_output(self, states: dict[str, dict[str, Any]]) -> None:
+        """Which response_format each endpoint took, kept across invocations: the newest answer wins, and an
+        endpoint that has not answered yet (level None) never overwrites what an earlier one learned."""
+        known = self.data.setdefault("structured_output", {})
+        known.update({endpoint: state for endpoint, state in states.items()
+                      if state["level"] is not None or endpoint not in known})
+
+    def record_primary_judge(self, label: str) -> None:
+        """The folder's primary judge: the first judge label ever begun keeps the place."""
+        self.data.setdefault("judges", {}).setdefault("primary", label)
+
+    def primary_judge(self) -> str | None:
+        return (self.data.get("judges") or {}).get("primary")
+
+    def record_prompt_texts(self, name: str, used: dict[str, dict[str, dict[str, Any]]]) -> None:
+        """The prompt snapshot's entries a stage uses (kind → key → entry): the stage names the versions it
+        uses, the manifest's ``prompt_texts`` the latest of each."""
+        self.stage(name)[PROMPT_TEXTS] = used
+        known = self.data.setdefault(PROMPT_TEXTS, {})
+        for kind, entries in used.items():
+            known.setdefault(kind, {}).update(entries)
+
+    # ------------------------------------------------------------ the study section
+
+    def record_study(self, config_file: str, config: dict[str, Any], shard: dict[str, Any] | None) -> None:
+        """The study config this folder runs (``study``: config, its hash, the shard), its history kept."""
+        study = self.data.setdefault("study", {})
+        study.update({"config_file": config_file, "config": config, "study_config_hash": stable_hash(config)})
+        if shard is not None:
+            study["shard"] = shard
+        study.setdefault("history", [])
+
+    def add_study_history(self, entry: dict[str, Any]) -> None:
+        """One invocation of the study; ``last_run`` repeats the newest."""
+        study = self.data.setdefault("study", {})
+        study.setdefault("history", []).append(entry)
+        study["last_run"] = entry
 
     def record_prompts(self, hashes: dict[str, str]) -> None:
         self.data.setdefault("prompts", {}).update(hashes)

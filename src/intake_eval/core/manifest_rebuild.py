@@ -1,7 +1,8 @@
 """A manifest.json rebuilt from the records, for a run folder whose manifest is malformed or lost.
 
 The records name what made them (aliases, provider ids, patient mode, conditions, judges), so the
-stages, their models and their counts can be recovered; the configuration hashes cannot. A rebuilt
+stages, their models and their counts can be recovered (each stage kind recovers its own stages,
+core/stage_kinds.py); the configuration hashes cannot. A rebuilt
 stage has status ``rebuilt`` and no config hash: the next invocation of each stage registers its
 configuration as new and resumes the records on disk (as after a lost manifest), and a rebuilt
 model entry (``rebuilt_from_records``) is replaced by the full spec instead of being compared.
@@ -17,62 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from intake_eval import SCHEMA_VERSION
+from intake_eval.core.schema import SCHEMA_VERSION
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.manifest import PROMPT_TEXTS, REBUILT, now_iso, package_versions, parse_manifest
-from intake_eval.core.store import (
-    RunPaths,
-    file_safe,
-    iter_json_lines,
-    write_text_atomic,
-)
-from intake_eval.core.usage import latest_lines, records_done
-
-
-def _entry(model: Any) -> dict[str, Any]:
-    return {"model": str(model or ""), REBUILT: True}
-
-
-def _conversation_stages(paths: RunPaths) -> dict[str, dict[str, Any]]:
-    """The run stage and every fork stage, from the conversations."""
-    stages: dict[str, dict[str, Any]] = {}
-    for data in latest_lines(paths.conversation_files(), "conversation_id").values():
-        fork = data.get("fork") if isinstance(data.get("fork"), dict) else None
-        name = f"fork:{fork.get('at', '')}:{fork.get('nudge', '')}" if fork else "run"
-        stage = stages.setdefault(name, {"config": {"conditions": [], "models": {}}, "additive_models": {"clinician": {}}})
-        config = stage["config"]
-        stage["additive_models"]["clinician"][str(data.get("clinician", ""))] = _entry(data.get("clinician_model"))
-        patient = str(data.get("patient", ""))
-        config["models"].setdefault("patient", {})[patient] = _entry(data.get("patient_model"))
-        config.update(patient=patient, patient_mode=str(data.get("patient_mode", "prompted")))
-        config["turns"] = max(int(data.get("max_turns") or 0), config.get("turns", 0))
-        config["trials"] = max(int(data.get("trial") or 0) + 1, config.get("trials", 0))
-        config["conditions"] = sorted({*config["conditions"], str(data.get("condition", "minimal"))})
-        if fork:
-            config.update(at=fork.get("at"), nudge=fork.get("nudge"))
-        sources = {str(turn.get("tracker", {}).get("source")) for turn in data.get("turns") or []
-                   if isinstance(turn, dict) and isinstance(turn.get("tracker"), dict) and turn["tracker"].get("source")}
-        for source in sources - {"offline/classifier"}:
-            config["tracker"] = source
-            config["models"].setdefault("tracker", {})[source] = _entry("")
-        if data.get("formulation") is not None:
-            config["formulation"] = True
-    return stages
-
-
-def _judge_stages(paths: RunPaths) -> dict[str, dict[str, Any]]:
-    stages: dict[str, dict[str, Any]] = {}
-    if not paths.judgments_dir.is_dir():
-        return stages
-    for folder in sorted(p for p in paths.judgments_dir.iterdir() if p.is_dir()):
-        for data in (line for path in sorted(folder.glob("*.jsonl")) for line in iter_json_lines(path)):
-            alias = str(data.get("judge", folder.name))
-            label = alias if file_safe(alias) == folder.name else folder.name  # the folder is the label's file name
-            stages[f"judge:{label}"] = {"config": {
-                "alias": alias, "mode": str(data.get("mode", "per-turn")),
-                "models": {"judge": {alias: _entry(data.get("judge_model"))}}}}
-            break
-    return stages
+from intake_eval.core.stage_kinds import StageKinds
+from intake_eval.core.store import RunPaths, write_text_atomic
 
 
 SNAPSHOT_FILE = re.compile(r"^(?P<key>.+)\.(?P<hash>[0-9a-f]{16})\.(?:j2|txt)$")
@@ -97,18 +47,9 @@ def _prompt_texts(paths: RunPaths) -> dict[str, dict[str, dict[str, Any]]]:
     return found
 
 
-def rebuild_manifest_data(paths: RunPaths) -> dict[str, Any]:
+def rebuild_manifest_data(paths: RunPaths, kinds: StageKinds) -> dict[str, Any]:
     """A manifest describing what the records on disk hold."""
-    stages: dict[str, dict[str, Any]] = {}
-    profiles = latest_lines([paths.profiles], "profile_id")
-    if profiles:
-        generator = next((str((p.get("render") or {}).get("generator", "")) for p in profiles.values()), "")
-        stages["generate"] = {"config": {"generator": generator, "n": len(profiles)}}
-    stages.update(_conversation_stages(paths))
-    stages.update(_judge_stages(paths))
-    for name, stage in stages.items():
-        done = records_done(paths, name, stage)
-        stage.update(status="rebuilt", counts={"done": done} if done is not None else {})
+    stages = kinds.rebuilt_stages(paths)
     data = {"schema_version": SCHEMA_VERSION, "run_name": paths.root.name, "created": now_iso(),
             "versions": package_versions(), "stages": stages, "models": {}, "prompts": {}, "seeds": {},
             REBUILT: {"at": now_iso()}}
@@ -118,7 +59,7 @@ def rebuild_manifest_data(paths: RunPaths) -> dict[str, Any]:
     return data
 
 
-def rebuild_manifest(paths: RunPaths) -> tuple[Path | None, dict[str, Any]]:
+def rebuild_manifest(paths: RunPaths, kinds: StageKinds) -> tuple[Path | None, dict[str, Any]]:
     """Replace a malformed (or missing) manifest.json by one rebuilt from the records; the malformed
     file is kept as ``manifest.json.malformed-<time>``. Returns where it was kept and the new data.
     A readable manifest is refused: it holds what records cannot tell (config hashes, history)."""
@@ -133,7 +74,7 @@ def rebuild_manifest(paths: RunPaths) -> tuple[Path | None, dict[str, Any]]:
                                   "malformed or missing one (it would lose the config hashes and history)")
     elif not paths.root.is_dir():
         raise IntakeEvalError(f"--run-dir {paths.root}: no run folder here")
-    data = rebuild_manifest_data(paths)
+    data = rebuild_manifest_data(paths, kinds)
     if kept is not None:
         paths.manifest.replace(kept)
     data[REBUILT]["malformed_copy"] = kept.name if kept is not None else None

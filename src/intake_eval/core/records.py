@@ -10,8 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from intake_eval import SCHEMA_VERSION
 from intake_eval.core.limits import DEFAULT_TURNS
+from intake_eval.core.schema import SCHEMA_VERSION
 
 QuestionType = Literal["closed_hypothesis", "open", "clarifying", "treatment_planning", "other"]
 QUESTION_TYPES: tuple[str, ...] = ("closed_hypothesis", "open", "clarifying", "treatment_planning", "other")

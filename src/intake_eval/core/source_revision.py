@@ -36,6 +36,5 @@ def source_revision(package_dir: Path) -> dict[str, object] | None:
 @lru_cache(maxsize=1)
 def running_source_revision() -> dict[str, object] | None:
     """The revision of the intake-eval this process runs (asked once per process)."""
-    import intake_eval
-
-    return source_revision(Path(intake_eval.__file__).resolve().parent)
+    package = Path(__file__).resolve().parents[1]  # intake_eval/, found without importing the package face
+    return source_revision(package)

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from intake_eval import __version__
+from intake_eval.core.schema import package_version
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.store import RunPaths, write_text_atomic
 from intake_eval.export.card import ExportedTable, dataset_card, declared_fields, without_secrets
@@ -118,7 +118,7 @@ def _write_tables(paths: RunPaths, folder: Path) -> list[ExportedTable]:
 def _index(tables: list[ExportedTable], manifest: dict[str, Any], fmt: str, license_id: str) -> str:
     return json.dumps({
         "format": fmt, "license": license_id, "run_name": manifest.get("run_name"),
-        "config_hash": manifest.get("config_hash"), "intake_eval": __version__,
+        "config_hash": manifest.get("config_hash"), "intake_eval": package_version(),
         "exported": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "tables": [{"name": t.name, "file": t.file, "rows": t.rows} for t in tables],
     }, indent=2) + "\n"

@@ -14,7 +14,9 @@ from typing import Any
 
 from intake_eval.core.records import Conversation
 from intake_eval.core.shard import SHARD_KEY, unsharded
+from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import RunPaths, drop_records, iter_records, stable_hash
+from intake_eval.forks.kind import fork_stage_name as fork_stage_name
 from intake_eval.forks.plan import ForkPlan, needs_judge, nudge_text, plan_forks
 from intake_eval.interview.plan import (
     RunTotals,
@@ -30,14 +32,9 @@ from intake_eval.interview.stage import (
     budget_left,
     compact_conversations,
 )
-from intake_eval.judge.stage import primary_judge
 from intake_eval.runner.prompt_snapshot import RenderedPrompt
 from intake_eval.runner.protocol import StageInterrupted, run_in_folder
 from intake_eval.runner.stage import StageRunner
-
-
-def fork_stage_name(at: str, nudge: str) -> str:
-    return f"fork:{at}:{nudge}"
 
 
 @dataclass
@@ -89,7 +86,7 @@ class ForkStage(ConversationStage):
         paths, settings, at, nudge = runner.paths, self.settings, self.at, self.nudge
         manifest = runner.manifest
         assert manifest is not None, "a fork stage runs inside the StageRunner's `with` block"
-        judge = primary_judge(manifest.data) if needs_judge(at) else None
+        judge = manifest.primary_judge() if needs_judge(at) else None
         roles = {"clinician": runner.resolve(settings.clinicians), "patient": runner.resolve(settings.patients)}
         trackers = sorted({alias for patient in settings.patients if (alias := settings.tracker_for(patient))})
         if trackers:
@@ -143,10 +140,10 @@ def fork_status(paths: RunPaths, clinicians: list[str], wanted: set[str]) -> dic
 
 
 def execute_forks(paths: RunPaths, settings: RunSettings, *, at: str, nudge: str, models_file: Any = None,
-                  use_cache: bool = True, force: bool = False, console: Any = None) -> ForkResult:
+                  use_cache: bool = True, force: bool = False, console: Any = None, kinds: StageKinds) -> ForkResult:
     """The fork stage as `run --fork-at` runs it: its own runner; an interrupted one returns its result."""
     try:
-        return run_in_folder(paths, ForkStage(settings, at=at, nudge=nudge, force=force), models_file=models_file,
-                             use_cache=use_cache, console=console)
+        return run_in_folder(paths, ForkStage(settings, at=at, nudge=nudge, force=force), kinds=kinds,
+                             models_file=models_file, use_cache=use_cache, console=console)
     except StageInterrupted as stop:
         return stop.outcome

@@ -21,6 +21,7 @@ from intake_eval.core.manifest import Manifest
 from intake_eval.core.progress import ProgressBar
 from intake_eval.core.prompts import prompt_hash
 from intake_eval.core.records import Profile, RenderFailure
+from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import (
     JsonlWriter,
     compact,
@@ -40,6 +41,7 @@ from intake_eval.generate.render import (
 )
 from intake_eval.generate.dedup import check_symptom_supply
 from intake_eval.generate.design import check_designs
+from intake_eval.generate.kind import GENERATE_STAGE
 from intake_eval.generate.rates import rate_table, rates_csv
 from intake_eval.generate.settings import DEFAULT_GENERATE_CONCURRENCY, DEFAULT_GENERATOR, GenerateSettings
 from intake_eval.generate.sampling import (
@@ -61,7 +63,7 @@ if TYPE_CHECKING:
     from intake_eval.core.store import RunPaths
     from intake_eval.llm.base import ChatModel, ModelSpec
 
-STAGE = "generate"
+STAGE = GENERATE_STAGE
 
 
 @dataclass
@@ -191,7 +193,7 @@ class GenerateStage:
         config = stage_config(settings.n, settings.mode, settings.seed, spec, catalog,
                               max_attempts=settings.max_attempts, qc_threshold=settings.qc_threshold,
                               hidden_count=settings.hidden_count)
-        finished_before = runner.manifest.stage(STAGE).get("status") in ("done", "done_with_failures")
+        finished_before = runner.manifest.stage_status(STAGE) in ("done", "done_with_failures")
         runner.begin(STAGE, config, force=self.force,
                      outputs=[paths.profiles, paths.render_failures, paths.sampling_rates],
                      models={GENERATOR_ROLE: {settings.generator: spec}}, prompts=[config_prompt_name(spec)],
@@ -267,24 +269,25 @@ def execute_generate(paths: RunPaths, *, n: int, mode: Mode, seed: int, generato
                      models_file: ModelsFiles = None, use_cache: bool = True, force: bool = False, console: Any = None,
                      catalog: Catalog | None = None, concurrency: int = DEFAULT_GENERATE_CONCURRENCY,
                      max_attempts: int = MAX_ATTEMPTS, qc_threshold: float = QC_THRESHOLD,
-                     hidden_count: str = "seed") -> GenerateSummary:
+                     hidden_count: str = "seed", kinds: StageKinds) -> GenerateSummary:
     """The generate stage as the CLI runs it: its own runner; an interrupted one returns its summary."""
     settings = GenerateSettings.from_flags(n=n, mode=mode, seed=seed, generator=generator, concurrency=concurrency,
                                            max_attempts=max_attempts, qc_threshold=qc_threshold,
                                            hidden_count=hidden_count)
     return generate_in_folder(paths, GenerateStage(settings, force=force), models_file=models_file,
-                              use_cache=use_cache, console=console, catalog=catalog)
+                              use_cache=use_cache, console=console, catalog=catalog, kinds=kinds)
 
 
 def generate_in_folder(paths: RunPaths, stage: GenerateStage, *, models_file: ModelsFiles = None,
-                       use_cache: bool = True, console: Any = None, catalog: Catalog | None = None) -> GenerateSummary:
+                       use_cache: bool = True, console: Any = None, catalog: Catalog | None = None,
+                       kinds: StageKinds) -> GenerateSummary:
     """A generate stage in its own runner. The leakage guard is asked before the keys (and again under the lock)."""
     generator = stage.settings.generator
     spec = resolve_spec(generator, load_model_specs(models_file))
     if paths.manifest.exists():
         assert_generator_is_held_out(Manifest(paths), generator, spec.model)
     try:
-        return run_in_folder(paths, stage, models_file=models_file, use_cache=use_cache, console=console,
-                             catalog=catalog)
+        return run_in_folder(paths, stage, kinds=kinds, models_file=models_file, use_cache=use_cache,
+                             console=console, catalog=catalog)
     except StageInterrupted as stop:
         return stop.outcome

@@ -26,11 +26,12 @@ from typing import Any
 
 from intake_eval.core.errors import ConfigChangedError
 from intake_eval.core.records import Conversation, Usage
-from intake_eval.core.store import JsonlWriter, RunPaths, iter_records, stable_hash
+from intake_eval.core.store import JsonlWriter, RunPaths, iter_records
 from intake_eval.core.tasks import gather_or_cancel
 from intake_eval.interview.budget import Budget
 from intake_eval.interview.conversation import PlannedConversation
 from intake_eval.interview.formulation import request_formulation
+from intake_eval.interview.kind import RUN_STAGE
 from intake_eval.interview.participants import clinician_messages
 from intake_eval.interview.plan import stage_config
 from intake_eval.llm.base import ChatModel, ChatResult, UsageMeter
@@ -144,8 +145,7 @@ def allow_formulation_upgrade(manifest: Any, settings: Any, role_specs: dict[str
     ``formulation_added`` in the stage) when it differs in nothing else. Turning them off again is
     refused with a plain explanation (unless ``force``, which starts the stage over)."""
 
-    stage = (manifest.data.get("stages") or {}).get("run") or {}
-    old = stage.get("config")
+    old = manifest.stage_config(RUN_STAGE)
     if not old or force:
         return
     if settings.formulation == bool(old.get("formulation")):
@@ -156,7 +156,7 @@ def allow_formulation_upgrade(manifest: Any, settings: Any, role_specs: dict[str
         return  # other settings changed too: begin refuses, naming every difference
     if settings.formulation:
         new = {**stage_config(settings, role_specs, profiles_path), **({"models": old["models"]} if "models" in old else {})}
-        stage.update(config=new, config_hash=stable_hash(new), formulation_added=True)
+        manifest.amend_stage_config(RUN_STAGE, new, mark="formulation_added")
         return
     raise ConfigChangedError(
         f"{manifest.paths.root}: this run's conversations were made with post-intake formulations; pass "

@@ -27,7 +27,6 @@ from typing import Any
 from intake_eval.core.calls import billed_so_far
 from intake_eval.core.limits import DEFAULT_TURNS
 from intake_eval.core.records import Conversation
-from intake_eval.core.usage import run_folder_spend
 from intake_eval.interview.conversation import PlannedConversation
 from intake_eval.interview.cost_forecast import (
     ANSWER_TOKENS,
@@ -167,7 +166,7 @@ def folder_budget(limit: float | None, runner: Any, clinicians: Iterable[str], *
     ``judges`` (label → alias) judge each conversation as it finishes, so its judging is held too."""
     if limit is None:
         return None
-    spent, _known = run_folder_spend(runner.paths, runner.manifest.data)
+    spent, _known = runner.folder_spend()
     clinicians = list(clinicians)
     resolved = runner.resolve([*clinicians, patient, *([tracker] if tracker else [])])
     specs = {f"clinician:{alias}": resolved[alias] for alias in clinicians}

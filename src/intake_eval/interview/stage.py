@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.records import Conversation
+from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import (
     JsonlWriter,
     RunPaths,
@@ -42,6 +43,7 @@ from intake_eval.interview.conversation import (
     run_conversation,
 )
 from intake_eval.interview.display import RunDisplay
+from intake_eval.interview.kind import RUN_STAGE as RUN_STAGE
 from intake_eval.interview.plan import (
     ModelSource,
     RunTotals,
@@ -174,7 +176,6 @@ def compact_conversations(paths: RunPaths, clinicians: list[str]) -> dict[str, i
 
 # ---------------------------------------------------------------- the stage, as the CLI runs it
 
-RUN_STAGE = "run"
 
 
 def run_stage_outputs(paths: RunPaths) -> list[Path]:
@@ -324,10 +325,10 @@ def finish_run_stage(runner: StageRunner, plan: list[PlannedConversation], total
 
 
 def execute_run(paths: RunPaths, settings: RunSettings, *, models_file: ModelsFiles = None,
-                use_cache: bool = True, force: bool = False, console: Any = None) -> RunResult:
+                use_cache: bool = True, force: bool = False, console: Any = None, kinds: StageKinds) -> RunResult:
     """The run stage as the CLI runs it: its own runner, the stage planned, run and finished."""
     try:
-        return run_in_folder(paths, RunStage(settings, force=force), models_file=models_file, use_cache=use_cache,
-                             console=console)
+        return run_in_folder(paths, RunStage(settings, force=force), kinds=kinds, models_file=models_file,
+                             use_cache=use_cache, console=console)
     except StageInterrupted as stop:
         return stop.outcome

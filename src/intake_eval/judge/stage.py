@@ -17,6 +17,7 @@ from intake_eval.catalog.snapshot import run_catalog
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import Judgment, Profile
 from intake_eval.core.shard import SHARD_KEY, Shard, recorded_shard
+from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import (
     RunPaths,
     compact,
@@ -29,6 +30,7 @@ from intake_eval.judge.judging import (
     judge_config,
     judge_label,
 )
+from intake_eval.judge.kind import judge_stage_name
 from intake_eval.judge.prompt_texts import judge_prompt_texts
 from intake_eval.judge.live import JudgingHolds, LiveJudging
 from intake_eval.judge.settings import JudgeSettings
@@ -47,10 +49,6 @@ from intake_eval.runner.stage import StageRunner
 
 
 # ---------------------------------------------------------------- the stage, as the CLI and the study run it
-
-def primary_judge(manifest_data: dict[str, Any]) -> str | None:
-    return (manifest_data.get("judges") or {}).get("primary")
-
 
 async def _from_batch_files(runner: StageRunner, setups: Sequence[JudgeSetup], *, limit: int | None,
                             catalog: Catalog | None, files: BatchFiles) -> list[JudgeSetup]:
@@ -81,13 +79,12 @@ def begin_judge_stages(runner: StageRunner, aliases: Sequence[str], mode: str, *
         config = judge_config(alias, specs[alias].model, mode)
         if shard is not None:
             config[SHARD_KEY] = shard.as_config()
-        runner.begin(f"judge:{label}", config, force=force,
+        runner.begin(judge_stage_name(label), config, force=force,
                      outputs=[runner.paths.judge_dir(label)], models={"judge": {alias: specs[alias]}},
                      prompts=JUDGE_PROMPTS, rendered=rendered)
         setups.append(JudgeSetup(label=label, alias=alias, model=runner.pool.get(alias), mode=mode))
     assert runner.manifest is not None, "runner.begin() opened the manifest"
-    judges = runner.manifest.data.setdefault("judges", {})
-    judges.setdefault("primary", setups[0].label)
+    runner.manifest.record_primary_judge(setups[0].label)
     runner.manifest.save()
     return setups
 
@@ -236,7 +233,8 @@ def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn"
                   limit: int | None = None, models_file: ModelsFiles = None, use_cache: bool = True,
                   force: bool = False, console: Any = None, display: Any = None,
                   batch: BatchSettings | None = None, budget: float | None = None,
-                  shard: Shard | None = None, batch_files: BatchFiles | None = None) -> JudgeOutcome:
+                  shard: Shard | None = None, batch_files: BatchFiles | None = None,
+                  kinds: StageKinds) -> JudgeOutcome:
     """The judge stage as the CLI runs it: its own runner, the stage planned, run and finished.
     ``budget``: dollars for the whole run folder; each judgment is admitted by its folder budget
     (runner/budget.py)."""
@@ -244,18 +242,18 @@ def execute_judge(paths: RunPaths, aliases: list[str], *, mode: str = "per-turn"
                                         budget=budget, shard=shard)
     return judge_in_folder(paths, JudgeStage(settings, force=force, batch=batch, batch_files=batch_files,
                                              display=display),
-                           models_file=models_file, use_cache=use_cache, console=console)
+                           models_file=models_file, use_cache=use_cache, console=console, kinds=kinds)
 
 
 def judge_in_folder(paths: RunPaths, stage: JudgeStage, *, models_file: ModelsFiles = None, use_cache: bool = True,
-                    console: Any = None) -> JudgeOutcome:
+                    console: Any = None, kinds: StageKinds) -> JudgeOutcome:
     """A judge stage in its own runner; an interrupted one returns its outcome (``interrupted`` set)."""
     if not paths.profiles.exists():
         raise IntakeEvalError(f"{paths.profiles}: no profiles here yet; run `intake-eval generate --run-dir {paths.root}` first")
     if not paths.conversation_files():
         raise IntakeEvalError(f"{paths.conversations_dir}: no conversations here yet; run `intake-eval run --run-dir {paths.root}` first")
     try:
-        return run_in_folder(paths, stage, models_file=models_file, use_cache=use_cache, console=console,
-                             catalog=run_catalog(paths.root))
+        return run_in_folder(paths, stage, kinds=kinds, models_file=models_file, use_cache=use_cache,
+                             console=console, catalog=run_catalog(paths.root))
     except StageInterrupted as stop:
         return stop.outcome

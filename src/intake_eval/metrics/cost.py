@@ -25,8 +25,8 @@ from typing import Any
 
 from intake_eval.core.calls import read_ledger
 from intake_eval.core.records import Usage
+from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import RunPaths
-from intake_eval.core.usage import records_cost_by_alias
 from intake_eval.metrics.figures import DomainOutcome
 
 ROLES = ("clinician", "formulation", "patient", "tracker", "judge")
@@ -180,7 +180,7 @@ def cost_tables(conversations: Mapping[str, Mapping[str, Any]], judgment_rows: M
     }
 
 
-def cost_billed_rows(paths: RunPaths) -> list[dict[str, Any]]:
+def cost_billed_rows(paths: RunPaths, kinds: StageKinds) -> list[dict[str, Any]]:
     """Per model alias (and ``all``): the call ledger's billed and saved-by-the-cache dollars, retries and
     failed attempts beside the records' cost. Without a ledger the billed columns are empty."""
     try:
@@ -190,7 +190,7 @@ def cost_billed_rows(paths: RunPaths) -> list[dict[str, Any]]:
     manifest = manifest if isinstance(manifest, dict) else {}
     ledger = read_ledger(paths.calls)
     calls = {alias: figures.as_dict() for alias, figures in ledger.by_alias.items()} if ledger is not None else {}
-    records = records_cost_by_alias(paths, manifest)
+    records = kinds.records_cost_by_alias(paths, manifest)
     rows = []
     for alias in sorted(set(calls) | set(records)):
         rows.append(_billed_row(alias, calls.get(alias), records.get(alias), known_ledger=ledger is not None))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.records import QUESTION_TYPES
+from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import (
     RunPaths,
 )
@@ -294,9 +295,9 @@ def clinician_columns() -> list[str]:
             *registry.summary_columns(2)]
 
 
-def write_metrics(paths: RunPaths) -> dict[str, Path]:
+def write_metrics(paths: RunPaths, kinds: StageKinds) -> dict[str, Path]:
     """Compute every table from the run folder and write metrics/<name>.csv (and the long tables' Parquet).
-    Returns name → path."""
+    Returns name → path. ``kinds`` reads each stage's records for the records' cost column of cost_billed.csv."""
 
     diagnosis = RowCollector(paths, load_default_catalog(paths))
     turn_labels = TurnLabelRows(paths)
@@ -306,13 +307,13 @@ def write_metrics(paths: RunPaths) -> dict[str, Path]:
         turn_labels.add(*seen)
 
     try:
-        return _write_tables(paths, collect(paths, also=also), diagnosis, turn_labels)
+        return _write_tables(paths, kinds, collect(paths, also=also), diagnosis, turn_labels)
     except BaseException:
         turn_labels.discard()  # no partial Parquet file is left beside the tables
         raise
 
 
-def _write_tables(paths: RunPaths, collected: Collected, diagnosis: RowCollector,
+def _write_tables(paths: RunPaths, kinds: StageKinds, collected: Collected, diagnosis: RowCollector,
                   turn_labels: TurnLabelRows) -> dict[str, Path]:
     # Each table is built, written and dropped in turn: only one table's rows are held beside the collected
     # figures (the long ones, conversations and domain_events, have a row per judgment or more).
@@ -340,7 +341,7 @@ def _write_tables(paths: RunPaths, collected: Collected, diagnosis: RowCollector
         del rows
     for name, (columns, rows) in cost_tables(collected.conversations, collected.rows, collected.outcomes).items():
         written[name] = write_csv(paths.metrics(name), columns, rows)
-    written["cost_billed"] = write_csv(paths.metrics("cost_billed"), COST_BILLED_COLUMNS, cost_billed_rows(paths))
+    written["cost_billed"] = write_csv(paths.metrics("cost_billed"), COST_BILLED_COLUMNS, cost_billed_rows(paths, kinds))
     by_patient = patient_model_rows(_ok_rows(collected))
     if by_patient:  # a run with several patient models: the breakdown beside the pooled headline
         written["patient_models"] = write_csv(paths.metrics("patient_models"), PATIENT_MODEL_COLUMNS, by_patient)

@@ -29,6 +29,7 @@ from intake_eval.metrics.answers import write_answer_tables
 from intake_eval.metrics.tables import write_metrics
 from intake_eval.metrics.trials import write_trial_metrics
 from intake_eval.report.viewer import domain_outcomes
+from intake_eval.stage_kinds import REPORT_STAGE, stage_kinds
 
 METRIC_TABLES = ("conversations", "cells", "domains", "trajectories", "agreement", "clinicians", "comparisons", "masking",
                  "masking_model", "intervals")
@@ -262,7 +263,7 @@ def refresh_metrics(paths: RunPaths) -> None:
     if not metrics_stale(paths):
         return
 
-    write_metrics(paths)
+    write_metrics(paths, stage_kinds())
     write_trial_metrics(paths)  # metrics/trials.csv only when the run repeats trials
 
 
@@ -328,7 +329,7 @@ def missing_notes(data: RunData) -> list[str]:
             notes.append(f"clinician {clinician}: {missing} of {len(data.profiles)} profiles have no conversation yet")
     for stage, info in sorted(data.manifest.get("stages", {}).items()):
         # The report stage is "running" while this very report is being written.
-        if stage != "report" and isinstance(info, dict) and info.get("status") == "running":
+        if stage != REPORT_STAGE and isinstance(info, dict) and info.get("status") == "running":
             notes.append(f"stage {stage} is still running (or was interrupted); numbers may change")
     return notes
 

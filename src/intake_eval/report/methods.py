@@ -17,6 +17,7 @@ import csv
 from dataclasses import dataclass, field
 from typing import Any
 
+from intake_eval.generate.kind import GENERATE_STAGE
 from intake_eval.interview.stage import RUN_STAGE
 from intake_eval.interview.tracker import TRACKER_MAX_TOKENS
 from intake_eval.judge.judging import MODES, judge_label
@@ -40,7 +41,6 @@ HIDDEN_COUNT_MODES = {
     "seed": "the seed study's design, one presenting and 4–5 hidden domains",
     "literature": "every optional domain at its cited rate, so the number of hidden domains varies (at least one)",
 }
-GENERATE_STAGE = "generate"
 JUDGE_RULES_TEMPLATE = "judge_rules"
 LABELS_HEADING = "LABELS"
 MODEL_HEADER = ["Role", "Alias", "Provider model id", "Temperature", "Max tokens", "Reasoning", "Other parameters"]

@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from intake_eval import __version__
+from intake_eval.core.schema import package_version
 from intake_eval.core.fs import as_if_made_by_mkdir, named_os_error
 from intake_eval.core.store import stable_hash
 
@@ -224,7 +224,7 @@ def sources_fingerprint(sources: list[Path], judges: list[str]) -> str:
 
     stats = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in sources if p.exists()]
     return stable_hash({"files": stats, "judges": judges, "format": SHARD_FORMAT, "per_shard": PROFILES_PER_SHARD,
-                        "version": __version__})
+                        "version": package_version()})
 
 
 def write_shards(target: Path, profiles: dict, conversations: dict, index, judges: list[str],

@@ -39,7 +39,6 @@ from typing import Any, Self, cast
 
 from intake_eval.core.calls import billed_so_far, read_ledger
 from intake_eval.core.store import iter_json_lines
-from intake_eval.core.usage import run_folder_spend
 from intake_eval.llm.ledger import CHARGE
 from intake_eval.runner.cost_estimate import judging_estimate
 
@@ -89,7 +88,7 @@ class FolderBudget:
     @classmethod
     def on_folder(cls, limit: float, runner: Any, **fields: Any) -> Self:
         """The budget of an invocation on ``runner``'s folder (``fields``: a subclass's own)."""
-        spent, _known = run_folder_spend(runner.paths, runner.manifest.data)
+        spent, _known = runner.folder_spend()
         return cls(limit=limit, settled=spent, **fields).backed_by(runner)
 
     @property

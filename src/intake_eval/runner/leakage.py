@@ -34,7 +34,7 @@ def _identities(entries: Any) -> set[str]:
 
 
 def generator_identities(manifest: "Manifest") -> set[str]:
-    return _identities(manifest.data.get("models", {}).get(GENERATOR_ROLE))
+    return _identities(manifest.model_entries(GENERATOR_ROLE))
 
 
 def assert_no_generator_leak(manifest: "Manifest", role: str, aliases: Iterable[str | None],
@@ -61,10 +61,10 @@ def assert_generator_is_held_out(manifest: "Manifest", alias: str, model: str) -
     """generate's side of the guard: the generator may not be a model already used in another role."""
     if alias.startswith("offline/") and model.startswith("offline/"):
         return
-    for role, entries in sorted(manifest.data.get("models", {}).items()):
+    for role in manifest.roles():
         if role == GENERATOR_ROLE:
             continue
-        if {alias, model} & _identities(entries):
+        if {alias, model} & _identities(manifest.model_entries(role)):
             raise IntakeEvalError(
                 f"--generator {alias}: this run already uses {model} as {role} (manifest.json); the generator "
                 "must be held out from every other role (leakage guard). Choose another --generator or --run-dir"

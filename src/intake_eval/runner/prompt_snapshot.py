@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.manifest import PROMPT_TEXTS as MANIFEST_KEY
+from intake_eval.core.manifest import Manifest
 from intake_eval.core.package_data import package_folder
 from intake_eval.core.prompts import template_path
 from intake_eval.core.store import RunPaths, file_safe, write_text_atomic
@@ -111,18 +112,15 @@ def snapshot_rendered(paths: RunPaths, prompts: Iterable[RenderedPrompt]) -> dic
     return entries
 
 
-def record_prompt_texts(manifest_data: dict[str, Any], stage: dict[str, Any], paths: RunPaths,
+def record_prompt_texts(manifest: Manifest, stage: str, paths: RunPaths,
                         names: Iterable[str], rendered: Iterable[RenderedPrompt]) -> None:
     """Snapshot a stage's templates and rendered prompts; the stage's entry names the versions it
     uses, the manifest's ``prompt_texts`` the latest of each (the caller saves the manifest)."""
     names, rendered = list(names), list(rendered)
     if not names and not rendered:
         return
-    used = {"templates": snapshot_templates(paths, names), "rendered": snapshot_rendered(paths, rendered)}
-    stage[MANIFEST_KEY] = used
-    known = manifest_data.setdefault(MANIFEST_KEY, {})
-    for kind, entries in used.items():
-        known.setdefault(kind, {}).update(entries)
+    manifest.record_prompt_texts(stage, {"templates": snapshot_templates(paths, names),
+                                         "rendered": snapshot_rendered(paths, rendered)})
 
 
 # ---------------------------------------------------------------- reading a run folder's snapshot

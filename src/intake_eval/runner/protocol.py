@@ -28,6 +28,7 @@ from collections.abc import Awaitable
 from typing import Any, Generic, Protocol, TypeVar
 
 from intake_eval.catalog.schema import Catalog
+from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import RunPaths
 from intake_eval.llm.registry import ModelsFiles
 from intake_eval.runner.stage import StageRunner
@@ -92,10 +93,11 @@ def execute_stage(runner: StageRunner, stage: Stage[PlanT, OutcomeT]) -> Outcome
     return outcome
 
 
-def run_in_folder(paths: RunPaths, stage: Stage[Any, OutcomeT], *, models_file: ModelsFiles = None,
+def run_in_folder(paths: RunPaths, stage: Stage[Any, OutcomeT], *, kinds: StageKinds, models_file: ModelsFiles = None,
                   use_cache: bool = True, console: Any = None, catalog: Catalog | None = None) -> OutcomeT:
-    """One stage as its command runs it: its own ``StageRunner`` on ``paths`` (lock, guards, pool)."""
-    with StageRunner(paths, models_file=models_file, use_cache=use_cache, console=console, catalog=catalog,
-                     models=stage.models()) as runner:
+    """One stage as its command runs it: its own ``StageRunner`` on ``paths`` (lock, guards, pool), knowing
+    every stage kind of the folder (``kinds``)."""
+    with StageRunner(paths, kinds=kinds, models_file=models_file, use_cache=use_cache, console=console,
+                     catalog=catalog, models=stage.models()) as runner:
         return execute_stage(runner, stage)
 

@@ -39,11 +39,10 @@ from intake_eval.core.records import Usage
 from intake_eval.core.store import RunPaths, append_record
 from intake_eval.core.no_follow import refuse_symlink
 from intake_eval.core.run_lock import RunLock
+from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.usage import (
     retry_totals,
     stage_aliases,
-    stage_usage,
-    run_folder_spend,
     subtract_retry_stats,
 )
 from intake_eval.llm.base import ModelSpec, public_api_base
@@ -81,10 +80,11 @@ def guarded_spec(spec: ModelSpec) -> dict[str, Any]:
 class StageRunner:
     """``with StageRunner(paths, ...) as runner:`` → ``begin`` a stage, ``run`` its coroutine, ``finish``."""
 
-    def __init__(self, paths: RunPaths, *, models_file: ModelsFiles = None, use_cache: bool = True,
+    def __init__(self, paths: RunPaths, *, kinds: StageKinds, models_file: ModelsFiles = None, use_cache: bool = True,
                  console: Any = None, catalog: Catalog | None = None,
                  models: Iterable[str | None] = ()):
         self.paths = paths
+        self.kinds = kinds  # every stage kind: what any stage of the folder kept and cost
         self.use_cache = use_cache
         self.console = console
         self._catalog = catalog
@@ -189,9 +189,13 @@ class StageRunner:
         disk cost (a folder made before the ledger existed), which the billed figure counts as an estimate."""
         if self.paths.calls.exists():
             return
-        before, known = run_folder_spend(self.paths, self._manifest().data)
+        before, known = self.folder_spend()
         append_record(self.paths.calls, {"event": "opened", "time": now_iso(), "records_cost_usd": before,
                                          "cost_known": known})
+
+    def folder_spend(self) -> tuple[float, bool]:
+        """Dollars the records of every stage of the folder cost, and whether every price was known."""
+        return self.kinds.run_folder_spend(self.paths, self._manifest().data)
 
     def begin(self, name: str, config: Mapping[str, Any], *, force: bool = False, outputs: Iterable[Path] = (),
               models: Mapping[str, Mapping[str, ModelSpec]] | None = None, additive: Iterable[str] = (),
@@ -202,6 +206,7 @@ class StageRunner:
         renders it) are snapshotted into the run folder once the stage is accepted. Returns the
         stage's config hash."""
         manifest = self._manifest()
+        self.kinds.kind_of(name, self.paths.manifest)  # a stage no kind reads would cost a silent $0
         prompts = list(prompts)
         self._open_ledger()
         models = {role: dict(aliases) for role, aliases in (models or {}).items()}
@@ -218,16 +223,15 @@ class StageRunner:
         outputs = list(outputs)
         force = self._guard_additive(name, models, additive, force, outputs)
         config_hash = manifest.begin_stage(name, full, force=force, outputs=outputs)
-        stage = manifest.stage(name)
         for role in additive:
-            known = stage.setdefault("additive_models", {}).setdefault(role, {})
-            known.update({alias: guarded_spec(spec) for alias, spec in models.get(role, {}).items()})
-        stage["pid"] = os.getpid()
+            manifest.add_additive_models(name, role, {alias: guarded_spec(spec)
+                                                      for alias, spec in models.get(role, {}).items()})
+        manifest.record_stage_pid(name, os.getpid())
         for role, aliases in models.items():
             self._record_models(role, aliases)
         if prompts:
             manifest.record_prompts(prompt_hashes(sorted(set(prompts))))
-        record_prompt_texts(manifest.data, stage, self.paths, prompts, rendered)
+        record_prompt_texts(manifest, name, self.paths, prompts, rendered)
         if seed is not None:
             manifest.record_seed(name, seed)
         manifest.save()
@@ -237,7 +241,7 @@ class StageRunner:
         if self._pool is not None and self._pool.ledger is not None:
             self._pool.ledger.begun(name, roles)  # the calls of these roles and aliases are this stage's
         self.log({"event": "begin", "stage": name, "config_hash": config_hash,
-                  "version": manifest.data["versions"].get("intake-eval"), "source": manifest.data.get("source")})
+                  "version": manifest.version, "source": manifest.source})
         return config_hash
 
     def _guard_leakage(self, models: Mapping[str, Mapping[str, ModelSpec]]) -> None:
@@ -253,11 +257,12 @@ class StageRunner:
                         force: bool, outputs: list[Path]) -> bool:
         """An alias already in the stage must keep its meaning (model, api_base, parameters). An entry
         rebuilt from the records knows only the provider id: the full spec replaces it."""
-        known = self._manifest().stage(name).get("additive_models", {})
+        manifest = self._manifest()
         changes = []
         for role in sorted(additive):
+            known = manifest.additive_models(name, role)
             for alias, spec in sorted(models.get(role, {}).items()):
-                old = known.get(role, {}).get(alias)
+                old = known.get(alias)
                 if old is not None and not old.get(REBUILT) and old != guarded_spec(spec):
                     changes += diff_configs(old, guarded_spec(spec), prefix=f"{role} {alias}: ")
         if changes and not force:
@@ -271,9 +276,7 @@ class StageRunner:
 
     def _record_models(self, role: str, aliases: Mapping[str, ModelSpec]) -> None:
         manifest = self._manifest()
-        known: dict[str, dict[str, Any]] = {str(entry.get("alias")): entry
-                                            for entry in manifest.data.get("models", {}).get(role, [])
-                                            if isinstance(entry, dict)}
+        known = {str(entry.get("alias", "")): entry for entry in manifest.model_entries(role)}
         for alias, spec in aliases.items():
             known[alias] = {**known.get(alias, {}), "alias": alias, **spec.public_dict()}
         manifest.record_models(role, [known[alias] for alias in sorted(known)])
@@ -291,17 +294,14 @@ class StageRunner:
         """Close a stage: status, counts, and its usage summed from the records on disk."""
         manifest = self._manifest()
         stage = manifest.stage(name)
-        usage = stage_usage(self.paths, name, stage)
+        usage = self.kinds.stage_usage(self.paths, name, stage)
         self._log_retries(name)
         extra = {**(extra or {}), "retries": retry_totals(self.paths, stage_aliases(stage))}
         if self._pool is not None:
             stopped = self._pool.stopped_endpoints()
             if stopped:
                 extra["stopped_endpoints"] = stopped
-            # Which response_format each endpoint took; kept across invocations, the newest answer wins.
-            known = manifest.data.setdefault("structured_output", {})
-            known.update({endpoint: state for endpoint, state in self._pool.structured_output().items()
-                          if state["level"] is not None or endpoint not in known})
+            manifest.record_structured_output(self._pool.structured_output())
         manifest.finish_stage(name, status=status, counts=dict(counts) if counts is not None else None,
                               usage=usage, extra=extra)
         self.log({"event": "finish", "stage": name, "status": status})

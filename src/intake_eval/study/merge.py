@@ -42,9 +42,9 @@ from intake_eval.core.store import (
     stable_hash,
     write_text_atomic,
 )
+from intake_eval.stage_kinds import REPORT_STAGE  # rebuilt by `report` from the merged records, never merged
 from intake_eval.trust.qc_tables import QC_DOMAIN_METRICS, QC_METRICS, QC_POPULATION_METRICS
 
-REPORT_STAGE = "report"  # rebuilt by `report` from the merged records, never merged
 CALL_LOG = "calls.jsonl"  # a per-call log, when the shards have one: concatenated as it is
 STATUS_ORDER = ("failed", "interrupted", "incomplete", "running", "partial", "done")  # worst first
 COPIED_FROM_FIRST = ("profiles.jsonl", "sampling_rates.csv", "render_failures.jsonl")

@@ -23,7 +23,7 @@ from intake_eval.core.manifest import now_iso
 from intake_eval.core.patient_styles import DEFAULT_STYLE
 from intake_eval.core.prompts import use_prompts, user_prompts_folder
 from intake_eval.core.shard import Shard, shard_from_config
-from intake_eval.core.store import RunPaths, stable_hash
+from intake_eval.core.store import RunPaths
 from intake_eval.generate.stage import GenerateStage
 from intake_eval.interview.stage import RUN_STAGE
 from intake_eval.llm.base import ModelSpec
@@ -34,6 +34,7 @@ from intake_eval.report.build import build_report
 from intake_eval.runner.protocol import execute_stage
 from intake_eval.runner.stage import StageRunner
 from intake_eval.simulated import check_offline_name, check_offline_role
+from intake_eval.stage_kinds import REPORT_STAGE, stage_kinds
 from intake_eval.study.config import StudyConfig, find_study_config, load_study_config, with_flags
 from intake_eval.study.estimate import StudyEstimate, estimate_study
 from intake_eval.study.overlap import run_and_judge_stages
@@ -124,15 +125,13 @@ class StudySteps:
     def report(self) -> None:
         runner, run_counts = self.runner, self.outcome.counts["run"]
         assert runner.manifest is not None  # the runner is entered before any step runs
-        stages = runner.manifest.data["stages"]
-        runner.begin("report", {"stages": {k: v.get("config_hash") for k, v in stages.items() if k != "report"}},
-                     force=True)
-        write_metrics(runner.paths)
+        runner.begin(REPORT_STAGE, {"stages": runner.manifest.config_hashes(leaving_out=REPORT_STAGE)}, force=True)
+        write_metrics(runner.paths, runner.kinds)
         write_trial_metrics(runner.paths)  # metrics/trials.csv when the study repeats trials
         console = runner.console
         say = (lambda step: console.print(f"[dim]report: {step}[/dim]")) if console is not None else None
         self.outcome.report_path = build_report(runner.paths.root, progress=say).index
-        runner.finish("report", status="done", counts={"conversations_ok": run_counts["ok"]})
+        runner.finish(REPORT_STAGE, status="done", counts={"conversations_ok": run_counts["ok"]})
 
     def status(self) -> str:
         run_counts = self.outcome.counts["run"]
@@ -203,18 +202,14 @@ def _run_study(config: StudyConfig, config_path: Path, *, run_dir: Path | None, 
     resolve_roles(config, models_file)  # design errors (leakage, unknown aliases) before the lock
     catalog = config.study_catalog()
     say = console.print if console is not None else (lambda *a, **k: None)
-    with StageRunner(paths, models_file=models_file, use_cache=use_cache and config.cache, console=console,
+    with StageRunner(paths, kinds=stage_kinds(), models_file=models_file, use_cache=use_cache and config.cache, console=console,
                      catalog=catalog) as runner:
         runner.resolve(config.model_names())  # every missing key named before any work starts
         manifest = runner.manifest
         assert manifest is not None  # set on entering the runner
         _check_same_shard(paths, manifest.data, shard, force=force)
-        study = manifest.data.setdefault("study", {})
-        study.update({"config_file": str(config_path), "config": config.model_dump(mode="json"),
-                      "study_config_hash": stable_hash(config.model_dump(mode="json"))})
-        if shard is not None:
-            study["shard"] = shard.as_config()
-        study.setdefault("history", [])
+        manifest.record_study(str(config_path), config.model_dump(mode="json"),
+                              shard.as_config() if shard is not None else None)
         manifest.record_seed("study", config.seed)
         manifest.save()
         outcome = StudyOutcome(paths=paths, report_path=paths.report_dir / "index.html")
@@ -241,9 +236,8 @@ def _run_study(config: StudyConfig, config_path: Path, *, run_dir: Path | None, 
             say("[yellow]interrupted[/]: finished records are saved; run the same command again to resume.")
             raise
         finally:
-            study["history"].append(_history_entry(runner, outcome, started=started, wall=wall, status=status,
-                                                   phases=phases))
-            study["last_run"] = study["history"][-1]
+            manifest.add_study_history(_history_entry(runner, outcome, started=started, wall=wall, status=status,
+                                                      phases=phases))
             manifest.save()
     part = "" if shard is None else f" (shard {shard})"
     say(f"study {config.name}{part}: {outcome.counts.get('run', {}).get('ok', 0)} conversations ok, "

@@ -18,6 +18,7 @@ from intake_eval.core.limits import MAX_CONCURRENCY, MAX_PROFILES
 from intake_eval.core.patient_styles import DEFAULT_STYLE, STYLES, style_prompt_names
 from intake_eval.core.progress import ProgressBar
 from intake_eval.core.records import PatientMode, PatientProbe, Profile
+from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import JsonlWriter, RunPaths, compact, file_hash, stable_hash
 from intake_eval.interview.plan import PATIENT_PROMPTS, load_profiles
 from intake_eval.judge.judging import JUDGE_PROMPTS
@@ -34,6 +35,7 @@ from intake_eval.trust.patient_qc import (
     summarize,
 )
 from intake_eval.trust.qc_tables import write_qc_metrics
+from intake_eval.trust.patient_qc_kind import qc_patient_stage_name
 from intake_eval.trust.probes import DEFAULT_PROBES, Probe, choose_profiles, load_probe_config, plan_probes
 
 DEFAULT_QC_JUDGE = "offline/judge"
@@ -70,8 +72,7 @@ class QCSettings(StageSettings):
 
 
 def qc_stage_name(settings: QCSettings) -> str:
-    style = f" {settings.style}" if settings.style != DEFAULT_STYLE else ""
-    return f"qc-patient {settings.patient} {settings.mode}{style} {settings.judge}"
+    return qc_patient_stage_name(settings.patient, settings.mode, settings.judge, settings.style)
 
 
 @dataclass
@@ -159,7 +160,7 @@ class QCStage:
 
 
 def execute_qc(paths: RunPaths, settings: QCSettings, *, models_file: ModelsFiles = None, use_cache: bool = True,
-               force: bool = False, console: object = None) -> QCResult | None:
+               force: bool = False, console: object = None, kinds: StageKinds) -> QCResult | None:
     """Patient QC as the CLI runs it: its own runner; Ctrl-C is raised after the stage is finished."""
-    return run_in_folder(paths, QCStage(settings, force=force), models_file=models_file, use_cache=use_cache,
+    return run_in_folder(paths, QCStage(settings, force=force), kinds=kinds, models_file=models_file, use_cache=use_cache,
                          console=console)
