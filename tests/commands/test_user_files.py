@@ -178,7 +178,7 @@ def test_a_bundled_config_is_named_by_its_stem(tmp_path):
     assert find_study_config(Path("paper")) == package_folder("configs") / "paper.yaml"
     assert load_study_config(Path("demo")).name == "demo"
     missing = invoke("estimate", "no-such-study")
-    assert missing.exit_code == 2 and "bundled configs: demo, local, paper" in missing.output
+    assert missing.exit_code == 2 and "bundled configs: demo, demo_styles, local, paper" in missing.output
 
 
 def test_init_writes_starting_points_that_run_and_never_overwrites(tmp_path, monkeypatch):

@@ -12,10 +12,10 @@ import math
 import re
 from functools import lru_cache
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import ErrorDetails
 
 from intake_eval.catalog.schema import (
     DEFAULT_CATALOG_DIR,
@@ -92,7 +92,7 @@ def _location(loc: tuple[Any, ...], raw: Any) -> str:
     return text or "(top level)"
 
 
-def _describe(item: ErrorDetails) -> str:
+def _describe(item: Mapping[str, Any]) -> str:  # one of pydantic's ValidationError.errors()
     kind, loc = item.get("type", ""), item.get("loc", ())
     if kind == "extra_forbidden":
         close = difflib.get_close_matches(str(loc[-1]) if loc else "", KNOWN_KEYS, n=1)

@@ -9,8 +9,16 @@ from typing import IO, TYPE_CHECKING
 import typer
 
 if TYPE_CHECKING:
-    # The checker sees click's class: the vendored copy below has the same interface.
-    from click import ClickException
+    class ClickException(Exception):
+        """What the checker needs of click's ClickException (typer's vendored copy has the same interface);
+        spelled here so the package imports click nowhere, not even for types."""
+
+        exit_code: int
+        message: str
+
+        def __init__(self, message: str) -> None: ...
+        def format_message(self) -> str: ...
+        def show(self, file: IO[str] | None = None) -> None: ...
 else:
     # Typer >= 0.29 vendors its own copy of click (typer._click) and only catches that copy's
     # ClickException; take whichever class the running Typer uses.
