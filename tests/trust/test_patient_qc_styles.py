@@ -60,3 +60,26 @@ def test_the_population_gate_names_what_is_missed():
         assert "mattr 0.95 above 0.9" in exc.message
     else:
         raise AssertionError("the gate let a missed limit through")
+
+def test_qc_patient_checks_every_patient_model_given(tmp_path):
+    """--patient repeated: each patient model probed on the same profiles, each in its own rows."""
+    from tests.study.loopback_patient import loopback_patient, models_file_text
+
+    runner = CliRunner()
+    run = tmp_path / "run"
+    assert runner.invoke(app, ["generate", "--n", "3", "--run-dir", str(run)]).exit_code == 0
+    with loopback_patient() as server:
+        models = tmp_path / "models.yaml"
+        models.write_text(models_file_text(server))
+        result = runner.invoke(app, ["qc-patient", "--run-dir", str(run), "--models", str(models), "--n", "3",
+                                     "--patient", "offline/patient", "--patient", "loop-patient"],
+                               env={"LOOP_KEY": "sk-loopback"}, terminal_width=200)
+        assert result.exit_code == 0, result.output
+        assert len(server.calls("chat")) > 0
+    rates = _rows(run / "metrics" / "patient_qc.csv")
+    recall = {r["patient"]: float(r["rate"]) for r in rates if r["metric"] == "disclosure_recall"}
+    assert set(recall) == {"offline/patient", "loop-patient"}
+    assert recall["offline/patient"] == 1.0 and recall["loop-patient"] < 1.0  # the loopback patient never discloses
+    twice = runner.invoke(app, ["qc-patient", "--run-dir", str(run), "--patient", "offline/patient",
+                                "--patient", "offline/patient"])
+    assert twice.exit_code == 2 and "--patient: the same patient model is given twice" in twice.output

@@ -18,7 +18,9 @@ from intake_eval.commands.common import (
 
 
 def qc_patient(
-    patient: Annotated[str, typer.Option("--patient", help="Patient model: alias, provider id or offline/patient.", show_default=False)],
+    patient: Annotated[list[str], typer.Option(
+        "--patient", help="Patient model: alias, provider id or offline/patient. Repeat to check several on the same "
+        "profiles, each reported on its own.", show_default=False)],
     patient_mode: Annotated[str, typer.Option("--patient-mode", help="prompted (one prompt with the disclosure rule) or tracked (state-tracked).")] = "prompted",
     patient_style: Annotated[list[str] | None, typer.Option(
         "--patient-style", help="How the patient speaks (forthcoming, guarded, terse, verbose-tangential, vague-recall); "
@@ -47,15 +49,18 @@ def qc_patient(
     --max-leak-rate and --min-recall turn it into a gate.
     """
     from intake_eval.commands.common import console
+    from intake_eval.core.errors import IntakeEvalError
     from intake_eval.core.patient_styles import check_styles
     from intake_eval.trust.stage import QCSettings
     from intake_eval.trust.probes import DEFAULT_PROBES
 
+    if len(set(patient)) != len(patient):
+        raise IntakeEvalError("--patient: the same patient model is given twice")
     err = console()
     failed = 0
-    for style in check_styles(patient_style or []):
-        settings = QCSettings.from_flags(patient=patient, mode=patient_mode, judge=judge, tracker=tracker, n=n,
-                              probes=probes or DEFAULT_PROBES, concurrency=concurrency, style=style)
+    for alias, style in ((alias, style) for alias in patient for style in check_styles(patient_style or [])):
+        settings = QCSettings.from_flags(patient=alias, mode=patient_mode, judge=judge, tracker=tracker, n=n,
+                                         probes=probes or DEFAULT_PROBES, concurrency=concurrency, style=style)
         failed += _qc_one(settings, run_dir=run_dir, models=models, no_cache=no_cache, force=force, err=err,
                           max_leak_rate=max_leak_rate, min_recall=min_recall)
     if failed:
