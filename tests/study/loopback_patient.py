@@ -9,8 +9,13 @@ patient-model effect to show.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from typer.testing import CliRunner
+
+from intake_eval.cli import app
 from tests.conformance.replay import ReplayRequest, ReplayServer, recorded
 
 OPENING = "I've been feeling low and worn out for a few weeks, and I don't really know why."
@@ -36,3 +41,29 @@ def models_file_text(server: ReplayServer, alias: str = "loop-patient") -> str:
     return ("models:\n"
             f"  {alias}: {{model: openai/loop-patient, api_base: '{server.url}', api_key_env: LOOP_KEY,\n"
             "    input_cost_per_token: 0.0000025, output_cost_per_token: 0.00001}\n")
+
+
+@dataclass
+class LoopbackStudy:
+    """A study run beside the loopback patient: its folder, the files it was given and what the patient heard."""
+
+    run_dir: Path
+    config: Path
+    models: Path
+    env: dict[str, str]
+    chat_calls: int
+
+
+def run_loopback_study(folder: Path, study_text: str) -> LoopbackStudy:
+    """Run ``study_text`` (a study config naming ``loop-patient``) in ``folder`` against the loopback patient."""
+    with loopback_patient() as server:
+        models = folder / "models.yaml"
+        models.write_text(models_file_text(server))
+        config = folder / "study.yaml"
+        config.write_text(study_text)
+        run_dir = folder / "run"
+        env = {"LOOP_KEY": "sk-loopback"}
+        result = CliRunner().invoke(app, ["study", str(config), "--run-dir", str(run_dir), "--models", str(models)],
+                                    env=env)
+        assert result.exit_code == 0, result.output
+        return LoopbackStudy(run_dir, config, models, env, len(server.calls("chat")))

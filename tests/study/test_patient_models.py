@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from intake_eval.cli import app
 from intake_eval.core.records import Conversation
 from intake_eval.core.store import RunPaths, iter_records
-from tests.study.loopback_patient import loopback_patient, models_file_text
+from tests.study.loopback_patient import run_loopback_study
 
 STUDY = """\
 name: two-patients
@@ -38,23 +38,14 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def study_run(tmp_path_factory: pytest.TempPathFactory):
-    folder = tmp_path_factory.mktemp("patients")
-    with loopback_patient() as server:
-        models = folder / "models.yaml"
-        models.write_text(models_file_text(server))
-        config = folder / "study.yaml"
-        config.write_text(STUDY)
-        run_dir = folder / "run"
-        env = {"LOOP_KEY": "sk-loopback"}
-        result = CliRunner().invoke(app, ["study", str(config), "--run-dir", str(run_dir), "--models", str(models)],
-                                    env=env)
-        assert result.exit_code == 0, result.output
-        estimate = CliRunner().invoke(app, ["estimate", str(config), "--models", str(models), "--json"], env=env)
-        status = CliRunner().invoke(app, ["status", "--json", "--run-dir", str(run_dir)], env=env)
-        text = CliRunner().invoke(app, ["status", "--run-dir", str(run_dir)], env=env)
-        assert text.exit_code == 0, text.output
-        assert "run with patient loop-patient: 12 ok, 0 failed, 0 not started" in text.output
-        return run_dir, len(server.calls("chat")), estimate, status
+    study = run_loopback_study(tmp_path_factory.mktemp("patients"), STUDY)
+    run_dir, env = study.run_dir, study.env
+    estimate = CliRunner().invoke(app, ["estimate", str(study.config), "--models", str(study.models), "--json"], env=env)
+    status = CliRunner().invoke(app, ["status", "--json", "--run-dir", str(run_dir)], env=env)
+    text = CliRunner().invoke(app, ["status", "--run-dir", str(run_dir)], env=env)
+    assert text.exit_code == 0, text.output
+    assert "run with patient loop-patient: 12 ok, 0 failed, 0 not started" in text.output
+    return run_dir, study.chat_calls, estimate, status
 
 
 def test_each_patient_model_interviews_every_profile(study_run) -> None:

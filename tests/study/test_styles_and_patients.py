@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from intake_eval.cli import app
 from intake_eval.core.records import Conversation
 from intake_eval.core.store import RunPaths, iter_records
-from tests.study.loopback_patient import loopback_patient, models_file_text
+from tests.study.loopback_patient import run_loopback_study
 
 PROFILES, TURNS = 4, 4
 STUDY = f"""\
@@ -42,20 +42,10 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def crossed_study(tmp_path_factory: pytest.TempPathFactory):
-    folder = tmp_path_factory.mktemp("crossed")
-    with loopback_patient() as server:
-        models = folder / "models.yaml"
-        models.write_text(models_file_text(server))
-        config = folder / "study.yaml"
-        config.write_text(STUDY)
-        run_dir = folder / "run"
-        env = {"LOOP_KEY": "sk-loopback"}
-        result = CliRunner().invoke(app, ["study", str(config), "--run-dir", str(run_dir), "--models", str(models)],
-                                    env=env)
-        assert result.exit_code == 0, result.output
-        status = CliRunner().invoke(app, ["status", "--json", "--run-dir", str(run_dir)], env=env)
-        assert status.exit_code == 0, status.output
-        return run_dir, json.loads(status.output)
+    study = run_loopback_study(tmp_path_factory.mktemp("crossed"), STUDY)
+    status = CliRunner().invoke(app, ["status", "--json", "--run-dir", str(study.run_dir)], env=study.env)
+    assert status.exit_code == 0, status.output
+    return study.run_dir, json.loads(status.output)
 
 
 def test_every_profile_meets_every_patient_model_in_every_style(crossed_study) -> None:

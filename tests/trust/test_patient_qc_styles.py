@@ -11,6 +11,7 @@ from intake_eval.cli import app
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.trust.qc_result import QCResult, Rate
 from intake_eval.trust.qc_population import population_gate
+from tests.study.loopback_patient import loopback_patient, models_file_text
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -63,8 +64,6 @@ def test_the_population_gate_names_what_is_missed():
 
 def test_qc_patient_checks_every_patient_model_given(tmp_path):
     """--patient repeated: each patient model probed on the same profiles, each in its own rows."""
-    from tests.study.loopback_patient import loopback_patient, models_file_text
-
     runner = CliRunner()
     run = tmp_path / "run"
     assert runner.invoke(app, ["generate", "--n", "3", "--run-dir", str(run)]).exit_code == 0
