@@ -116,7 +116,10 @@ def test_billed_holds_across_kills_and_a_budget_stop_holds_on_rerun(tmp_path, se
           f"${figures['records_cost_usd']:.4f}; {len(costs)} conversations; requests {figures['requests']} sent, "
           f"{served} served")
     assert len(kills) == KILLS
-    assert abs(figures["billed_usd"] - billing.bill) <= 0.005 * billing.bill
+    # Every answer the ledger read is counted exactly; a request in flight at a kill has no answer to read and
+    # is an estimate, which status names (billed_estimated_usd). Under load the kills catch many (147 of 828
+    # requests, $1.04 of a $4.96 bill, once on CI: 0.53 % off), so the estimated part gets its own 5 % on top.
+    assert abs(figures["billed_usd"] - billing.bill) <= 0.005 * billing.bill + 0.05 * figures["billed_estimated_usd"]
     # the budget counts requests in flight at a kill as billed in full, and holds cover the conversations in
     # flight at its stop: the server's bill exceeds the budget by at most one conversation
     assert billing.bill <= BUDGET + one
