@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from intake_eval.llm.affinity import CONVERSATION_KEY, ReplicaChooser
+from intake_eval.llm.affinity import CONVERSATION_KEY
 from intake_eval.llm.base import ModelSpec
-from intake_eval.llm.openai_http import OpenAICompatibleClient
 from intake_eval.llm.providers import DirectRoute, direct_route
+from intake_eval.llm.routes.replica_pools import ReplicaPools
 from intake_eval.llm.routes.route import RouteEntry
 from intake_eval.llm.routes.router_hints import router_headers
 
@@ -27,8 +27,7 @@ class OpenAICompatibleRoute:
     def __init__(self, spec: ModelSpec, direct: DirectRoute):
         self.spec = spec
         self.direct = direct
-        self.replicas = ReplicaChooser(direct.base_urls)
-        self._clients = {base: OpenAICompatibleClient(base, spec.timeout_s) for base in direct.base_urls}
+        self.pools = ReplicaPools(direct.base_urls, spec.timeout_s)
 
     def body(self, params: dict[str, Any], key: str | None) -> dict[str, Any]:
         body = self.direct.body(params)
@@ -39,14 +38,13 @@ class OpenAICompatibleRoute:
 
     async def send(self, params: dict[str, Any], level: str | None) -> Any:
         key = CONVERSATION_KEY.get()
-        client = self._clients[self.replicas.choose(key)]
+        _base, client = self.pools.pick(key)
         answer = await client.chat(self.body(params, key), self.direct.api_key(self.spec),
                                    router_headers(self.spec, key))
         return self.direct.fix_usage(answer)
 
     async def aclose(self) -> None:
-        for client in self._clients.values():
-            await client.aclose()
+        await self.pools.aclose()
 
 
 def build(spec: ModelSpec) -> OpenAICompatibleRoute | None:
