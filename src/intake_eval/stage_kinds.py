@@ -13,6 +13,7 @@ from intake_eval.forks.kind import ForkKind
 from intake_eval.generate.kind import GenerateKind
 from intake_eval.interview.kind import RunKind
 from intake_eval.judge.kind import JudgeKind
+from intake_eval.metrics.answer_facts import answer_readers
 from intake_eval.trust.patient_qc_kind import PatientQCKind
 
 # The study's report step: it registers which stage configurations the report was built from.
@@ -20,6 +21,7 @@ REPORT_STAGE = "report"
 
 
 def stage_kinds() -> StageKinds:
-    """Every stage kind: generate, run, forks, judges, patient QC and the study's report step."""
+    """Every stage kind: generate, run, forks, judges, patient QC and the study's report step; with the
+    answers ``status`` counts kept beside the kinds' own record facts."""
     return StageKinds([GenerateKind(), RunKind(), ForkKind(), JudgeKind(), PatientQCKind(),
-                       RecordlessKind(REPORT_STAGE)])
+                       RecordlessKind(REPORT_STAGE)], answer_readers())

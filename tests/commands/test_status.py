@@ -1,33 +1,89 @@
-"""`intake-eval status` answers from the facts it kept while the folder is unchanged, and reads the records
-again once a record file changes."""
+"""`intake-eval status` answers from the record facts the stages kept (core/record_facts), reading no
+record, and gives the same answer as a full read of the records; a record file changed behind the kept
+facts' back is read again."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from intake_eval.cli import app
-from intake_eval.commands.status import STATUS_CACHE
+from intake_eval.core import record_facts
+from intake_eval.core.record_facts import FACTS_FILE
+from tests.helpers.offline_runs import offline_run
 from tests.helpers.report_runs import synth_run
 
 
-def _status(root: Path) -> dict:
-    result = CliRunner().invoke(app, ["status", "--run-dir", str(root), "--json"])
+def _status(root: Path, *, as_json: bool = True) -> str:
+    result = CliRunner().invoke(app, ["status", "--run-dir", str(root), *(["--json"] if as_json else [])],
+                                env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return result.output
 
 
-def test_status_is_kept_and_renewed_when_a_record_changes(tmp_path: Path) -> None:
-    paths = synth_run(tmp_path / "run", n_profiles=4)
-    first = _status(paths.root)
-    assert (paths.root / STATUS_CACHE).exists()
-    assert _status(paths.root) == first
+def _full_read(root: Path) -> tuple[str, str]:
+    """Status as and when every record is read (no kept facts)."""
+    (root / FACTS_FILE).unlink(missing_ok=True)
+    as_json = _status(root)
+    (root / FACTS_FILE).unlink()
+    return as_json, _status(root, as_json=False)
+
+
+def _no_record_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(path: Path, stats: object = None) -> None:
+        raise AssertionError(f"status read the records of {path}")
+
+    monkeypatch.setattr(record_facts, "iter_json_records", refuse)
+
+
+def test_first_status_after_the_stages_reads_no_record_and_equals_a_full_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir = tmp_path / "demo"  # generate, run, forks, judge, patient QC and the report
+    made = CliRunner().invoke(app, ["demo", "--run-dir", str(run_dir)])
+    assert made.exit_code == 0, made.output
+    assert (run_dir / FACTS_FILE).exists()  # kept by the stages as they finished
+    with monkeypatch.context() as patched:
+        _no_record_read(patched)
+        fast = _status(run_dir), _status(run_dir, as_json=False)
+    assert fast == _full_read(run_dir)
+    data = json.loads(fast[0])
+    assert data["stages"]["run"]["counts"]["done"] > 0 and data["answers"]["clinicians"]
+    assert any(name.startswith("fork:") for name in data["stages"])
+    assert any(name.startswith("qc-patient ") for name in data["stages"])
+    assert {row["judge"] for row in data["answers"]["judges"]} == {"offline/judge"}
+
+
+def test_a_record_appended_after_the_facts_were_kept_is_counted(tmp_path: Path) -> None:
+    run_dir = offline_run(tmp_path, n=4)
+    before = json.loads(_status(run_dir))
+    conversations = sorted((run_dir / "conversations").glob("*.jsonl"))[0]
+    first = json.loads(conversations.read_text(encoding="utf-8").splitlines()[0])
+    retried = {**first, "status": "model_error", "termination": "model_error", "error": "HTTP 500"}
+    with conversations.open("a", encoding="utf-8") as handle:  # a later line supersedes: one conversation fails
+        handle.write(json.dumps(retried) + "\n")
+    after = _status(run_dir), _status(run_dir, as_json=False)
+    assert after == _full_read(run_dir)
+    shown = json.loads(after[0])
+    assert shown["stages"]["run"]["counts"]["done"] == before["stages"]["run"]["counts"]["done"] - 1
+    arm = next(row for row in shown["answers"]["clinicians"] if row["clinician"] == first["clinician"])
+    assert arm["failed"] == 1
+
+
+def test_status_keeps_what_it_read_and_renews_it_when_a_record_changes(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = synth_run(tmp_path / "run", n_profiles=4)  # written directly, no stage kept its facts
+    first = json.loads(_status(paths.root))
+    assert (paths.root / FACTS_FILE).exists()
+    with monkeypatch.context() as patched:
+        _no_record_read(patched)
+        assert json.loads(_status(paths.root)) == first
     conversations = paths.conversation_files()[0]
     kept = conversations.read_text(encoding="utf-8").splitlines()
     conversations.write_text("\n".join(kept[:-1]) + "\n", encoding="utf-8")  # one conversation fewer
-    after = _status(paths.root)
+    after = json.loads(_status(paths.root))
     clinician = json.loads(kept[-1])["clinician"]
     count = {row["clinician"]: row["conversations"] for row in after["answers"]["clinicians"]}
     assert count[clinician] == {row["clinician"]: row["conversations"]

@@ -11,6 +11,7 @@ import typer
 from intake_eval.commands.common import DEFAULT_RUN_DIR, checked_run_dir, money_lines, money_text
 
 if TYPE_CHECKING:
+    from intake_eval.core.record_facts import FolderFacts
     from intake_eval.core.stage_kinds import StageKinds
 
 RunDirOption = Annotated[Path, typer.Option("--run-dir", help="Run folder whose manifest.json to show.",
@@ -29,56 +30,49 @@ def _usage_rows(stage: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return sorted((stage.get("usage") or {}).items())
 
 
-def facts_from_records(paths: Any, data: dict[str, Any], kinds: StageKinds) -> dict[str, Any]:
-    """Usage, retries, records done and the live status of each stage, from the records and the stage log
-    (the manifest's copies can be stale after a kill); ``kinds`` reads each stage's records.
+def facts_from_records(paths: Any, data: dict[str, Any], kinds: StageKinds, facts: FolderFacts | None = None
+                       ) -> dict[str, Any]:
+    """Usage, retries, records done and the live status of each stage, from the records' kept facts and
+    the stage log (the manifest's copies can be stale after a kill); ``kinds`` reads each stage's records,
+    ``facts`` the folder's record facts (else as kept, nothing written).
     A stage no kind reads is refused, naming it and the manifest."""
     from intake_eval.core.calls import money_figures
     from intake_eval.core.run_lock import RunLock
     from intake_eval.core.usage import retry_totals, stage_aliases
 
+    facts = facts or kinds.folder_facts(paths, keep=False)
     held = RunLock.is_held(paths)
-    for name, kind, _entry in list(kinds.stages(paths, data)):
+    for name, _kind, _entry in list(kinds.stages(paths, data)):
         stage = data["stages"][name]
-        stage["usage"] = {alias: usage.model_dump() for alias, usage in kind.usage(paths, name, stage).items()}
+        found = kinds.stage_facts(paths, name, stage, facts)
+        stage["usage"] = {alias: usage.model_dump() for alias, usage in found.usage.items()}
         stage["retries"] = retry_totals(paths, stage_aliases(stage))
-        done = kind.records_done(paths, name, stage)
-        if done is not None:
+        if found.done is not None:
             stage.setdefault("counts", {})
-            stage["counts"] = {**(stage.get("counts") or {}), "done": done}
+            stage["counts"] = {**(stage.get("counts") or {}), "done": found.done}
         if stage.get("status") == "running" and not held:
             stage["status"] = "interrupted"  # its process is gone: rerun the command to resume
-    data["spend"] = money_figures(paths, data, kinds)
+    data["spend"] = money_figures(paths, data, kinds, facts)
     return data
 
 
-STATUS_CACHE = ".status_facts.json"  # in the run folder: the facts below, with the signature of their inputs
-
-
-def _fact_inputs(paths: Any) -> list[Path]:
-    """Every file the facts are computed from: the manifest, the call ledger, the stage log and every record file."""
-    return [paths.manifest, *paths.root.rglob("*.jsonl")]
-
-
 def _facts(paths: Any, kinds: StageKinds) -> dict[str, Any]:
-    """The manifest with the records' facts and the answers counted from them. Reading every record takes
-    most of a minute at 10⁵ conversations, so while no process holds the folder the facts are kept in the
-    folder (core/folder_cache) and reused until a record, the ledger, the stage log or the manifest changes."""
-    from intake_eval.core.folder_cache import cached_json
+    """The manifest with the records' facts and the answers counted from them. The stages keep each record
+    file's facts as they finish (core/record_facts), so this reads the manifest, the stage log and the kept
+    facts; a record file changed since (a merge, a kill mid-stage, a stage writing now) is read again,
+    and its facts kept while no process holds the folder."""
+    import json as json_module
+
+    from intake_eval.core.manifest import Manifest
     from intake_eval.core.run_lock import RunLock
+    from intake_eval.metrics.answer_facts import kept_answers
 
-    def compute() -> dict[str, Any]:
-        from intake_eval.core.manifest import Manifest
-        from intake_eval.metrics.answers import answer_rows, conversation_answers, judge_answers
-
-        data = facts_from_records(paths, Manifest(paths).data, kinds)
-        data["answers"] = {"clinicians": answer_rows(conversation_answers(paths)), "judges": judge_answers(paths)}
-        return data
-
-    if RunLock.is_held(paths):  # a stage is writing: every figure is read live
-        return compute()
-    facts: dict[str, Any] = cached_json(paths.root / STATUS_CACHE, lambda: _fact_inputs(paths), compute)
-    return facts
+    facts = kinds.folder_facts(paths, keep=not RunLock.is_held(paths))
+    data = facts_from_records(paths, Manifest(paths).data, kinds, facts)
+    data["answers"] = kept_answers(paths, facts)
+    facts.save()
+    shaped: dict[str, Any] = json_module.loads(json_module.dumps(data, default=str))
+    return shaped
 
 
 def _retries(data: dict[str, Any], stage_name: str) -> dict[str, int]:

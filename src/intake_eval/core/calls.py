@@ -27,11 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.lines import iter_json_lines
+from intake_eval.core.record_facts import FolderFacts
 from intake_eval.core.stage_kinds import StageKinds
 
 # Errors after which the provider may have done (and billed) the work without our reading its usage.
 UNREAD_BILLED = ("bad_body", "timeout")
 BEFORE_LEDGER = "(before the call ledger)"  # where the records made before the ledger existed are counted
+LEDGER_FACTS = "call_ledger"  # the ledger's figures as kept beside it (core/record_facts)
 
 
 @dataclass
@@ -215,16 +217,29 @@ def read_ledger(path: Path, in_flight: str | None = None, *, unanswered_billed: 
     return totals
 
 
-def money_figures(paths: Any, manifest: Mapping[str, Any], kinds: StageKinds) -> dict[str, Any]:
+def ledger_figures(paths: Any, facts: FolderFacts) -> dict[str, Any] | None:
+    """The ledger's figures (``LedgerTotals.as_dict``), kept while calls.jsonl is unchanged; None without one."""
+    def read() -> dict[str, Any] | None:
+        totals = read_ledger(paths.calls)
+        return totals.as_dict() if totals is not None else None
+
+    figures: dict[str, Any] | None = facts.kept(LEDGER_FACTS, paths.calls, read)
+    return figures
+
+
+def money_figures(paths: Any, manifest: Mapping[str, Any], kinds: StageKinds,
+                  facts: FolderFacts | None = None) -> dict[str, Any]:
     """The three figures, one name each, as ``status --json`` shows them under ``spend``: ``billed_usd``
     (None when the folder has no ledger), ``saved_by_cache_usd``, ``records_cost_usd``; with the ledger's
-    retries, failed attempts and per-alias and per-stage figures."""
-    records, records_known = kinds.run_folder_spend(paths, manifest)
-    totals = read_ledger(paths.calls)
+    retries, failed attempts and per-alias and per-stage figures. ``facts``: the folder's kept facts to read
+    them from (else the folder's as kept, nothing written)."""
+    facts = facts or kinds.folder_facts(paths, keep=False)
+    records, records_known = kinds.run_folder_spend(paths, manifest, facts)
+    ledger = ledger_figures(paths, facts)
     figures: dict[str, Any] = {"billed_usd": None, "billed_known": False, "saved_by_cache_usd": None,
                                "records_cost_usd": records, "records_cost_known": records_known}
-    if totals is not None:
-        figures.update(totals.as_dict())
+    if ledger is not None:
+        figures.update(ledger)
         figures["records_cost_usd"], figures["records_cost_known"] = records, records_known
     return figures
 

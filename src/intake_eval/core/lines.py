@@ -128,3 +128,9 @@ def iter_json_lines_at(path: Path, stats: ReadStats | None = None, model: Any = 
 def iter_records(path: Path, model: type[T], stats: ReadStats | None = None) -> Iterator[T]:
     for _data, record, _offset, _length in _iter_lines(path, stats or ReadStats(), model):
         yield cast(T, record)  # validated against ``model`` by _iter_lines, so never None here
+
+
+def iter_json_records(path: Path, stats: ReadStats | None = None) -> Iterator[tuple[dict[str, Any], Record | None]]:
+    """Like iter_json_lines, with each line's record validated against its file's model (None: no model)."""
+    for data, record, _offset, _length in _iter_lines(path, stats or ReadStats(), record_model_of(path)):
+        yield data, cast(Record | None, record)

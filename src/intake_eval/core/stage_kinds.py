@@ -15,10 +15,12 @@ line naming the stage and the file: it never reads as a stage that cost nothing.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.record_facts import FactReader, FolderFacts
 from intake_eval.core.records import Record, Usage
 from intake_eval.core.store import RunPaths
 from intake_eval.core.usage import add_usage
@@ -47,15 +49,57 @@ class StageKind(Protocol):
         """Manifest stage entries (name → entry) recovered from its records, for a lost manifest."""
 
 
-class StageKinds:
-    """The table of stage kinds: every question about a manifest stage goes to the kind that owns it."""
+@dataclass
+class StageFacts:
+    """What ``status`` shows of one stage from its records: usage per model alias and records done ok
+    (None: the stage keeps no records)."""
 
-    def __init__(self, kinds: Iterable[StageKind]):
+    usage: dict[str, Usage]
+    done: int | None
+
+
+@runtime_checkable
+class KeepsFacts(Protocol):
+    """A stage kind whose records' facts are kept per file (core/record_facts), so its usage and records
+    done are read from the kept summaries. A kind without it is read whole each time (``usage``)."""
+
+    def readers(self) -> tuple[FactReader, ...]:
+        """What it keeps of its record files."""
+
+    def stage_facts(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any],
+                    facts: FolderFacts) -> StageFacts:
+        """One of its stages' usage and records done, from its files' summaries."""
+
+
+class StageKinds:
+    """The table of stage kinds: every question about a manifest stage goes to the kind that owns it.
+    ``readers``: fact readers of the records beyond the kinds' own (the answers ``status`` counts)."""
+
+    def __init__(self, kinds: Iterable[StageKind], readers: Iterable[FactReader] = ()):
         self.kinds: tuple[StageKind, ...] = tuple(kinds)
+        self.extra_readers: tuple[FactReader, ...] = tuple(readers)
 
     def with_kind(self, kind: StageKind) -> StageKinds:
         """This table and one more kind (a plugin's stage, or a test's)."""
-        return StageKinds([*self.kinds, kind])
+        return StageKinds([*self.kinds, kind], self.extra_readers)
+
+    def readers(self) -> tuple[FactReader, ...]:
+        """Every fact reader of the folder's records: each kind's, then the extra ones."""
+        own = [reader for kind in self.kinds if isinstance(kind, KeepsFacts) for reader in kind.readers()]
+        return (*own, *self.extra_readers)
+
+    def folder_facts(self, paths: RunPaths, *, keep: bool) -> FolderFacts:
+        """The folder's record facts as every reader of this table keeps them (``keep``: written back)."""
+        return FolderFacts(paths, self.readers(), keep=keep)
+
+    def stage_facts(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any],
+                    facts: FolderFacts | None = None) -> StageFacts:
+        """Usage per alias and records done of one manifest stage: from kept summaries where its kind keeps
+        them (``facts``, else the folder's as kept), else read from its records."""
+        kind = self.kind_of(stage_name, paths.manifest)
+        if isinstance(kind, KeepsFacts):
+            return kind.stage_facts(paths, stage_name, stage, facts or self.folder_facts(paths, keep=False))
+        return StageFacts(kind.usage(paths, stage_name, stage), kind.records_done(paths, stage_name, stage))
 
     def kind_of(self, stage_name: str, where: Path) -> StageKind:
         """The kind that owns a stage; a stage none owns (or several) is refused naming it and ``where``."""
@@ -77,14 +121,6 @@ class StageKinds:
             if isinstance(stage, Mapping):
                 yield name, self.kind_of(name, paths.manifest), stage
 
-    def stage_usage(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any]) -> dict[str, Usage]:
-        """The usage of one manifest stage, by model alias, from its records on disk."""
-        return self.kind_of(stage_name, paths.manifest).usage(paths, stage_name, stage)
-
-    def records_done(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any]) -> int | None:
-        """How many records of a stage are finished ok on disk now (None for stages without records)."""
-        return self.kind_of(stage_name, paths.manifest).records_done(paths, stage_name, stage)
-
     def records_cost_by_alias(self, paths: RunPaths, manifest: Mapping[str, Any]) -> dict[str, Usage]:
         """Per model alias over every stage: what the kept records cost (the records' cost figure)."""
         total: dict[str, Usage] = {}
@@ -93,11 +129,13 @@ class StageKinds:
                 add_usage(total, alias, usage)
         return dict(sorted(total.items()))
 
-    def run_folder_spend(self, paths: RunPaths, manifest: Mapping[str, Any]) -> tuple[float, bool]:
+    def run_folder_spend(self, paths: RunPaths, manifest: Mapping[str, Any],
+                         facts: FolderFacts | None = None) -> tuple[float, bool]:
         """Dollars the records of every stage cost, and whether every price was known."""
         dollars, known = 0.0, True
-        for name, kind, stage in self.stages(paths, manifest):
-            for usage in kind.usage(paths, name, stage).values():
+        facts = facts or self.folder_facts(paths, keep=False)
+        for name, _kind, stage in self.stages(paths, manifest):
+            for usage in self.stage_facts(paths, name, stage, facts).usage.values():
                 dollars += usage.cost_usd
                 known = known and usage.cost_known
         return round(dollars, 8), known

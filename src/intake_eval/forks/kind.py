@@ -24,10 +24,6 @@ class ForkKind(ConversationKind):
     def owns(self, stage_name: str) -> bool:
         return stage_name.startswith(FORK_PREFIX)
 
-    def belongs_to(self, stage_name: str, data: Mapping[str, Any]) -> bool:
-        fork = fork_of(data)
-        return fork is not None and fork_stage_name(str(fork.get("at")), str(fork.get("nudge"))) == stage_name
-
     def stage_name_of(self, data: Mapping[str, Any]) -> str | None:
         fork = fork_of(data)
         return fork_stage_name(str(fork.get("at", "")), str(fork.get("nudge", ""))) if fork is not None else None

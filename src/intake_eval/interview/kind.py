@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.manifest import rebuilt_model_entry
+from intake_eval.core.record_facts import FactReader, FolderFacts, UsageReader, group_totals, usage_fact
 from intake_eval.core.records import Conversation, Record, Usage
+from intake_eval.core.stage_kinds import StageFacts
 from intake_eval.core.store import RunPaths
-from intake_eval.core.usage import CLINICIAN_ROLES, add_usage, count_ok, latest_lines, usage_of
+from intake_eval.core.usage import CLINICIAN_ROLES, add_usage, latest_lines
 
 RUN_STAGE = "run"
 
@@ -36,37 +38,51 @@ class ConversationKind(ABC):
         """Whether a manifest stage of this name is of this kind."""
 
     @abstractmethod
-    def belongs_to(self, stage_name: str, data: Mapping[str, Any]) -> bool:
-        """Whether a conversation record is one of stage ``stage_name``'s."""
-
-    @abstractmethod
     def stage_name_of(self, data: Mapping[str, Any]) -> str | None:
         """The name of the stage of this kind that wrote a conversation record (None: not this kind's)."""
 
     def record_model_of(self, paths: RunPaths, path: Path) -> type[Record] | None:
         return Conversation if path.parent == paths.conversations_dir and path.suffix == ".jsonl" else None
 
-    def _conversations(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any]) -> list[dict[str, Any]]:
-        clinicians = sorted((stage.get("additive_models") or {}).get("clinician", {}))
-        lines = latest_lines([paths.conversations(alias) for alias in clinicians], "conversation_id")
-        return [data for data in lines.values() if self.belongs_to(stage_name, data)]
+    def readers(self) -> tuple[FactReader, ...]:
+        """Per conversation file, grouped by (stage, clinician): records, done and usage per role."""
+        return (UsageReader(f"conversations {self.pattern}", "conversation_id", self._claims, self._fact),)
 
-    def usage(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any]) -> dict[str, Usage]:
+    def _claims(self, paths: RunPaths, path: Path) -> bool:
+        return self.record_model_of(paths, path) is Conversation
+
+    def _fact(self, data: Mapping[str, Any]) -> Any:
+        name = self.stage_name_of(data)
+        if name is None:
+            return None  # another kind's conversation (it still supersedes an earlier line of its id)
+        usage = data.get("usage")
+        return usage_fact([name, str(data.get("clinician", ""))], data.get("status", "ok") == "ok",
+                          usage if isinstance(usage, Mapping) else {})
+
+    def stage_facts(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any],
+                    facts: FolderFacts) -> StageFacts:
         """Per alias; the clinician's own roles go to the conversation's clinician, the patient's and
-        the tracker's to the aliases the stage registered for them."""
+        the tracker's to the aliases the stage registered for them. Done: its conversations ok."""
         config = stage.get("config") or {}
         roles = config.get("models") or {}
         patient = next(iter(roles.get("patient") or {}), str(config.get("patient", "patient")))
         owners = {"patient": patient, "tracker": next(iter(roles.get("tracker") or {}), str(config.get("tracker") or patient))}
-        total: dict[str, Usage] = {}
-        for data in self._conversations(paths, stage_name, stage):
-            clinician = str(data.get("clinician", ""))
-            for role, raw in (data.get("usage") or {}).items():
-                add_usage(total, clinician if role in CLINICIAN_ROLES else owners.get(role, role), usage_of(raw))
-        return dict(sorted(total.items()))
+        clinicians = sorted((stage.get("additive_models") or {}).get("clinician", {}))
+        files = [paths.conversations(alias) for alias in clinicians]
+        totals = group_totals(facts.summaries(self.readers()[0].name, files), lambda group: group[0] == stage_name)
+        usage: dict[str, Usage] = {}
+        done = 0
+        for (_name, clinician), group in totals.items():
+            done += group.done
+            for role, used in group.usage.items():
+                add_usage(usage, clinician if role in CLINICIAN_ROLES else owners.get(role, role), used)
+        return StageFacts(dict(sorted(usage.items())), done)
+
+    def usage(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any]) -> dict[str, Usage]:
+        return self.stage_facts(paths, stage_name, stage, FolderFacts(paths, self.readers(), keep=False)).usage
 
     def records_done(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any]) -> int | None:
-        return count_ok({str(index): data for index, data in enumerate(self._conversations(paths, stage_name, stage))})
+        return self.stage_facts(paths, stage_name, stage, FolderFacts(paths, self.readers(), keep=False)).done
 
     def rebuilt_stages(self, paths: RunPaths) -> dict[str, dict[str, Any]]:
         """This kind's stages from the conversations: clinicians, patient, tracker, turns, trials, conditions."""
@@ -109,9 +125,6 @@ class RunKind(ConversationKind):
 
     def owns(self, stage_name: str) -> bool:
         return stage_name == RUN_STAGE
-
-    def belongs_to(self, stage_name: str, data: Mapping[str, Any]) -> bool:
-        return fork_of(data) is None
 
     def stage_name_of(self, data: Mapping[str, Any]) -> str | None:
         return RUN_STAGE if fork_of(data) is None else None

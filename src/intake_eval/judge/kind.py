@@ -8,21 +8,18 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.manifest import rebuilt_model_entry
+from intake_eval.core.record_facts import FactReader, FolderFacts, UsageReader, group_totals, usage_fact
 from intake_eval.core.records import Judgment, Record, Usage
+from intake_eval.core.stage_kinds import StageFacts
 from intake_eval.core.store import RunPaths, file_safe, iter_json_lines
-from intake_eval.core.usage import count_ok, latest_lines, usage_of
 
 JUDGE_PREFIX = "judge:"
+JUDGMENT_FACTS = "judgments"  # the kept summaries' name (core/record_facts)
 
 
 def judge_stage_name(label: str) -> str:
     """The manifest stage of one judge (its label: the alias, or alias@mode for a second mode)."""
     return f"{JUDGE_PREFIX}{label}"
-
-
-def _judgments(paths: RunPaths, label: str) -> dict[str, dict[str, Any]]:
-    folder = paths.judge_dir(label)
-    return latest_lines(sorted(folder.glob("*.jsonl")) if folder.is_dir() else [], "conversation_id")
 
 
 class JudgeKind:
@@ -36,15 +33,29 @@ class JudgeKind:
     def record_model_of(self, paths: RunPaths, path: Path) -> type[Record] | None:
         return Judgment if path.parent.parent == paths.judgments_dir and path.suffix == ".jsonl" else None
 
-    def usage(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any]) -> dict[str, Usage]:
+    def readers(self) -> tuple[FactReader, ...]:
+        """Per judgment file: judgments, done and the judge's usage."""
+        return (UsageReader(JUDGMENT_FACTS, "conversation_id",
+                            lambda paths, path: self.record_model_of(paths, path) is Judgment,
+                            lambda data: usage_fact([], data.get("status", "ok") == "ok", {"judge": data.get("usage")})),)
+
+    def stage_facts(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any],
+                    facts: FolderFacts) -> StageFacts:
+        """The judge's usage and judgments ok over its folder's files."""
         label = stage_name.removeprefix(JUDGE_PREFIX)
-        total = Usage()
-        for data in _judgments(paths, label).values():
-            total = total.add(usage_of(data.get("usage")))
-        return {str((stage.get("config") or {}).get("alias", label)): total}
+        folder = paths.judge_dir(label)
+        total, done = Usage(), 0
+        files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+        for group in group_totals(facts.summaries(JUDGMENT_FACTS, files)).values():
+            total = total.add(group.usage.get("judge", Usage()))
+            done += group.done
+        return StageFacts({str((stage.get("config") or {}).get("alias", label)): total}, done)
+
+    def usage(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any]) -> dict[str, Usage]:
+        return self.stage_facts(paths, stage_name, stage, FolderFacts(paths, self.readers(), keep=False)).usage
 
     def records_done(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any]) -> int | None:
-        return count_ok(_judgments(paths, stage_name.removeprefix(JUDGE_PREFIX)))
+        return self.stage_facts(paths, stage_name, stage, FolderFacts(paths, self.readers(), keep=False)).done
 
     def rebuilt_stages(self, paths: RunPaths) -> dict[str, dict[str, Any]]:
         """One stage per judgments folder, named from its first judgment's judge and mode."""

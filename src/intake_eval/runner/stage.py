@@ -32,6 +32,7 @@ from rich.markup import escape
 
 from intake_eval.catalog.schema import Catalog
 from intake_eval.catalog.snapshot import run_catalog
+from intake_eval.core.calls import ledger_figures
 from intake_eval.core.errors import ConfigChangedError
 from intake_eval.core.manifest import REBUILT, Manifest, diff_configs, now_iso
 from intake_eval.core.prompts import prompt_hashes
@@ -157,8 +158,17 @@ class StageRunner:
                           "seconds": round(time.monotonic() - self._started, 2)})
             if self._pool is not None:
                 self._pool.close()
+            if self._stages and exc[0] is None:
+                self._keep_ledger_figures()
         finally:
             self._release()
+
+    def _keep_ledger_figures(self) -> None:
+        """Keep the call ledger's figures beside it once no call of this invocation can add a line, so
+        ``status`` reads them instead of every call (the ledger holds a line per request and answer)."""
+        facts = self.kinds.folder_facts(self.paths, keep=True)
+        ledger_figures(self.paths, facts)
+        facts.save()
 
     def _log_retries(self, stage: str | None) -> None:
         """Append the HTTP attempts and retries made since the last entry (a kill loses at most these)."""
@@ -291,10 +301,13 @@ class StageRunner:
 
     def finish(self, name: str, *, status: str, counts: Mapping[str, Any] | None = None,
                extra: Mapping[str, Any] | None = None) -> dict[str, Usage]:
-        """Close a stage: status, counts, and its usage summed from the records on disk."""
+        """Close a stage: status, counts, and its usage summed from the records on disk. The facts of the
+        record files it read are kept beside them (core/record_facts), so ``status`` need not read them."""
         manifest = self._manifest()
         stage = manifest.stage(name)
-        usage = self.kinds.stage_usage(self.paths, name, stage)
+        facts = self.kinds.folder_facts(self.paths, keep=True)
+        usage = self.kinds.stage_facts(self.paths, name, stage, facts).usage
+        facts.save()
         self._log_retries(name)
         extra = {**(extra or {}), "retries": retry_totals(self.paths, stage_aliases(stage))}
         if self._pool is not None:

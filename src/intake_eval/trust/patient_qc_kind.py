@@ -10,12 +10,15 @@ from typing import Any
 
 from intake_eval.core.manifest import rebuilt_model_entry
 from intake_eval.core.patient_styles import DEFAULT_STYLE
+from intake_eval.core.record_facts import FactReader, FolderFacts, UsageReader, group_totals, usage_fact
 from intake_eval.core.records import PatientProbe, Record, Usage
+from intake_eval.core.stage_kinds import StageFacts
 from intake_eval.core.store import RunPaths
-from intake_eval.core.usage import add_usage, count_ok, latest_lines, usage_of
+from intake_eval.core.usage import add_usage, latest_lines
 
 QC_PREFIX = "qc-patient "
 PROBE_FILES = "patient_*.jsonl"
+PROBE_FACTS = "patient_probes"  # the kept summaries' name (core/record_facts)
 
 
 def qc_patient_stage_name(patient: str, mode: str, judge: str, style: str = DEFAULT_STYLE) -> str:
@@ -30,11 +33,10 @@ def _owners(stage: Mapping[str, Any]) -> tuple[dict[str, str], str, str]:
     return owners, str(config.get("mode", "prompted")), str(config.get("patient_style", DEFAULT_STYLE))
 
 
-def _probes(paths: RunPaths, stage: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The latest probe records of the stage's patient, mode, style and judge."""
-    owners, mode, style = _owners(stage)
-    return [data for data in latest_lines([paths.qc_patient(owners["patient"], mode, style)], "key").values()
-            if data.get("judge") == owners["judge"]]
+def _probe_fact(data: Mapping[str, Any]) -> Any:
+    usage = data.get("usage")
+    return usage_fact([str(data.get("judge"))], data.get("status", "ok") == "ok",
+                      usage if isinstance(usage, Mapping) else {})
 
 
 class PatientQCKind:
@@ -48,16 +50,29 @@ class PatientQCKind:
     def record_model_of(self, paths: RunPaths, path: Path) -> type[Record] | None:
         return PatientProbe if path.parent == paths.qc_dir and path.match(PROBE_FILES) else None
 
-    def usage(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any]) -> dict[str, Usage]:
-        owners, _mode, _style = _owners(stage)
+    def readers(self) -> tuple[FactReader, ...]:
+        """Per probe file, grouped by judge: probes, done and usage per role."""
+        return (UsageReader(PROBE_FACTS, "key", lambda paths, path: self.record_model_of(paths, path) is PatientProbe,
+                            _probe_fact),)
+
+    def stage_facts(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any],
+                    facts: FolderFacts) -> StageFacts:
+        """The probes of the stage's patient, mode, style and judge: usage per role's alias, probes ok."""
+        owners, mode, style = _owners(stage)
+        files = [paths.qc_patient(owners["patient"], mode, style)]
         total: dict[str, Usage] = {}
-        for data in _probes(paths, stage):
-            for role, raw in (data.get("usage") or {}).items():
-                add_usage(total, owners.get(role, role), usage_of(raw))
-        return dict(sorted(total.items()))
+        done = 0
+        for group in group_totals(facts.summaries(PROBE_FACTS, files), lambda group: group == [owners["judge"]]).values():
+            done += group.done
+            for role, used in group.usage.items():
+                add_usage(total, owners.get(role, role), used)
+        return StageFacts(dict(sorted(total.items())), done)
+
+    def usage(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any]) -> dict[str, Usage]:
+        return self.stage_facts(paths, stage_name, stage, FolderFacts(paths, self.readers(), keep=False)).usage
 
     def records_done(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any]) -> int | None:
-        return count_ok({str(index): data for index, data in enumerate(_probes(paths, stage))})
+        return self.stage_facts(paths, stage_name, stage, FolderFacts(paths, self.readers(), keep=False)).done
 
     def rebuilt_stages(self, paths: RunPaths) -> dict[str, dict[str, Any]]:
         """One stage per (patient, mode, style, judge) found in the probe files."""
