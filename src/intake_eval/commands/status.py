@@ -61,8 +61,6 @@ def _facts(paths: Any, kinds: StageKinds) -> dict[str, Any]:
     file's facts as they finish (core/record_facts), so this reads the manifest, the stage log and the kept
     facts; a record file changed since (a merge, a kill mid-stage, a stage writing now) is read again,
     and its facts kept while no process holds the folder."""
-    import json as json_module
-
     from intake_eval.core.manifest import Manifest
     from intake_eval.core.run_lock import RunLock
     from intake_eval.metrics.answer_facts import kept_answers
@@ -71,7 +69,7 @@ def _facts(paths: Any, kinds: StageKinds) -> dict[str, Any]:
     data = facts_from_records(paths, Manifest(paths).data, kinds, facts)
     data["answers"] = kept_answers(paths, facts)
     facts.save()
-    shaped: dict[str, Any] = json_module.loads(json_module.dumps(data, default=str))
+    shaped: dict[str, Any] = json.loads(json.dumps(data, default=str))  # as --json prints it
     return shaped
 
 
