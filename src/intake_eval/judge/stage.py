@@ -15,13 +15,13 @@ from typing import Any
 from intake_eval.catalog.schema import Catalog
 from intake_eval.catalog.snapshot import run_catalog
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.record_index import RecordIndex
 from intake_eval.core.records import Judgment, Profile
 from intake_eval.core.shard import SHARD_KEY, Shard, recorded_shard
 from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import (
     RunPaths,
     compact,
-    iter_records,
 )
 from intake_eval.judge.batch import BatchSettings, batch_judges, check_batchable
 from intake_eval.judge.batch_files import BatchFiles, counts_line, judges_from_file, write_requests
@@ -218,7 +218,7 @@ class JudgeStage:
     def live(self, runner: StageRunner, plan: JudgePlan, *, workers: int,
              budget: JudgingHolds | None = None) -> LiveJudging:
         """A handler that judges the run stage's conversations as they are written."""
-        profiles = {profile.profile_id: profile for profile in iter_records(runner.paths.profiles, Profile)}
+        profiles = RecordIndex(runner.paths.profiles, Profile, "profile_id")  # read on demand
         return LiveJudging(runner.paths, plan.setups, profiles, workers=workers, catalog=runner.catalog,
                            stopped=runner.pool.stopped, budget=budget, on_judged=self.on_judged)
 

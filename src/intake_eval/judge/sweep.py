@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from intake_eval.catalog.schema import Catalog
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.record_index import RecordIndex
 from intake_eval.core.records import Conversation, Judgment, Profile, Usage
 from intake_eval.core.shard import Shard
 from intake_eval.core.store import (
@@ -83,7 +84,7 @@ async def judge_stage(paths: "RunPaths", judges: Sequence[JudgeSetup], *, concur
     ``not_started``. With ``shard``, only the conversations of that shard's profiles.
     """
 
-    profiles = {p.profile_id: p for p in iter_records(paths.profiles, Profile)}
+    profiles = RecordIndex(paths.profiles, Profile, "profile_id")  # read on demand: memory flat in profiles
     chosen: list[tuple[str, str]] = sorted(
         (conversation_id, str(path)) for path in paths.conversation_files()
         for conversation_id in _ok_ids(path, shard)
