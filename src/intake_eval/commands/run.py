@@ -163,10 +163,12 @@ def _fork(out, paths, settings, at: str, nudge: str, *, models, use_cache: bool,
 
 
 def _answers_summary(out, paths) -> None:
-    """Answers without visible text and answers cut at the cap, per clinician arm (metrics/answers.py)."""
-    from intake_eval.metrics.answers import answer_rows, conversation_answers
+    """Answers without visible text and answers cut at the cap, per clinician arm (metrics/answers.py), from
+    the record facts the stage kept as it finished (core/record_facts): no conversation is read again."""
+    from intake_eval.metrics.answer_facts import kept_answers
+    from intake_eval.stage_kinds import stage_kinds
 
-    for row in answer_rows(conversation_answers(paths)):
+    for row in kept_answers(paths, stage_kinds().folder_facts(paths, keep=False))["clinicians"]:
         unusable = {f"{role} {kind.replace('_', ' ')}": row[f"{role}_{kind}"] for role in ("clinician", "patient", "tracker")
                     for kind in ("refused", "empty_answer") if row[f"{role}_{kind}"]}
         cut = {role: (row[f"{role}_truncated"], row.get(f"{role}_truncated_share")) for role in ("clinician", "patient")
