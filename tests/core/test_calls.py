@@ -1,6 +1,6 @@
 """The call ledger read back by hand-worked cases: a torn last line (a kill mid-write) is skipped, a request
-whose answer never arrived is priced by the same request's later answer and weighted by how often the alias
-was billed, a garbled 200 is billed, errors are not, cache hits are saved, never spent."""
+whose answer never arrived is priced by the same request's later answer and weighted by the alias's billed
+share of answer time (by count without latencies), a garbled 200 is billed, errors are not, cache hits are saved, never spent."""
 
 from __future__ import annotations
 
@@ -18,11 +18,14 @@ def sent(call, request, alias="doc", chars=400, estimate=0.5):
 
 
 def answer(call, request, dollars, *, alias="doc", error=None, billed=True, known=True, cache_hit=False,
-           retryable=False):
-    return {"event": "answer", "call": call, "stage": "run", "role": "clinician", "alias": alias,
+           retryable=False, latency=None):
+    line = {"event": "answer", "call": call, "stage": "run", "role": "clinician", "alias": alias,
             "request": request, "attempt": 1, "status": 200, "error": error, "retryable": retryable,
             "usage": {"prompt_tokens": 100, "completion_tokens": 10}, "dollars": dollars, "cost_known": known,
             "billed": billed, "cache_hit": cache_hit}
+    if latency is not None:
+        line["latency_s"] = latency
+    return line
 
 
 def write(path, lines, tail=""):
@@ -53,6 +56,24 @@ def test_hand_worked_ledger(tmp_path):
     assert (figures["requests"], figures["retries"], figures["failed_attempts"], figures["unanswered"]) == (6, 2, 2, 1)
     assert figures["cache_hits"] == 1
     assert figures["by_alias"]["doc"]["failures_by_reason"] == {"429": 1, "bad_body": 1}
+
+
+def test_a_request_caught_in_flight_is_weighted_by_the_billed_share_of_answer_time(tmp_path):
+    # A kill catches a request in proportion to how long it is in flight: three billed answers of 2 s and
+    # one 429 of 0.1 s make 6.0 of 6.1 answer-seconds billed (by count it would be 3 of 4).
+    path = tmp_path / "calls.jsonl"
+    write(path, [
+        sent("a", "r1"), answer("a", "r1", 0.10, latency=2.0),
+        sent("b", "r2"), answer("b", "r2", 0.0, error="429", billed=False, retryable=True, latency=0.1),
+        sent("c", "r2"), answer("c", "r2", 0.10, latency=2.0),
+        sent("d", "r3"), answer("d", "r3", 0.10, latency=2.0),
+        sent("e", "r1"),                                                # killed in flight
+    ])
+    figures = read_ledger(path).as_dict()
+    assert figures["billed_estimated_usd"] == pytest.approx(0.10 * 6.0 / 6.1)
+    assert figures["billed_usd"] == pytest.approx(0.30 + 0.10 * 6.0 / 6.1)
+    # a budget counts it in full
+    assert read_ledger(path, unanswered_billed=True).billed_usd == pytest.approx(0.40)
 
 
 def test_without_a_same_request_answer_the_alias_rate_per_character_prices_it(tmp_path):

@@ -6,8 +6,11 @@
   what an answered request with the same hash cost (a response-cache hit of it included); else the
   request's size × the dollars per character the same alias's answered calls cost; else the
   estimate written when it was sent. A request whose answer never arrived may have been answered
-  with an error that is not billed (a 429, a 5xx): its estimate is weighted by the share of the
-  same alias's answers that were billed. ``billed_known`` is false when any estimate or unknown
+  with an error that is not billed (a 429, a 5xx): its estimate is weighted by the chance that a
+  request of the same alias caught in flight was one that would be billed. A kill catches a request
+  in proportion to how long it is in flight (length-biased sampling), and unbilled errors come back
+  fast, so that chance is the billed answers' share of the alias's answer *time* (their latencies);
+  by count when no latency was recorded. ``billed_known`` is false when any estimate or unknown
   price is in the figure.
 - **saved by the cache**: what the response-cache hits would have cost; never spend.
 - **records' cost** (core/usage.py): what the kept results would cost to reproduce.
@@ -111,6 +114,29 @@ class LedgerTotals:
                                            for stage in sorted(self.by_stage)}}
 
 
+@dataclass
+class InFlightOdds:
+    """One alias's answers from the provider, to weigh a request a kill caught in flight: the chance it
+    would have been billed is the billed answers' share of the answer time (a request is caught in
+    flight in proportion to its latency), or of the answers when no latency was recorded."""
+
+    billed: int = 0
+    answers: int = 0
+    billed_seconds: float = 0.0
+    seconds: float = 0.0
+
+    def add(self, billed: bool, latency_s: float) -> None:
+        self.answers += 1
+        self.billed += billed
+        self.seconds += latency_s
+        self.billed_seconds += latency_s if billed else 0.0
+
+    def billed_share(self) -> float:
+        if self.seconds > 0:
+            return self.billed_seconds / self.seconds
+        return self.billed / self.answers if self.answers else 1.0
+
+
 def _number(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
@@ -152,16 +178,15 @@ def read_ledger(path: Path, in_flight: str | None = None, *, unanswered_billed: 
             calls.unanswered += call not in answered
         if call not in answered and not (in_flight and call.startswith(in_flight)):
             unread.append((line, line, True))
-    answered_by: dict[str, list[int]] = {}  # alias → [billed answers, answers] from the provider
+    answered_by: dict[str, InFlightOdds] = {}  # alias → how often, and how long, its answers were billed
     for line in answers:
         raw_usage = line.get("usage")
         dollars, usage = _number(line.get("dollars")), raw_usage if isinstance(raw_usage, dict) else {}
         if line.get("cache_hit") and line.get("cost_known", True):
             priced_hash.setdefault(str(line.get("request", "")), dollars)
         elif not line.get("cache_hit"):
-            tally = answered_by.setdefault(str(line.get("alias", "")), [0, 0])
-            tally[0] += bool(line.get("billed"))
-            tally[1] += 1
+            answered_by.setdefault(str(line.get("alias", "")), InFlightOdds()).add(
+                bool(line.get("billed")), _number(line.get("latency_s")))
         for calls in counted(line):
             if line.get("cache_hit"):
                 calls.cache_hits += 1
@@ -201,8 +226,8 @@ def read_ledger(path: Path, in_flight: str | None = None, *, unanswered_billed: 
     for request, line, unanswered in unread:
         alias = str(line.get("alias", ""))
         billed_share = 1.0  # an answer that arrived unread (a garbled 200, a timeout) was billed
-        if unanswered and not unanswered_billed and answered_by.get(alias, [0, 0])[1]:
-            billed_share = answered_by[alias][0] / answered_by[alias][1]
+        if unanswered and not unanswered_billed and alias in answered_by:
+            billed_share = answered_by[alias].billed_share()
         if str(request.get("request", "")) in priced_hash:
             dollars = priced_hash[str(request.get("request", ""))]
         elif alias in rate and rate[alias][1] > 0 and _number(request.get("prompt_chars")) > 0:
