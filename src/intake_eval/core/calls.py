@@ -24,7 +24,7 @@ dropped connections, garbled bodies).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,6 +141,70 @@ def _number(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
+_SENT, _ANSWERED = 1, 2  # a call id's flags while the ledger is read
+SENT_KEYS = ("alias", "stage", "request", "prompt_chars", "estimate_usd")  # what a sent line is read again for
+
+
+def _count_answer(line: Mapping[str, Any], request: Mapping[str, Any] | None,
+                  counted: Callable[[Mapping[str, Any]], list[AliasCalls]], priced_hash: dict[str, float],
+                  rate: dict[str, list[float]], answered_by: dict[str, InFlightOdds],
+                  unread: list[tuple[Any, Any, bool]]) -> None:
+    """One answer line (the first of its call) into the totals; ``request``: its sent line, if read."""
+    raw_usage = line.get("usage")
+    dollars, usage = _number(line.get("dollars")), raw_usage if isinstance(raw_usage, dict) else {}
+    if line.get("cache_hit") and line.get("cost_known", True):
+        priced_hash.setdefault(str(line.get("request", "")), dollars)
+    elif not line.get("cache_hit"):
+        answered_by.setdefault(str(line.get("alias", "")), InFlightOdds()).add(
+            bool(line.get("billed")), _number(line.get("latency_s")))
+    for calls in counted(line):
+        if line.get("cache_hit"):
+            calls.cache_hits += 1
+            calls.saved_by_cache_usd += dollars
+            continue
+        calls.answers += 1
+        if line.get("error") is not None:
+            calls.failed_attempts += 1
+            calls.retries += bool(line.get("retryable"))
+            reason = str(line.get("error"))
+            calls.by_reason[reason] = calls.by_reason.get(reason, 0) + 1
+    if line.get("cache_hit") or not line.get("billed"):
+        return
+    if line.get("error") in UNREAD_BILLED:
+        unread.append((request if request is not None else dict(line), dict(line), False))
+        return
+    if line.get("error") is not None:
+        for calls in counted(line):
+            calls.unusable_usd += dollars
+    for calls in counted(line):
+        calls.billed_usd += dollars
+        calls.usable_usd += dollars if line.get("error") is None else 0.0
+        calls.cost_known = calls.cost_known and bool(line.get("cost_known", True))
+        calls.prompt_tokens += int(_number(usage.get("prompt_tokens")))
+        calls.completion_tokens += int(_number(usage.get("completion_tokens")))
+    if line.get("cost_known", True):
+        priced_hash[str(line.get("request", ""))] = dollars
+        if request is not None and _number(request.get("prompt_chars")) > 0:
+            pair = rate.setdefault(str(line.get("alias", "")), [0.0, 0.0])
+            pair[0] += dollars
+            pair[1] += _number(request.get("prompt_chars"))
+
+
+def _in_sent_order(totals: LedgerTotals, sent_first: Mapping[str, None]) -> None:
+    """Order the per-alias, per-stage and per-pair figures as the sent lines first name them, then the rest
+    as answers do (the order their dollars are summed in)."""
+    rank = {key: index for index, key in enumerate(sent_first)}
+    tables: tuple[tuple[dict[Any, AliasCalls], Callable[[Any], str]], ...] = (
+        (totals.by_alias, lambda alias: f"a{alias}"), (totals.by_stage, lambda stage: f"s{stage}"),
+        (totals.by_stage_alias, lambda pair: f"p{pair[0]}\0{pair[1]}"))
+    for table, name in tables:
+        # sorted is stable: the keys no sent line named keep the order the answers made them in
+        keys = sorted(table, key=lambda key: (0, rank[name(key)]) if name(key) in rank else (1, 0))
+        reordered = {key: table[key] for key in keys}
+        table.clear()
+        table.update(reordered)
+
+
 def read_ledger(path: Path, in_flight: str | None = None, *, unanswered_billed: bool = False) -> LedgerTotals | None:
     """The ledger's figures, or None when the folder has no ledger (made before it existed). Requests whose
     call id starts with ``in_flight`` (a live process's own) are not counted while unanswered.
@@ -148,77 +212,49 @@ def read_ledger(path: Path, in_flight: str | None = None, *, unanswered_billed: 
     how often the alias's answers were billed): an upper bound rather than the best estimate — a budget's view."""
     if not path.exists():
         return None
-    sent: dict[str, dict[str, Any]] = {}
-    answers: list[dict[str, Any]] = []
-    seen_answers: set[Any] = set()
-    before = 0.0  # what records made before the ledger existed cost (its "opened" line)
-    for line in iter_json_lines(path, model=None):
-        if line.get("event") == "opened":
-            before += _number(line.get("records_cost_usd"))
-        elif line.get("event") == "sent" and isinstance(line.get("call"), str):
-            sent[line["call"]] = line
-        elif line.get("event") == "answer" and line.get("call") not in seen_answers:
-            seen_answers.add(line.get("call"))  # a batch answer used again by a rerun is one call
-            answers.append(line)
-    answered = {line.get("call") for line in answers}
     totals = LedgerTotals()
+    # Streamed, holding no line once read: a sent line waits in ``pending`` until its answer is read; each
+    # call id keeps two flags (sent, answered) so a repeated line counts once.
+    flags: dict[Any, int] = {}
+    pending: dict[str, dict[str, Any]] = {}  # call → what its sent line says that is read again (SENT_KEYS)
+    unread_answers: list[tuple[dict[str, Any], dict[str, Any], bool]] = []
+    sent_first: dict[str, None] = {}  # aliases, stages and (stage, alias) as sent lines first name them
+    before = 0.0  # what records made before the ledger existed cost (its "opened" line)
     priced_hash: dict[str, float] = {}
     rate: dict[str, list[float]] = {}  # alias → [dollars, characters] over answered, priced calls
-    # (the request's sent line, the line it is counted under, whether no answer arrived at all)
-    unread: list[tuple[dict[str, Any], dict[str, Any], bool]] = []
+    answered_by: dict[str, InFlightOdds] = {}  # alias → how often, and how long, its answers were billed
 
-    def counted(line: dict[str, Any]) -> list[AliasCalls]:
+    def counted(line: Mapping[str, Any]) -> list[AliasCalls]:
         alias, stage = str(line.get("alias", "")), str(line.get("stage", ""))
         return [totals.by_alias.setdefault(alias, AliasCalls()), totals.by_stage.setdefault(stage, AliasCalls()),
                 totals.by_stage_alias.setdefault((stage, alias), AliasCalls())]
 
-    for call, line in sent.items():
-        for calls in counted(line):
-            calls.requests += 1
-            calls.unanswered += call not in answered
-        if call not in answered and not (in_flight and call.startswith(in_flight)):
-            unread.append((line, line, True))
-    answered_by: dict[str, InFlightOdds] = {}  # alias → how often, and how long, its answers were billed
-    for line in answers:
-        raw_usage = line.get("usage")
-        dollars, usage = _number(line.get("dollars")), raw_usage if isinstance(raw_usage, dict) else {}
-        if line.get("cache_hit") and line.get("cost_known", True):
-            priced_hash.setdefault(str(line.get("request", "")), dollars)
-        elif not line.get("cache_hit"):
-            answered_by.setdefault(str(line.get("alias", "")), InFlightOdds()).add(
-                bool(line.get("billed")), _number(line.get("latency_s")))
-        for calls in counted(line):
-            if line.get("cache_hit"):
-                calls.cache_hits += 1
-                calls.saved_by_cache_usd += dollars
-                continue
-            calls.answers += 1
-            if line.get("error") is not None:
-                calls.failed_attempts += 1
-                calls.retries += bool(line.get("retryable"))
-                reason = str(line.get("error"))
-                calls.by_reason[reason] = calls.by_reason.get(reason, 0) + 1
-        if line.get("cache_hit") or not line.get("billed"):
-            continue
-        if line.get("error") in UNREAD_BILLED:
-            unread.append((sent.get(str(line.get("call")), line), line, False))
-            continue
-        if line.get("error") is not None:
-            for calls in counted(line):
-                calls.unusable_usd += dollars
-        for calls in counted(line):
-            calls.billed_usd += dollars
-            calls.usable_usd += dollars if line.get("error") is None else 0.0
-            calls.cost_known = calls.cost_known and bool(line.get("cost_known", True))
-            calls.prompt_tokens += int(_number(usage.get("prompt_tokens")))
-            calls.completion_tokens += int(_number(usage.get("completion_tokens")))
-        if line.get("cost_known", True):
-            priced_hash[str(line.get("request", ""))] = dollars
-            request = sent.get(str(line.get("call")))
-            if request is not None and _number(request.get("prompt_chars")) > 0:
-                pair = rate.setdefault(str(line.get("alias", "")), [0.0, 0.0])
-                pair[0] += dollars
-                pair[1] += _number(request.get("prompt_chars"))
+    for line in iter_json_lines(path, model=None):
+        event = line.get("event")
+        if event == "opened":
+            before += _number(line.get("records_cost_usd"))
+        elif event == "sent" and isinstance(line.get("call"), str):
+            call, seen = line["call"], flags.get(line["call"], 0)
+            if not seen & _SENT:
+                alias, stage = str(line.get("alias", "")), str(line.get("stage", ""))
+                sent_first.update({f"a{alias}": None, f"s{stage}": None, f"p{stage}\0{alias}": None})
+                for calls in counted(line):
+                    calls.requests += 1
+            flags[call] = seen | _SENT
+            if not seen & _ANSWERED:
+                pending[call] = {key: line[key] for key in SENT_KEYS if key in line}  # the latest sent line
+        elif event == "answer" and not flags.get(line.get("call"), 0) & _ANSWERED:
+            flags[line.get("call")] = flags.get(line.get("call"), 0) | _ANSWERED  # a batch answer used again: one call
+            request = pending.pop(str(line.get("call")), None)
+            _count_answer(line, request, counted, priced_hash, rate, answered_by, unread_answers)
+    unread: list[tuple[dict[str, Any], dict[str, Any], bool]] = []  # (sent line, counted under, never answered)
+    for call, request in pending.items():
+        for calls in counted(request):
+            calls.unanswered += 1
+        if not (in_flight and call.startswith(in_flight)):
+            unread.append((request, request, True))
+    unread += unread_answers
+    _in_sent_order(totals, sent_first)
     if before:
         earlier = totals.by_alias.setdefault(BEFORE_LEDGER, AliasCalls())
         earlier.billed_usd += before
