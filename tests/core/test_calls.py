@@ -94,3 +94,22 @@ def test_a_ledger_opened_on_a_folder_with_records_counts_what_they_cost_as_an_es
     totals = read_ledger(path)
     assert totals.billed_usd == pytest.approx(1.6) and totals.billed_known is False
     assert totals.as_dict()["by_alias"]["(before the call ledger)"]["billed_usd"] == pytest.approx(1.5)
+
+
+def test_repeated_lines_count_once_and_an_unread_answer_is_priced_by_a_later_answer(tmp_path):
+    path = tmp_path / "calls.jsonl"
+    write(path, [
+        sent("a", "r1", alias="late"),                                   # the first alias a sent line names
+        answer("batch-1", "r9", 0.05), answer("batch-1", "r9", 0.05),    # a batch answer used again: one call
+        sent("b", "r1"), answer("b", "r1", 0.0, error="timeout"),        # billed, unread: priced by r1's answer
+        sent("b", "r1"),                                                 # its sent line again: one request
+        answer("a", "r1", 0.30, alias="late"), answer("a", "r1", 0.30, alias="late"),
+    ])
+    totals = read_ledger(path)
+    assert totals is not None
+    assert list(totals.by_alias) == ["late", "doc"]  # as sent lines first name them
+    doc, late = totals.by_alias["doc"], totals.by_alias["late"]
+    assert (doc.requests, doc.answers, doc.unanswered) == (1, 2, 0)
+    assert (late.requests, late.answers) == (1, 1)
+    assert doc.billed_usd == pytest.approx(0.05 + 0.30) and doc.estimated_usd == pytest.approx(0.30)
+    assert totals.billed_usd == pytest.approx(0.65)
