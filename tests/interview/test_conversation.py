@@ -29,7 +29,7 @@ def test_prompted_conversation_has_opening_then_twelve_turns_with_study_prompts(
     profile = make_profile()
     clinician = ScriptedModel("doc", [f"Question {n}?" for n in range(1, 13)])
     patient = ScriptedModel("pat", ["I have been feeling low."] + [f"Answer {n}." for n in range(1, 13)])
-    record = run(PlannedConversation(profile=profile, clinician="doc"), Participants(clinician=clinician, patient=patient))
+    record = run(PlannedConversation.of(profile, clinician="doc"), Participants(clinician=clinician, patient=patient))
 
     assert record.status == "ok" and record.termination == "completed"
     assert record.opening == "I have been feeling low."
@@ -57,7 +57,7 @@ def test_reasoning_is_kept_apart_from_the_visible_utterance():
     said = ChatResult(text="How is your sleep?", reasoning="I should screen sleep next.", finish_reason="stop")
     clinician = ScriptedModel("doc", [said])
     patient = ScriptedModel("pat", ["Hello."])
-    record = run(PlannedConversation(profile=make_profile(), clinician="doc", max_turns=2),
+    record = run(PlannedConversation.of(make_profile(), clinician="doc", max_turns=2),
                  Participants(clinician=clinician, patient=patient))
     assert record.turns[0].clinician == "How is your sleep?"
     assert record.turns[0].clinician_reasoning == "I should screen sleep next."
@@ -76,7 +76,7 @@ def test_tracked_mode_unlocks_only_asked_domains_and_never_shows_locked_text():
         '{"question_type": "closed_hypothesis", "asked_domains": ["alcohol use", "ocd"]}',  # label → id; ocd not hidden
     ])
     patient = ScriptedModel("pat", ["I feel low."] + ["Reply."] * 4)
-    record = run(PlannedConversation(profile=profile, clinician="doc", patient_mode="tracked", max_turns=4),
+    record = run(PlannedConversation.of(profile, clinician="doc", patient_mode="tracked", max_turns=4),
                  Participants(clinician=clinician, patient=patient, tracker=tracker))
 
     decisions = [t.tracker for t in record.turns]
@@ -102,7 +102,7 @@ def test_tracked_mode_unlocks_only_asked_domains_and_never_shows_locked_text():
 def test_tracker_that_stays_invalid_after_one_repair_fails_the_conversation():
     tracker = ScriptedModel("trk", ['{"question_type": "banter"}'])
     record = run(
-        PlannedConversation(profile=make_profile(), clinician="doc", patient_mode="tracked", max_turns=3),
+        PlannedConversation.of(make_profile(), clinician="doc", patient_mode="tracked", max_turns=3),
         Participants(clinician=ScriptedModel("doc", ["Hi?"]), patient=ScriptedModel("pat", ["Low."]), tracker=tracker),
     )
     assert record.status == "model_error" and record.termination == "model_error"
@@ -113,7 +113,7 @@ def test_tracker_that_stays_invalid_after_one_repair_fails_the_conversation():
 
 def test_model_failure_after_retries_is_recorded_with_its_reason_and_turns_so_far():
     clinician = ScriptedModel("doc", ["Q1?", "Q2?", ModelCallError("server kept failing (HTTP 503)", kind="exhausted")])
-    record = run(PlannedConversation(profile=make_profile(), clinician="doc"),
+    record = run(PlannedConversation.of(make_profile(), clinician="doc"),
                  Participants(clinician=clinician, patient=ScriptedModel("pat", ["Hello."])))
     assert record.status == "model_error" and not record.ok
     assert len(record.turns) == 2 and all(t.clinician and t.patient for t in record.turns)
@@ -122,14 +122,14 @@ def test_model_failure_after_retries_is_recorded_with_its_reason_and_turns_so_fa
 
 def test_empty_answer_after_length_stop_and_a_twice_empty_turn_are_failures_never_an_ended_session():
     truncated = ChatResult(text="", reasoning="thinking...", finish_reason="length")
-    record = run(PlannedConversation(profile=make_profile(), clinician="doc"),
+    record = run(PlannedConversation.of(make_profile(), clinician="doc"),
                  Participants(clinician=ScriptedModel("doc", ["Q1?", truncated]), patient=ScriptedModel("pat", ["Hi."])))
     assert record.status == "empty_after_length" and len(record.turns) == 1 and record.failed_role == "clinician"
 
     # whitespace is no answer: one fresh sample, then the conversation fails (it once ended "ok")
     ended = ChatResult(text="  ", finish_reason="stop")
     clinician = ScriptedModel("doc", ["Q1?", "Q2?", ended, ended])
-    record = run(PlannedConversation(profile=make_profile(), clinician="doc"),
+    record = run(PlannedConversation.of(make_profile(), clinician="doc"),
                  Participants(clinician=clinician, patient=ScriptedModel("pat", ["Hi."])))
     assert record.status == "empty_answer" and record.termination == "empty_answer" and len(record.turns) == 2
     assert record.failed_role == "clinician" and "after 2 samples" in record.error
@@ -143,8 +143,8 @@ def test_clinicians_of_one_profile_share_one_opening_and_only_the_first_records_
     openings: dict = {}
 
     async def both():
-        a = PlannedConversation(profile=profile, clinician="a", max_turns=2)
-        b = PlannedConversation(profile=profile, clinician="b", max_turns=2, records_opening_usage=False)
+        a = PlannedConversation.of(profile, clinician="a", max_turns=2)
+        b = PlannedConversation.of(profile, clinician="b", max_turns=2, records_opening_usage=False)
         return await asyncio.gather(
             run_conversation(b, Participants(clinician=ScriptedModel("b", ["Qb?"]), patient=patient), openings=openings),
             run_conversation(a, Participants(clinician=ScriptedModel("a", ["Qa?"]), patient=patient), openings=openings),
@@ -174,7 +174,7 @@ def test_a_tracker_that_never_answers_validly_still_counts_both_paid_calls():
     clinician = ScriptedModel("doc", ["How is your sleep?"])
     tracker = ScriptedModel("trk", [_paid("not json", 10), _paid("still not json", 20)])
     patient = ScriptedModel("pat", [_paid("I feel low.", 5)])
-    record = run(PlannedConversation(profile=make_profile(), clinician="doc", patient_mode="tracked", max_turns=2),
+    record = run(PlannedConversation.of(make_profile(), clinician="doc", patient_mode="tracked", max_turns=2),
                  Participants(clinician=clinician, patient=patient, tracker=tracker))
     assert record.status == "model_error" and "tracker" in record.error
     tracker_usage = record.usage["tracker"]
@@ -185,7 +185,7 @@ def test_a_tracker_that_never_answers_validly_still_counts_both_paid_calls():
 def test_a_patient_reply_with_no_text_still_counts_its_paid_call():
     clinician = ScriptedModel("doc", ["How is your sleep?"])
     patient = ScriptedModel("pat", [_paid("I feel low.", 5), _paid("", 40, finish_reason="length")])
-    record = run(PlannedConversation(profile=make_profile(), clinician="doc", max_turns=2),
+    record = run(PlannedConversation.of(make_profile(), clinician="doc", max_turns=2),
                  Participants(clinician=clinician, patient=patient))
     assert record.termination == "empty_after_length"
     assert record.usage["patient"].calls == 2 and record.usage["patient"].completion_tokens == 45

@@ -118,7 +118,7 @@ def test_conversation_stays_ok_when_the_formulation_fails_and_the_patient_never_
     profile = make_profile()
     patient = build_offline(resolve_spec("offline/patient", {}), load_catalog())
     with FakeOpenAIServer(respond) as server, _pool(server) as pool:
-        item = PlannedConversation(profile=profile, clinician="doc", patient_mode="tracked", formulation=True)
+        item = PlannedConversation.of(profile, clinician="doc", patient_mode="tracked", formulation=True)
         record = asyncio.run(run_conversation(item, Participants(clinician=pool.get("doc"), patient=patient,
                                                                  patient_alias="offline/patient")))
         bodies = list(server.requests)

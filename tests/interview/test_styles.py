@@ -61,7 +61,7 @@ def test_styles_are_a_full_factorial_with_one_opening_per_style():
 def test_a_styled_conversation_records_its_style_and_tells_the_patient_model():
     patient = ScriptedModel("pat", ["Hi.", "Fine."])
     clinician = ScriptedModel("doc", ["How is your sleep?"])
-    item = PlannedConversation(profile=make_profile(), clinician="doc", max_turns=1, patient_style="guarded")
+    item = PlannedConversation.of(make_profile(), clinician="doc", max_turns=1, patient_style="guarded")
     record = asyncio.run(run_conversation(item, Participants(clinician=clinician, patient=patient)))
     assert record.patient_style == "guarded"
     assert record.conversation_id == "P00001.doc.minimal.prompted.s-guarded.t0"

@@ -70,7 +70,7 @@ def _conversation(clinician_server: FakeOpenAIServer, patient_server: FakeOpenAI
                   clinician_model: str = "openai/fake-clinician", formulation: bool = False):
     specs = {"clin": ModelSpec(alias="clin", model=clinician_model, api_base=clinician_server.url, timeout_s=5.0),
              "pat": ModelSpec(alias="pat", model="openai/fake-patient", api_base=patient_server.url, timeout_s=5.0)}
-    item = PlannedConversation(profile=make_profile(), clinician="clin", max_turns=4, formulation=formulation)
+    item = PlannedConversation.of(make_profile(), clinician="clin", max_turns=4, formulation=formulation)
     with ModelPool(specs, retry_policy=FAST) as pool:
         participants = Participants(clinician=pool.get("clin"), patient=pool.get("pat"), patient_alias="pat")
         return asyncio.run(run_conversation(item, participants))

@@ -19,7 +19,7 @@ def test_the_overhead_is_billed_dollars_per_dollar_of_answers_used():
 
 
 def test_a_hold_with_no_spread_still_covers_the_retries_the_ledger_has_seen():
-    item = PlannedConversation(profile=make_profile(1), clinician="doc", condition="minimal", max_turns=3)
+    item = PlannedConversation.of(make_profile(1), clinician="doc", condition="minimal", max_turns=3)
     measured = {arm_of(item): [0.0418] * 54}  # the first to finish: none retried, all alike
     plain = Budget(limit=5.0, measured=dict(measured))
     scaled = Budget(limit=5.0, measured=dict(measured), paid_for=lambda: (4.0, 0.12))

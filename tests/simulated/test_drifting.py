@@ -43,7 +43,7 @@ def profiles() -> list[Profile]:
 
 
 def converse(profile: Profile, clinician: str, max_turns: int = 12):
-    item = PlannedConversation(profile=profile, clinician=f"offline/{clinician}", patient_mode="prompted",
+    item = PlannedConversation.of(profile, clinician=f"offline/{clinician}", patient_mode="prompted",
                                trial=0, max_turns=max_turns)
     participants = Participants(clinician=offline(clinician), patient=offline("patient"), patient_alias="offline/patient")
     conversation = asyncio.run(run_conversation(item, participants))

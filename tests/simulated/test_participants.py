@@ -169,7 +169,7 @@ def test_patient_refuses_other_roles():
 # ---------------------------------------------------------------- clinicians through the real loop
 
 def converse(profile: Profile, clinician: str, *, max_turns: int = 12, trial: int = 0, mode: str = "prompted"):
-    item = PlannedConversation(profile=profile, clinician=f"offline/{clinician}", patient_mode=mode,
+    item = PlannedConversation.of(profile, clinician=f"offline/{clinician}", patient_mode=mode,
                                trial=trial, max_turns=max_turns)
     participants = Participants(clinician=offline(clinician), patient=offline("patient"),
                                 patient_alias="offline/patient")

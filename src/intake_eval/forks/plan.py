@@ -105,7 +105,7 @@ def plan_forks(paths: RunPaths, parents: list[PlannedConversation], *, at: str, 
             continue
         start = ForkStart(parent=parent, turn=turn, at=at, nudge=nudge, nudge_text=text)
         plan.items.append(PlannedConversation(
-            profile=item.profile, clinician=item.clinician, condition=item.condition, patient_mode=item.patient_mode,
+            profile_id=item.profile_id, profiles=item.profiles, clinician=item.clinician, condition=item.condition, patient_mode=item.patient_mode,
             trial=item.trial, max_turns=item.max_turns, records_opening_usage=False, formulation=item.formulation,
             fork=start, patient_style=item.patient_style, patient=item.patient))
     return plan

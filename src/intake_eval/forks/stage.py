@@ -20,7 +20,7 @@ from intake_eval.forks.kind import fork_stage_name as fork_stage_name
 from intake_eval.forks.plan import ForkPlan, needs_judge, nudge_text, plan_forks
 from intake_eval.interview.plan import (
     RunTotals,
-    load_profiles,
+    profile_index,
     plan_conversations,
     prompt_names,
 )
@@ -104,7 +104,7 @@ class ForkStage(ConversationStage):
                      models=roles, additive=["clinician"], prompts=[*prompt_names(settings), f"nudge_{nudge}"],
                      rendered=[RenderedPrompt("nudge", nudge, nudge_text(nudge), f"nudge_{nudge}",
                                               note="a supervisor's note given to the clinician at the fork point")])
-        parents = plan_conversations(load_profiles(paths), settings)
+        parents = plan_conversations(profile_index(paths), settings)
         forks: ForkPlan = plan_forks(paths, parents, at=at, nudge=nudge, judge=judge)
         return ForkRunPlan(items=forks.items, budget=self.folder_budget(runner), skipped=forks.skipped)
 

@@ -14,8 +14,9 @@ and flagged (``truncated``), or, with ``on_truncation="fail"``, fails the conver
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from intake_eval.core.limits import DEFAULT_TURNS
 from intake_eval.core.patient_styles import DEFAULT_STYLE
@@ -82,8 +83,11 @@ class ForkStart:
 
 @dataclass(frozen=True)
 class PlannedConversation:
-    profile: Profile
-    clinician: str  # alias as given on the command line
+    # The profile by id, read from ``profiles`` when the conversation runs: a plan of 10⁵ conversations
+    # holds ids, not every profile as a model object (``interview/plan.profile_index``).
+    profile_id: str
+    profiles: Mapping[str, Profile] = field(compare=False, repr=False)
+    clinician: str = ""  # alias as given on the command line
     condition: str = "minimal"
     patient_mode: PatientMode = "prompted"
     trial: int = 0
@@ -101,9 +105,18 @@ class PlannedConversation:
     # None: the run's one patient model.
     patient: str | None = None
 
+    @classmethod
+    def of(cls, profile: Profile, **planned: Any) -> PlannedConversation:
+        """One conversation of a profile held by the item itself (a single item, a test)."""
+        return cls(profile_id=profile.profile_id, profiles={profile.profile_id: profile}, **planned)
+
+    @property
+    def profile(self) -> Profile:
+        return self.profiles[self.profile_id]
+
     @property
     def conversation_id(self) -> str:
-        own = make_conversation_id(self.profile.profile_id, self.clinician, self.condition, self.patient_mode, self.trial,
+        own = make_conversation_id(self.profile_id, self.clinician, self.condition, self.patient_mode, self.trial,
                                    patient=self.patient, style=self.patient_style)
         return make_fork_id(own, self.fork.at, self.fork.nudge) if self.fork is not None else own
 
@@ -118,7 +131,7 @@ class Participants:
 
 def opening_key(item: PlannedConversation) -> tuple[str, str, int, str | None, str]:
     """The conversations that hear one opening: a profile, patient mode, trial, patient model and style."""
-    return (item.profile.profile_id, item.patient_mode, item.trial, item.patient, item.patient_style)
+    return (item.profile_id, item.patient_mode, item.trial, item.patient, item.patient_style)
 
 
 def _name(model: ChatModel) -> str:

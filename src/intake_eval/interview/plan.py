@@ -11,12 +11,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.patient_styles import DEFAULT_STYLE, style_prompt_names
 from intake_eval.core.prompts import prompt_hashes
+from intake_eval.core.record_index import RecordIndex
 from intake_eval.core.records import Conversation, Profile
 from intake_eval.core.shard import SHARD_KEY
 from intake_eval.core.store import (
@@ -24,7 +25,6 @@ from intake_eval.core.store import (
     done_keys,
     file_hash,
     iter_json_lines,
-    latest_by_key,
 )
 from intake_eval.interview.conversation import PlannedConversation
 from intake_eval.interview.settings import RunSettings
@@ -37,21 +37,27 @@ PATIENT_PROMPTS = {
 }
 
 
+PROFILES_KEPT = 1024  # profiles kept read at once (≈ 22 KB each)
+
+
 class ModelSource(Protocol):
     def get(self, name: str) -> ChatModel: ...
 
 
-def plan_conversations(profiles: list[Profile], settings: RunSettings) -> list[PlannedConversation]:
+def plan_conversations(profiles: Mapping[str, Profile] | list[Profile], settings: RunSettings
+                       ) -> list[PlannedConversation]:
     """Profile-major order, so the clinicians of one profile run side by side and share its opening.
+    ``profiles``: by id (``profile_index``: read on demand), or a list of them.
 
     The one place a stage's profiles are chosen: a shard keeps only its own (before ``limit``)."""
-    chosen = sorted(profiles, key=lambda p: p.profile_id)
+    by_id = profiles if isinstance(profiles, Mapping) else {profile.profile_id: profile for profile in profiles}
+    chosen = sorted(by_id)
     if settings.shard is not None:
-        chosen = [profile for profile in chosen if settings.shard.holds(profile.profile_id)]
+        chosen = [profile_id for profile_id in chosen if settings.shard.holds(profile_id)]
     if settings.limit is not None:
         chosen = chosen[: settings.limit]
     plan = []
-    for profile in chosen:
+    for profile_id in chosen:
         for trial in range(settings.trials):
             for patient in settings.patients:
                 for style in settings.patient_styles:
@@ -59,7 +65,7 @@ def plan_conversations(profiles: list[Profile], settings: RunSettings) -> list[P
                     for clinician in settings.clinicians:
                         for condition in settings.conditions:
                             plan.append(PlannedConversation(
-                                profile=profile, clinician=clinician, condition=condition,
+                                profile_id=profile_id, profiles=by_id, clinician=clinician, condition=condition,
                                 patient_mode=settings.patient_mode, trial=trial, max_turns=settings.turns,
                                 records_opening_usage=first, formulation=settings.formulation,
                                 on_truncation=settings.on_truncation, patient_style=style,
@@ -140,15 +146,25 @@ def pending(plan: list[PlannedConversation], paths: RunPaths) -> tuple[list[Plan
     return todo, len(plan) - len(todo)
 
 
-def load_profiles(paths: RunPaths) -> list[Profile]:
+def profile_index(paths: RunPaths) -> RecordIndex[Profile]:
+    """The run folder's profiles by id, each read when a conversation asks for it (core/record_index):
+    memory stays flat in the number of profiles. Errors name a missing or empty profiles.jsonl."""
     if not paths.profiles.exists():
         raise IntakeEvalError(
             f"{paths.profiles}: no profiles here yet; run `intake-eval generate --run-dir {paths.root}` first"
         )
-    profiles = latest_by_key(paths.profiles, Profile, "profile_id")
+    # The conversations in flight at once span up to a few hundred profiles (K in flight, profile-major):
+    # those stay read, so a turn's lookups are a dict hit, not a validation.
+    profiles = RecordIndex(paths.profiles, Profile, "profile_id", cached=PROFILES_KEPT)
     if not profiles:
         raise IntakeEvalError(f"{paths.profiles}: holds no valid profiles; run `intake-eval generate` again")
-    return sorted(profiles.values(), key=lambda p: p.profile_id)
+    return profiles
+
+
+def load_profiles(paths: RunPaths) -> list[Profile]:
+    """Every profile, sorted by id (for the few that need them all at once: qc-patient's sample)."""
+    profiles = profile_index(paths)
+    return [profiles[profile_id] for profile_id in sorted(profiles)]
 
 
 def stage_config(settings: RunSettings, specs: dict[str, Any], profiles_path: Path) -> dict[str, Any]:

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from intake_eval.core.records import Conversation
+from intake_eval.core.record_index import RecordIndex
+from intake_eval.core.records import Conversation, Profile
 from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import (
     JsonlWriter,
@@ -49,7 +50,7 @@ from intake_eval.interview.plan import (
     RunTotals,
     disk_counts,
     disk_counts_by,
-    load_profiles,
+    profile_index,
     pending,
     plan_conversations,
     prompt_names,
@@ -183,9 +184,10 @@ def run_stage_outputs(paths: RunPaths) -> list[Path]:
     return [paths.conversations_dir, paths.judgments_dir, paths.metrics_dir, paths.report_dir]
 
 
-def begin_run_stage(runner: StageRunner, settings: RunSettings, *, force: bool) -> dict[str, ModelSpec]:
+def begin_run_stage(runner: StageRunner, settings: RunSettings, *, force: bool) -> RecordIndex[Profile]:
     """Resolve the run's models and register the stage with the runner (config guard, leakage guard,
-    provenance). Clinicians are additive: adding one later is a resume, changing one is refused."""
+    provenance). Clinicians are additive: adding one later is a resume, changing one is refused.
+    Returns the profiles by id (read on demand), for the plan."""
     clinicians = runner.resolve(settings.clinicians)
     patients = runner.resolve(settings.patients)
     role_specs: dict[str, Any] = {"patient": patients[settings.patient], "patients": patients}
@@ -194,12 +196,12 @@ def begin_run_stage(runner: StageRunner, settings: RunSettings, *, force: bool) 
     if trackers:  # tracked mode: every model that decides unlocks, each under the leakage guard
         roles["tracker"] = runner.resolve(trackers)
         role_specs["tracker"] = roles["tracker"][settings.tracker_for(settings.patient) or settings.patient]
-    profiles = load_profiles(runner.paths)  # a missing profiles.jsonl is named before the stage is registered
+    profiles = profile_index(runner.paths)  # a missing profiles.jsonl is named before the stage is registered
     allow_formulation_upgrade(runner.manifest, settings, role_specs, runner.paths.profiles, force=force)
     runner.begin(RUN_STAGE, stage_config(settings, role_specs, runner.paths.profiles), force=force,
                  outputs=run_stage_outputs(runner.paths), models=roles, additive=["clinician"],
-                 prompts=prompt_names(settings), rendered=run_prompt_texts(settings, profiles))
-    return clinicians
+                 prompts=prompt_names(settings), rendered=run_prompt_texts(settings, [profiles[min(profiles)]]))
+    return profiles
 
 
 @dataclass
@@ -291,8 +293,8 @@ class RunStage(ConversationStage):
     name = RUN_STAGE
 
     def plan(self, runner: StageRunner) -> RunPlan:
-        begin_run_stage(runner, self.settings, force=self.force)
-        return RunPlan(items=plan_conversations(load_profiles(runner.paths), self.settings),
+        profiles = begin_run_stage(runner, self.settings, force=self.force)
+        return RunPlan(items=plan_conversations(profiles, self.settings),
                        budget=self.folder_budget(runner))
 
     def finish(self, runner: StageRunner, plan: RunPlan, *, interrupted: bool) -> RunResult:
