@@ -9,7 +9,7 @@ from typing import Any
 
 from intake_eval.core.records import Profile, Record, RenderFailure, Usage
 from intake_eval.core.store import RunPaths
-from intake_eval.core.usage import latest_lines, usage_of
+from intake_eval.core.usage import latest_lines, latest_usages, usage_from_figures
 
 GENERATE_STAGE = "generate"
 
@@ -28,10 +28,11 @@ class GenerateKind:
 
     def usage(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any]) -> dict[str, Usage]:
         total = Usage()
-        for data in latest_lines([paths.profiles], "profile_id").values():
-            total = total.add(usage_of((data.get("render") or {}).get("usage")))
-        for data in latest_lines([paths.render_failures], "profile_id").values():
-            total = total.add(usage_of(data.get("usage")))
+        profiles = latest_usages([paths.profiles], "profile_id",
+                                 lambda data: {"generator": (data.get("render") or {}).get("usage")})
+        failures = latest_usages([paths.render_failures], "profile_id", lambda data: {"generator": data.get("usage")})
+        for _facts, by_role in [*profiles.values(), *failures.values()]:
+            total = total.add(usage_from_figures(by_role["generator"]))
         generator = str((stage.get("config") or {}).get("generator", "generator"))
         return {generator: total}
 

@@ -15,7 +15,14 @@ from typing import Any
 from intake_eval.core.manifest import rebuilt_model_entry
 from intake_eval.core.records import Conversation, Record, Usage
 from intake_eval.core.store import RunPaths
-from intake_eval.core.usage import CLINICIAN_ROLES, add_usage, count_ok, latest_lines, usage_of
+from intake_eval.core.usage import (
+    CLINICIAN_ROLES,
+    add_usage,
+    count_ok,
+    latest_lines,
+    latest_usages,
+    usage_from_figures,
+)
 
 RUN_STAGE = "run"
 
@@ -59,10 +66,16 @@ class ConversationKind(ABC):
         patient = next(iter(roles.get("patient") or {}), str(config.get("patient", "patient")))
         owners = {"patient": patient, "tracker": next(iter(roles.get("tracker") or {}), str(config.get("tracker") or patient))}
         total: dict[str, Usage] = {}
-        for data in self._conversations(paths, stage_name, stage):
-            clinician = str(data.get("clinician", ""))
-            for role, raw in (data.get("usage") or {}).items():
-                add_usage(total, clinician if role in CLINICIAN_ROLES else owners.get(role, role), usage_of(raw))
+        clinicians = sorted((stage.get("additive_models") or {}).get("clinician", {}))
+        latest = latest_usages([paths.conversations(alias) for alias in clinicians], "conversation_id",
+                               lambda data: data.get("usage"), facts=("clinician", "fork"))
+        for facts, by_role in latest.values():
+            if not self.belongs_to(stage_name, facts):
+                continue
+            clinician = str(facts.get("clinician", ""))
+            for role, figures in by_role.items():
+                add_usage(total, clinician if role in CLINICIAN_ROLES else owners.get(role, role),
+                          usage_from_figures(figures))
         return dict(sorted(total.items()))
 
     def records_done(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any]) -> int | None:

@@ -10,7 +10,7 @@ from typing import Any
 from intake_eval.core.manifest import rebuilt_model_entry
 from intake_eval.core.records import Judgment, Record, Usage
 from intake_eval.core.store import RunPaths, file_safe, iter_json_lines
-from intake_eval.core.usage import count_ok, latest_lines, usage_of
+from intake_eval.core.usage import count_ok, latest_lines, latest_usages, usage_from_figures
 
 JUDGE_PREFIX = "judge:"
 
@@ -38,9 +38,11 @@ class JudgeKind:
 
     def usage(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any]) -> dict[str, Usage]:
         label = stage_name.removeprefix(JUDGE_PREFIX)
+        folder = paths.judge_dir(label)
         total = Usage()
-        for data in _judgments(paths, label).values():
-            total = total.add(usage_of(data.get("usage")))
+        for _facts, by_role in latest_usages(sorted(folder.glob("*.jsonl")) if folder.is_dir() else [],
+                                             "conversation_id", lambda data: {"judge": data.get("usage")}).values():
+            total = total.add(usage_from_figures(by_role["judge"]))
         return {str((stage.get("config") or {}).get("alias", label)): total}
 
     def records_done(self, paths: RunPaths, stage_name: str, stage: Mapping[str, Any]) -> int | None:
