@@ -77,8 +77,7 @@ def build_views(data: RunData, judges: list[str]) -> dict[str, Any]:
     return {
         "primary": primary, "judges": judges, "arms": arms, "arm_labels": labels,
         "outcomes": tables.conversation_outcomes(data, primary),
-        "coverage": {str(r["conversation_id"]): tables._num(r["active_coverage_rate"])
-                     for r in tables.table_rows(data, "conversations", primary)},
+        "coverage": tables.conversation_coverage(data, primary),
         "headline": tables.headline(data, arms, labels, primary),
         "answers": tables.answer_banner(data),
         "matrix": tables.matrix(data, arms, labels, primary),

@@ -28,6 +28,7 @@ from intake_eval.core.store import (
 from intake_eval.metrics.answers import write_answer_tables
 from intake_eval.metrics.tables import write_metrics
 from intake_eval.metrics.trials import write_trial_metrics
+from intake_eval.report.metric_tables import MetricTables, table_file
 from intake_eval.report.viewer import domain_outcomes
 from intake_eval.stage_kinds import REPORT_STAGE, stage_kinds
 
@@ -45,7 +46,7 @@ class RunData:
     profiles: dict[str, dict[str, Any]]  # profile_id -> slim profile dict (``slim_profile``)
     conversations: dict[str, dict[str, Any]]  # conversation_id -> slim conversation dict (``slim_conversation``)
     judgments: dict[str, dict[str, dict[str, Any]]]  # judge -> conversation_id -> slim judgment (``slim_judgment``)
-    tables: dict[str, Any] = field(default_factory=dict)  # name -> pandas DataFrame
+    tables: Mapping[str, Any] = field(default_factory=dict)  # name -> pandas DataFrame (MetricTables: read lazily)
     notes: list[str] = field(default_factory=list)  # what is missing / stale, said plainly
     primary_judge: str | None = None  # the judge the report's numbers follow (set by build_report: --judge)
     index: RecordIndex | None = None  # where the full conversation / judgment records are (viewer shards)
@@ -246,10 +247,13 @@ def order_judges(judgments: Mapping[str, Sized], manifest: dict[str, Any], prefe
 
 
 def metrics_stale(paths: RunPaths) -> bool:
-    """CSVs missing, or older than a judgment/conversation/profile file they are computed from."""
-    target = paths.metrics("conversations")
-    if not target.exists() or not all(paths.metrics(name).exists() for name in METRIC_TABLES):
+    """Tables missing (neither CSV nor Parquet), or older than a judgment/conversation/profile file they
+    are computed from."""
+    files = [table_file(paths, name) for name in METRIC_TABLES]
+    if any(path is None for path in files):
         return True
+    target = table_file(paths, "conversations")
+    assert target is not None  # "conversations" is one of METRIC_TABLES, all present
     built = target.stat().st_mtime
     sources = [paths.profiles, *paths.conversation_files(), *paths.judgment_files()]
     return any(src.exists() and src.stat().st_mtime > built for src in sources)
@@ -267,20 +271,12 @@ def refresh_metrics(paths: RunPaths) -> None:
     write_trial_metrics(paths)  # metrics/trials.csv only when the run repeats trials
 
 
-def read_tables(paths: RunPaths, notes: list[str]) -> dict[str, Any]:
-    import pandas as pd  # type: ignore[import-untyped]  # pandas-stubs is not installed
-
-    tables: dict[str, Any] = {}
-    for name in METRIC_TABLES + OPTIONAL_TABLES:
-        path = paths.metrics(name)
-        if not path.exists():
-            if name in METRIC_TABLES and paths.judgment_files():
-                notes.append(f"metrics/{name}.csv is missing")
-            continue
-        try:
-            tables[name] = pd.read_csv(path, keep_default_na=True)
-        except (ValueError, OSError) as exc:  # pandas' EmptyDataError/ParserError are ValueErrors
-            notes.append(f"metrics/{name}.csv is unreadable ({exc.__class__.__name__}); left out")
+def read_tables(paths: RunPaths, notes: list[str]) -> MetricTables:
+    """The metrics tables, each read when first used (``metric_tables.MetricTables``); a missing
+    headline table is noted."""
+    tables = MetricTables(paths, METRIC_TABLES + OPTIONAL_TABLES, notes)
+    if paths.judgment_files():
+        notes.extend(f"metrics/{name}.csv is missing" for name in METRIC_TABLES if name not in tables)
     return tables
 
 
