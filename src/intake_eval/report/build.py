@@ -25,6 +25,7 @@ from intake_eval.report import (
     tables,
     viewer,
 )
+from intake_eval.report.conversation_index import place_index
 from intake_eval.report.load import RunData, domain_labels, load_run, order_judges
 from intake_eval.report.tables import arm_of
 from intake_eval.report.viewer import bleed_flags, outcome_codes
@@ -244,7 +245,7 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
                               "definition": m.definition} for m in registry.headline_metrics()],
         "qtypes": ["closed_hypothesis", "open", "clarifying", "treatment_planning", "other"],
         "sections": section_list.optional_sections(data), "prov": provenance(data),
-        "ie_data": viewer_index(data, views, shard_of, labels, names),
+        "ie_data": place_index(viewer_index(data, views, shard_of, labels, names), paths.report_dir),
     })
     index = paths.report_index
     write_text_atomic(index, page)
