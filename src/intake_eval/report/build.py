@@ -27,6 +27,7 @@ from intake_eval.report import (
 )
 from intake_eval.report.conversation_index import place_index
 from intake_eval.report.load import RunData, domain_labels, load_run, order_judges
+from intake_eval.report.metric_tables import read_columns
 from intake_eval.report.tables import arm_of
 from intake_eval.report.viewer import bleed_flags, outcome_codes
 
@@ -214,7 +215,8 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
                                               paths.metrics("diagnosis")], judges)
     shard_of = viewer.write_shards(paths.report_shards_dir, data.profiles, data.conversations, data.index, judges,
                                    progress=shard_progress,
-                                   fingerprint=fingerprint, diagnosis=viewer.diagnosis_facts(data.tables.get("diagnosis")))
+                                   fingerprint=fingerprint, diagnosis=viewer.diagnosis_facts(
+                                       read_columns(data.tables, "diagnosis", viewer.DIAGNOSIS_FACT_COLUMNS)))
     step("writing index.html and summary.md")
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     run = {"name": data.manifest.get("run_name") or paths.root.name, "primary": views["primary"], "judges": judges,

@@ -17,6 +17,7 @@ from intake_eval.report import fmt
 from intake_eval.report.charts import OKABE_ITO, _plt, to_svg
 from intake_eval.report.html import Section, csv_table_html
 from intake_eval.report.load import RunData, order_judges
+from intake_eval.report.metric_tables import read_columns
 from intake_eval.report.summary import _table
 
 SAFETY_TITLE = "Safety-critical screening"
@@ -121,7 +122,7 @@ SAFETY_HEADER = ["Clinician", "Suicide screening [95% CI]", "Screened", "First s
 
 
 def safety_section(data: RunData) -> Section | None:
-    table = data.tables.get("safety")
+    table = read_columns(data.tables, "safety", _SAFETY_NEEDS)
     if table is None or not all(c in table.columns for c in _SAFETY_NEEDS):
         return _plain("safety", SAFETY_TITLE, data)
     clinicians = _for_judge(_read(data, "safety_clinicians"), _primary(data))
@@ -190,7 +191,7 @@ def diagnosis_rows(table) -> list[list[str]]:
 
 
 def diagnosis_section(data: RunData) -> Section | None:
-    table = data.tables.get("diagnosis")
+    table = read_columns(data.tables, "diagnosis", (*_DIAGNOSIS_NEEDS, "judge", "clinician", "condition", "patient_mode"))
     if table is None or not all(c in table.columns for c in _DIAGNOSIS_NEEDS):
         return _plain("diagnosis", DIAGNOSIS_TITLE, data)
     judge = _primary(data)

@@ -83,3 +83,11 @@ class MetricTables(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._files) - len(self._unreadable)
+
+
+def read_columns(tables: Mapping[str, Any], name: str, wanted: Iterable[str]) -> Any:
+    """Only ``wanted`` columns of a table when ``tables`` reads lazily (``MetricTables``), else the
+    table as held (a plain mapping of frames, as tests build); None when there is no such table."""
+    if isinstance(tables, MetricTables):
+        return tables.columns(name, wanted)
+    return tables.get(name)

@@ -18,8 +18,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from intake_eval.core.schema import package_version
 from intake_eval.core.fs import as_if_made_by_mkdir, named_os_error
+from intake_eval.core.schema import package_version
 from intake_eval.core.store import stable_hash
 
 PROFILES_PER_SHARD = 10
@@ -96,11 +96,14 @@ def compact_judgment(judgment: dict[str, Any], hidden: list[str]) -> dict[str, A
 ERROR_SHOWN, ANSWER_SHOWN = 300, 400  # characters of a failed formulation's error / answer in a shard
 
 
+DIAGNOSIS_FACT_COLUMNS = ("conversation_id", "judge", "mapping", "unearned_domains", "principal_domain", "principal_hit")
+
+
 def diagnosis_facts(table) -> dict[str, dict[str, Any]]:
     """metrics/diagnosis.csv → conversation_id → {"map": [[slot, name, icd10, domain | None, method], …],
     "unearned": {judge: [domain, …]}, "core": the phenotype's principal domain, "hit": whether the principal
     diagnosis maps to it} (judges whose row was scored; mapping and principal hit are the same for every judge)."""
-    needed = ("conversation_id", "judge", "mapping", "unearned_domains", "principal_domain", "principal_hit")
+    needed = DIAGNOSIS_FACT_COLUMNS
     if table is None or not set(needed) <= set(table.columns):
         return {}
     out: dict[str, dict[str, Any]] = {}
