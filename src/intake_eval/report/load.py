@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,11 +153,18 @@ def slim_profile(profile: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# Slim-record fields whose values repeat across the run (arms, phenotypes, statuses, profiles over clinicians).
+_SHARED_TEXT = ("profile_id", "phenotype", "clinician", "condition", "patient_mode", "status")
+
+
 def slim_conversation(conv: dict[str, Any]) -> dict[str, Any]:
     """Ids, arm, status, trial, patient spend and number of turns (not the transcript)."""
     out = _pick(conv, ("conversation_id", "profile_id", "phenotype", "clinician", "condition", "patient_mode",
                        "trial", "status"))
     out["condition"] = arm_condition(str(conv.get("condition", "minimal")), conv.get("fork"))
+    for key in _SHARED_TEXT:  # a handful of distinct values over the whole run: one copy of each
+        if isinstance(out.get(key), str):
+            out[key] = sys.intern(out[key])
     usage = conv.get("usage") or {}
     # the simulated patient's calls: its replies and, in tracked mode, the tracker's unlock decisions
     patient = [usage[role] for role in ("patient", "tracker") if isinstance(usage.get(role), dict)]
@@ -179,10 +187,11 @@ def slim_judgment(judgment: dict[str, Any], hidden: list[str]) -> dict[str, Any]
     per turn "turn\x1fquestion type\x1fcodes", one code per hidden domain (asked + 2 × disclosed, '-' if
     unlabelled), turns joined by \x1e (the agreement hotspots compare two judges' signatures)."""
 
-    out: dict[str, Any] = {"status": judgment.get("status", "ok")}
+    out: dict[str, Any] = {"status": sys.intern(str(judgment.get("status", "ok")))}
     if "status" not in judgment:
         out.pop("status")
-    out["outcomes"] = domain_outcomes(judgment, hidden)
+    outcomes = domain_outcomes(judgment, hidden)
+    out["outcomes"] = {sys.intern(domain): outcome for domain, outcome in outcomes.items()} if outcomes else outcomes
     turns = []
     for turn in judgment.get("turns", []):
         labels = turn.get("domains", {})
