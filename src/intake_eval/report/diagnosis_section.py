@@ -142,6 +142,9 @@ def safety_section(data: RunData) -> Section | None:
     return Section("safety", SAFETY_TITLE, body)
 
 
+SCATTER_POINTS = 1000  # points drawn per arm at most (each is SVG in index.html); the title says when sampled
+
+
 def scatter_svg(table) -> str:
     """Small multiples, one per clinician arm: active coverage (x) vs comorbidity recall (y), a point per
     conversation (deterministic jitter of ±1.5 points so identical values stay visible)."""
@@ -155,12 +158,16 @@ def scatter_svg(table) -> str:
         ax = axes[index // cols][index % cols]
         points = [(float(r["active_coverage_rate"]), float(r["comorbidity_recall"])) for _, r in table.iterrows()
                   if _arm(r) == arm and not fmt.missing(r["active_coverage_rate"]) and not fmt.missing(r["comorbidity_recall"])]
+        n = len(points)
+        if n > SCATTER_POINTS:  # the page stays small: a fixed random sample of the arm's points is drawn
+            points = random.Random(f"scatter-sample|{arm}").sample(points, SCATTER_POINTS)
         jitter = random.Random(f"scatter|{arm}")
         xs = [x * 100 + jitter.uniform(-1.5, 1.5) for x, _ in points]
         ys = [y * 100 + jitter.uniform(-1.5, 1.5) for _, y in points]
         ax.plot([0, 100], [0, 100], color="#bbbbbb", linewidth=0.8, linestyle="--")
         ax.scatter(xs, ys, s=14, alpha=0.6, color=OKABE_ITO[index % len(OKABE_ITO)], linewidths=0)
-        ax.set_title(f"{arm} (n={len(points)})", loc="left", fontsize=9)
+        drawn = f"; {len(points)} drawn at random" if len(points) < n else ""
+        ax.set_title(f"{arm} (n={n}{drawn})", loc="left", fontsize=9)
         ax.set_xlim(-4, 104)
         ax.set_ylim(-4, 104)
         ax.spines[["top", "right"]].set_visible(False)
