@@ -19,6 +19,7 @@ from typing import Any
 
 from intake_eval.core.store import RunPaths, iter_json_lines
 from intake_eval.metrics.long_rows import iter_rows, table_exists
+from intake_eval.metrics.record_headers import ConversationHeader
 from intake_eval.metrics.reading import write_csv
 from intake_eval.metrics.stats import mean_ci
 
@@ -35,7 +36,7 @@ def fork_links(paths: RunPaths) -> dict[str, tuple[str, str]]:
     """fork conversation id → (parent id, fork arm suffix ``+<nudge>@<at>``)."""
     links: dict[str, tuple[str, str]] = {}
     for path in paths.conversation_files():
-        for data in iter_json_lines(path):
+        for data in iter_json_lines(path, model=ConversationHeader):
             fork = data.get("fork")
             if isinstance(fork, dict) and fork.get("parent"):
                 links[str(data.get("conversation_id"))] = (str(fork["parent"]), f"+{fork.get('nudge')}@{fork.get('at')}")

@@ -25,6 +25,7 @@ from intake_eval.core.patient_styles import DEFAULT_STYLE, STYLES
 from intake_eval.core.store import RunPaths, iter_json_lines
 from intake_eval.metrics import registry
 from intake_eval.metrics.long_rows import iter_rows, table_exists
+from intake_eval.metrics.record_headers import ConversationHeader
 from intake_eval.metrics.reading import write_csv
 from intake_eval.metrics.stats import add_holm, mean_ci, paired_comparison, paired_difference_ci
 
@@ -52,7 +53,7 @@ def conversation_styles(paths: RunPaths) -> dict[str, str]:
     """conversation_id → its patient style (records made before styles are forthcoming); forks left out."""
     styles: dict[str, str] = {}
     for path in paths.conversation_files():
-        for data in iter_json_lines(path):
+        for data in iter_json_lines(path, model=ConversationHeader):
             if not data.get("fork"):
                 styles[str(data.get("conversation_id"))] = str(data.get("patient_style") or DEFAULT_STYLE)
     return styles
