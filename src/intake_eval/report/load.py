@@ -29,6 +29,7 @@ from intake_eval.core.store import (
 from intake_eval.metrics.answers import write_answer_tables
 from intake_eval.metrics.tables import write_metrics
 from intake_eval.metrics.trials import write_trial_metrics
+from intake_eval.report.compact_rows import CompactRows, Packing
 from intake_eval.report.metric_tables import MetricTables, table_file
 from intake_eval.report.viewer import domain_outcomes
 from intake_eval.stage_kinds import REPORT_STAGE, stage_kinds
@@ -45,8 +46,8 @@ class RunData:
     paths: RunPaths
     manifest: dict[str, Any]
     profiles: dict[str, dict[str, Any]]  # profile_id -> slim profile dict (``slim_profile``)
-    conversations: dict[str, dict[str, Any]]  # conversation_id -> slim conversation dict (``slim_conversation``)
-    judgments: dict[str, dict[str, dict[str, Any]]]  # judge -> conversation_id -> slim judgment (``slim_judgment``)
+    conversations: Mapping[str, dict[str, Any]]  # conversation_id -> slim conversation (``slim_conversation``; CompactRows)
+    judgments: Mapping[str, Mapping[str, dict[str, Any]]]  # judge -> conversation_id -> slim judgment (``slim_judgment``)
     tables: Mapping[str, Any] = field(default_factory=dict)  # name -> pandas DataFrame (MetricTables: read lazily)
     notes: list[str] = field(default_factory=list)  # what is missing / stale, said plainly
     primary_judge: str | None = None  # the judge the report's numbers follow (set by build_report: --judge)
@@ -206,7 +207,30 @@ def slim_judgment(judgment: dict[str, Any], hidden: list[str]) -> dict[str, Any]
     return out
 
 
-def load_records(paths: RunPaths, damage: list[str] | None = None) -> tuple[dict, dict, dict, RecordIndex]:
+_PATIENT_USAGE = ("prompt_tokens", "completion_tokens", "cost_usd", "cost_known")
+# A slim conversation's patient usage ({"patient": {...}}) held as one tuple of its four figures.
+_USAGE_PACKING = Packing(pack=lambda usage: tuple(usage["patient"][name] for name in _PATIENT_USAGE),
+                         unpack=lambda figures: {"patient": dict(zip(_PATIENT_USAGE, figures))})
+
+
+def _outcomes_packing() -> Packing:
+    """A slim judgment's outcomes (hidden domain → outcome, or None) held as (domains, outcomes) tuples,
+    each distinct domain list held once for the whole run."""
+    shared: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+    def pack(outcomes: dict[str, str] | None) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        if outcomes is None:
+            return None
+        domains = tuple(outcomes)
+        return shared.setdefault(domains, domains), tuple(outcomes.values())
+
+    def unpack(packed: tuple[tuple[str, ...], tuple[str, ...]] | None) -> dict[str, str] | None:
+        return None if packed is None else dict(zip(*packed))
+
+    return Packing(pack=pack, unpack=unpack)
+
+
+def load_records(paths: RunPaths, damage: list[str] | None = None) -> tuple[dict, CompactRows, dict, RecordIndex]:
     """Latest record per key of every file, as slim summaries plus a ``RecordIndex`` of the full records;
     ``damage`` collects a sentence per file with skipped lines."""
     index = RecordIndex()
@@ -214,18 +238,19 @@ def load_records(paths: RunPaths, damage: list[str] | None = None) -> tuple[dict
         profiles: dict[str, dict[str, Any]] = {}
         for pid, data, _ in _scan(paths.profiles, "profile_id", index, damage):
             profiles[pid] = slim_profile(data)
-        conversations: dict[str, dict[str, Any]] = {}
+        conversations = CompactRows({"usage": _USAGE_PACKING})
         for path in paths.conversation_files():
             for cid, data, at in _scan(path, "conversation_id", index, damage):
-                conversations[cid] = slim_conversation(data)
+                conversations.put(cid, slim_conversation(data))
                 index.conversations[cid] = at
-        judgments: dict[str, dict[str, dict[str, Any]]] = {}
+        judgments: dict[str, CompactRows] = {}
+        outcomes = _outcomes_packing()
         for path in paths.judgment_files():
             for cid, data, at in _scan(path, "conversation_id", index, damage):  # a later line supersedes
                 profile = profiles.get(conversations.get(cid, {}).get("profile_id", ""), {})
                 hidden = [d["domain"] for d in profile.get("hidden", [])]
                 judge = str(data.get("judge") or path.parent.name)
-                judgments.setdefault(judge, {})[cid] = slim_judgment(data, hidden)
+                judgments.setdefault(judge, CompactRows({"outcomes": outcomes})).put(cid, slim_judgment(data, hidden))
                 index.judgments.setdefault(judge, {})[cid] = at
     except BaseException:
         index.close()

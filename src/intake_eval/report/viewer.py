@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from intake_eval.core.fs import as_if_made_by_mkdir, named_os_error
@@ -230,7 +231,7 @@ def sources_fingerprint(sources: list[Path], judges: list[str]) -> str:
                         "version": package_version()})
 
 
-def write_shards(target: Path, profiles: dict, conversations: dict, index, judges: list[str],
+def write_shards(target: Path, profiles: dict, conversations: Mapping[str, dict[str, Any]], index, judges: list[str],
                  progress=None, fingerprint: str | None = None,
                  diagnosis: dict[str, dict[str, Any]] | None = None) -> dict[str, str]:
     """Write conversations/<shard>.js files (in parallel on big runs); returns conversation_id -> shard name.
