@@ -10,6 +10,7 @@ the consumers' ``.get``/``[...]``/``.items()`` work unchanged; the rows are read
 from __future__ import annotations
 
 import sys
+from array import array
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +65,40 @@ class CompactRows(Mapping[str, dict[str, Any]]):
             packing = self._packings.get(field)
             row[field] = packing.unpack(value) if packing is not None else value
         return row
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index
+
+
+class Locations(Mapping[str, tuple[int, int, int]]):
+    """key → (file number, byte offset, length) of a record, held in three arrays (a few bytes a record
+    instead of a tuple of boxed integers); setting a key again moves it to the later record."""
+
+    def __init__(self) -> None:
+        self._index: dict[str, int] = {}
+        self._files = array("l")
+        self._offsets = array("q")
+        self._lengths = array("q")
+
+    def __setitem__(self, key: str, at: tuple[int, int, int]) -> None:
+        index = self._index.get(key)
+        if index is None:
+            self._index[key] = len(self._files)
+            self._files.append(at[0])
+            self._offsets.append(at[1])
+            self._lengths.append(at[2])
+        else:
+            self._files[index], self._offsets[index], self._lengths[index] = at
+
+    def __getitem__(self, key: str) -> tuple[int, int, int]:
+        index = self._index[key]
+        return self._files[index], self._offsets[index], self._lengths[index]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._index)

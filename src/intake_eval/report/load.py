@@ -29,7 +29,7 @@ from intake_eval.core.store import (
 from intake_eval.metrics.answers import write_answer_tables
 from intake_eval.metrics.tables import write_metrics
 from intake_eval.metrics.trials import write_trial_metrics
-from intake_eval.report.compact_rows import CompactRows, Packing
+from intake_eval.report.compact_rows import CompactRows, Locations, Packing
 from intake_eval.report.metric_tables import MetricTables, table_file
 from intake_eval.report.viewer import domain_outcomes
 from intake_eval.stage_kinds import REPORT_STAGE, stage_kinds
@@ -71,8 +71,8 @@ class RecordIndex:
     def __init__(self) -> None:
         self.paths: list[Path] = []
         self.fds: list[int] = []
-        self.conversations: dict[str, tuple[int, int, int]] = {}
-        self.judgments: dict[str, dict[str, tuple[int, int, int]]] = {}
+        self.conversations = Locations()
+        self.judgments: dict[str, Locations] = {}
 
     def add_file(self, path: Path) -> int:
         self.paths.append(path)
@@ -251,7 +251,7 @@ def load_records(paths: RunPaths, damage: list[str] | None = None) -> tuple[dict
                 hidden = [d["domain"] for d in profile.get("hidden", [])]
                 judge = str(data.get("judge") or path.parent.name)
                 judgments.setdefault(judge, CompactRows({"outcomes": outcomes})).put(cid, slim_judgment(data, hidden))
-                index.judgments.setdefault(judge, {})[cid] = at
+                index.judgments.setdefault(judge, Locations())[cid] = at
     except BaseException:
         index.close()
         raise
