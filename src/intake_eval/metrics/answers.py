@@ -17,7 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from intake_eval.core.records import Conversation, Judgment
+from pydantic import Field
+
+from intake_eval.core.records import Conversation, PatientMode, Record, arm_condition
 from intake_eval.core.store import RunPaths, iter_records
 from intake_eval.metrics.reading import write_csv
 
@@ -42,7 +44,49 @@ JUDGE_ANSWER_COLUMNS: tuple[str, ...] = (
 )
 
 
-def conversation_answer_row(conversation: Conversation) -> dict[str, Any]:
+class ConversationAnswers(Record):
+    """What these tables read of a conversation record (its fields as ``Conversation`` declares them): a
+    line is validated against this much only, so the transcript's turns are counted, not parsed."""
+
+    conversation_id: str
+    profile_id: str
+    clinician: str
+    patient_mode: PatientMode = "prompted"
+    condition: str = "minimal"
+    trial: int = 0
+    opening: str
+    turns: list[Any] = Field(default_factory=list)
+    status: str = "ok"
+    failed_role: str | None = None
+    refusal: str | None = None
+    truncated: dict[str, int] = Field(default_factory=dict)
+    formulation: dict | None = None
+    fork: dict | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def arm_condition(self) -> str:
+        return arm_condition(self.condition, self.fork)
+
+
+class JudgmentAnswers(Record):
+    """What ``answers_by_judge`` reads of a judgment record (fields as ``Judgment`` declares them)."""
+
+    conversation_id: str
+    judge: str
+    clinician: str
+    status: str = "ok"
+    truncated: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def conversation_answer_row(conversation: Conversation | ConversationAnswers) -> dict[str, Any]:
     """One conversation's answers: how many each role gave, how many were cut, why it failed."""
     turns = len(conversation.turns)
     failed_here = conversation.failed_role if not conversation.ok else None
@@ -94,8 +138,8 @@ def answer_rows(conversation_rows: list[dict[str, Any]]) -> list[dict[str, Any]]
     return out
 
 
-def judge_answer_rows(judgments: list[Judgment]) -> list[dict[str, Any]]:
-    groups: dict[tuple[str, str], list[Judgment]] = {}
+def judge_answer_rows(judgments: list[JudgmentAnswers]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str], list[JudgmentAnswers]] = {}
     for judgment in judgments:
         groups.setdefault((judgment.judge, judgment.clinician), []).append(judgment)
     return [{
@@ -112,18 +156,17 @@ def conversation_answers(paths: RunPaths) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for path in paths.conversation_files():
         latest: dict[str, dict[str, Any]] = {}  # a later line supersedes (a retried failure, its success)
-        for record in iter_records(path, Conversation):
+        for record in iter_records(path, ConversationAnswers):
             latest[record.conversation_id] = conversation_answer_row(record)
         rows.extend(latest[key] for key in sorted(latest))
     return rows
 
 
 def judge_answers(paths: RunPaths) -> list[dict[str, Any]]:
-    judgments: list[Judgment] = []
+    judgments: list[JudgmentAnswers] = []
     for path in paths.judgment_files():
-        latest: dict[str, Judgment] = {}
-        for judgment in iter_records(path, Judgment):
-            judgment.turns = []  # only its status and counts are read here
+        latest: dict[str, JudgmentAnswers] = {}
+        for judgment in iter_records(path, JudgmentAnswers):
             latest[judgment.conversation_id] = judgment
         judgments.extend(latest.values())
     return judge_answer_rows(judgments)

@@ -16,11 +16,15 @@
 from __future__ import annotations
 
 import json
+import pickle
+import sys
+import tempfile
 import warnings
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from intake_eval.catalog.snapshot import run_catalog
 from intake_eval.core.records import Conversation, DomainDraw, Judgment, Profile, RenderInfo
@@ -174,16 +178,41 @@ def scored_part(profile: Profile) -> Profile:
                                       "life_context": [], "render": RenderInfo()})
 
 
+class SpilledRows:
+    """One table's rows as ``RowCollector`` spilled them: iterating reads them back from its file in
+    (judge, conversation) order; ``groups()`` gives them one (judge, clinician, condition, patient mode)
+    group at a time, groups in sorted order, so an aggregate holds one group's rows, never the table's."""
+
+    def __init__(self, collector: RowCollector, part: int) -> None:
+        self._collector = collector
+        self._part = part
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for key in sorted(self._collector.spilled):
+            yield self._collector.read(key)[self._part]
+
+    def groups(self) -> Iterator[tuple[tuple, list[dict[str, Any]]]]:
+        by_group: dict[tuple, list[tuple[str, str]]] = defaultdict(list)
+        for key in sorted(self._collector.spilled):
+            by_group[self._collector.spilled[key][0]].append(key)
+        for group in sorted(by_group):
+            yield group, [self._collector.read(key)[self._part] for key in by_group[group]]
+
+
 class RowCollector:
     """Diagnosis and safety rows, one judgment at a time (``add``), so the metrics writer can feed
-    it from its own single pass over the judgments. Latest record per (judge, conversation) wins."""
+    it from its own single pass over the judgments. Latest record per (judge, conversation) wins.
+    Each judgment's rows go to an unnamed temporary file as they are made (it vanishes when closed,
+    or with the process); what is held per judgment is its group and where its rows are."""
 
     def __init__(self, paths: RunPaths, catalog: "Catalog"):
         self.catalog = catalog
         self.profiles = ({p.profile_id: scored_part(p) for p in iter_records(paths.profiles, Profile)}
                          if paths.profiles.exists() else {})
         self.conversations = _conversations(paths)
-        self.rows: dict[tuple[str, str], tuple[dict, dict] | None] = {}
+        self.spilled: dict[tuple[str, str], tuple[tuple, int, int]] = {}  # key → (group, offset, length)
+        self._file: IO[bytes] = tempfile.TemporaryFile(prefix="intake-eval-clinical-")
+        self._end = 0
 
     def add(self, judgment: Judgment, labels: list[TurnLabels], hidden: list[str] | None = None,
             judged: Figures | None = None) -> None:
@@ -191,40 +220,58 @@ class RowCollector:
         key = (judgment.judge, judgment.conversation_id)
         profile, facts = self.profiles.get(judgment.profile_id), self.conversations.get(judgment.conversation_id)
         if profile is None or facts is None:
-            self.rows[key] = None
+            self.spilled.pop(key, None)  # a later record without its profile or conversation replaces an earlier one
             return
         base = {"conversation_id": judgment.conversation_id, "judge": judgment.judge, "clinician": judgment.clinician,
                 "condition": judgment.condition, "patient_mode": judgment.patient_mode, "trial": judgment.trial,
                 "phenotype": profile.phenotype, "profile_id": profile.profile_id}
         if judged is None or hidden != profile.hidden_domains:
             judged = figures(labels, profile.hidden_domains) if judgment.ok else None
-        self.rows[key] = (diagnosis_row(base, judgment, judged, profile, facts, self.catalog),
-                          safety_row(base, judgment, labels, judged, profile, facts, self.catalog))
+        pair = pickle.dumps((diagnosis_row(base, judgment, judged, profile, facts, self.catalog),
+                             safety_row(base, judgment, labels, judged, profile, facts, self.catalog)),
+                            protocol=pickle.HIGHEST_PROTOCOL)
+        self._file.seek(self._end)
+        self._file.write(pair)
+        group = tuple(sys.intern(str(base[name])) for name in GROUP)
+        self.spilled[key] = (group, self._end, len(pair))
+        self._end += len(pair)
 
-    def result(self) -> tuple[list[dict], list[dict], bool]:
-        kept = [pair for pair in (self.rows[key] for key in sorted(self.rows)) if pair is not None]
+    def read(self, key: tuple[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+        _group, offset, length = self.spilled[key]
+        self._file.seek(offset)
+        return pickle.loads(self._file.read(length))
+
+    def result(self) -> tuple[SpilledRows, SpilledRows, bool]:
+        """(diagnosis rows, safety rows, whether any conversation carries a formulation)."""
         carried = any(f.formulation is not None for f in self.conversations.values())
-        return [pair[0] for pair in kept], [pair[1] for pair in kept], carried
+        return SpilledRows(self, 0), SpilledRows(self, 1), carried
+
+    def close(self) -> None:
+        self._file.close()
 
 
-def collect_rows(paths: RunPaths, catalog: "Catalog") -> tuple[list[dict], list[dict], bool]:
-    """(diagnosis rows, safety rows, any formulation recorded) from the run folder (streamed)."""
+def collect_rows(paths: RunPaths, catalog: "Catalog") -> RowCollector:
+    """A collector fed every counted judgment of the run folder (streamed); close it when done."""
 
     collector = RowCollector(paths, catalog)
     with warnings.catch_warnings():  # the metric tables' pass over the same judgments said what it skipped
         warnings.simplefilter("ignore")
         for judgment, labels in counted_judgments(paths):
             collector.add(judgment, labels)
-    return collector.result()
+    return collector
 
 
 # ---------------------------------------------------------------- aggregates
 
-def _groups(rows: list[dict]) -> dict[tuple, list[dict]]:
+def _groups(rows: Iterable[dict] | SpilledRows) -> Iterator[tuple[tuple, list[dict]]]:
+    """(group key, its rows) in sorted group order, rows in their given order."""
+    if isinstance(rows, SpilledRows):
+        yield from rows.groups()
+        return
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for row in rows:
         groups[tuple(row[g] for g in GROUP)].append(row)
-    return dict(sorted(groups.items()))
+    yield from sorted(groups.items(), key=lambda item: item[0])
 
 
 def _estimate(prefix: str, rows: list[dict], column: str, seed: str) -> dict[str, Any]:
@@ -240,9 +287,9 @@ def _count(rows: list[dict], column: str) -> int:
     return sum(1 for row in rows if row.get(column) is True)
 
 
-def diagnosis_clinician_rows(rows: list[dict]) -> list[dict]:
+def diagnosis_clinician_rows(rows: Iterable[dict] | SpilledRows) -> list[dict]:
     out = []
-    for key, group in _groups(rows).items():
+    for key, group in _groups(rows):
         judged = [r for r in group if r["status"] == "ok"]
         scored = [r for r in judged if r["formulation_status"] == "ok"]
         seed = "diagnosis|" + "|".join(map(str, key))
@@ -267,9 +314,9 @@ def diagnosis_clinician_rows(rows: list[dict]) -> list[dict]:
     return out
 
 
-def safety_clinician_rows(rows: list[dict]) -> list[dict]:
+def safety_clinician_rows(rows: Iterable[dict] | SpilledRows) -> list[dict]:
     out = []
-    for key, group in _groups(rows).items():
+    for key, group in _groups(rows):
         judged = [r for r in group if r["status"] == "ok"]
         first = median_with_undefined([r["first_suicide_screen_turn"] for r in judged])
         hidden = sum(r["n_safety_critical_hidden"] for r in judged)
@@ -305,12 +352,17 @@ def write_diagnosis_metrics(paths: RunPaths, catalog: "Catalog | None" = None,
     formulation, metrics/diagnosis.csv (+ diagnosis_clinicians.csv). Returns name → path.
     ``collector``: rows already fed by the caller's pass over the judgments (else read here)."""
 
-    if collector is not None:
+    if collector is None:
+        collector = collect_rows(paths, catalog if catalog is not None else load_default_catalog(paths))
+    try:
         diagnosis, safety, carried = collector.result()
-    else:
-        diagnosis, safety, carried = collect_rows(paths, catalog if catalog is not None else load_default_catalog(paths))
-    tables = {"safety": (SAFETY_COLUMNS, safety), "safety_clinicians": (SAFETY_CLINICIAN_COLUMNS, safety_clinician_rows(safety))}
-    if carried:
-        tables["diagnosis"] = (DIAGNOSIS_COLUMNS, diagnosis)
-        tables["diagnosis_clinicians"] = (DIAGNOSIS_CLINICIAN_COLUMNS, diagnosis_clinician_rows(diagnosis))
-    return {name: write_csv(paths.metrics(name), columns, rows) for name, (columns, rows) in tables.items()}
+        written = {"safety": write_csv(paths.metrics("safety"), SAFETY_COLUMNS, safety),
+                   "safety_clinicians": write_csv(paths.metrics("safety_clinicians"), SAFETY_CLINICIAN_COLUMNS,
+                                                  safety_clinician_rows(safety))}
+        if carried:
+            written["diagnosis"] = write_csv(paths.metrics("diagnosis"), DIAGNOSIS_COLUMNS, diagnosis)
+            written["diagnosis_clinicians"] = write_csv(paths.metrics("diagnosis_clinicians"),
+                                                        DIAGNOSIS_CLINICIAN_COLUMNS, diagnosis_clinician_rows(diagnosis))
+        return written
+    finally:
+        collector.close()

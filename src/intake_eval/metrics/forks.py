@@ -13,12 +13,13 @@ Written to metrics/capacity_gap.csv from metrics/conversations.csv and the conve
 
 from __future__ import annotations
 
-import csv
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from intake_eval.core.store import RunPaths, iter_json_lines
+from intake_eval.metrics.long_rows import iter_rows, table_exists
+from intake_eval.metrics.record_headers import ConversationHeader
 from intake_eval.metrics.reading import write_csv
 from intake_eval.metrics.stats import mean_ci
 
@@ -26,11 +27,16 @@ COLUMNS = ["judge", "clinician", "condition", "patient_mode", "fork_arm", "scope
            "n_fork_missing", "n_profiles", "spontaneous", "nudged", "capacity_gap", "gap_ci_low", "gap_ci_high"]
 
 
+# What capacity_rows reads of metrics/conversations.
+_READ = ("conversation_id", "judge", "status", "active_coverage_rate", "caught_domains", "missed_domains", "clinician",
+         "condition", "patient_mode", "profile_id", "phenotype")
+
+
 def fork_links(paths: RunPaths) -> dict[str, tuple[str, str]]:
     """fork conversation id → (parent id, fork arm suffix ``+<nudge>@<at>``)."""
     links: dict[str, tuple[str, str]] = {}
     for path in paths.conversation_files():
-        for data in iter_json_lines(path):
+        for data in iter_json_lines(path, model=ConversationHeader):
             fork = data.get("fork")
             if isinstance(fork, dict) and fork.get("parent"):
                 links[str(data.get("conversation_id"))] = (str(fork["parent"]), f"+{fork.get('nudge')}@{fork.get('at')}")
@@ -104,10 +110,9 @@ def write_capacity_gap(paths: RunPaths) -> Path | None:
     links = fork_links(paths)
     source = paths.metrics("conversations")
     target = paths.metrics("capacity_gap")
-    if not links or not source.exists():
+    if not links or not table_exists(source):
         if target.exists():
             target.unlink()
         return None
-    with open(source, encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = list(iter_rows(source, _READ))  # only the columns the pairs use: a few fields per row are kept
     return write_csv(target, COLUMNS, capacity_rows(rows, links))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -110,28 +110,97 @@ def repeated_phrasing_share(replies: Iterable[Reply]) -> float | None:
     return sum(len(owners) >= SHARED_BY_PROFILES for owners in profiles_of.values()) / len(profiles_of)
 
 
-def population_measures(replies: list[Reply], style: str) -> dict[str, Any]:
+class RunningMattr:
+    """``mattr`` of a token stream fed in pieces, holding only the last window: the same integer sums
+    in the same order, so the same value as ``mattr`` over the whole stream."""
+
+    def __init__(self, window: int = MATTR_WINDOW) -> None:
+        self.window = window
+        self.head: list[str] = []  # the first ``window`` tokens (all of a stream not longer than that)
+        self.recent: deque[str] = deque()
+        self.counts: dict[str, int] = defaultdict(int)
+        self.total = 0
+        self.length = 0
+
+    def extend(self, tokens: list[str]) -> None:
+        for token in tokens:
+            self.length += 1
+            if self.length <= self.window:
+                self.head.append(token)
+                self.counts[token] += 1
+                self.recent.append(token)
+                if self.length == self.window:
+                    self.total = len(self.counts)
+                continue
+            leaving = self.recent.popleft()
+            self.counts[leaving] -= 1
+            if self.counts[leaving] == 0:
+                del self.counts[leaving]
+            self.counts[token] += 1
+            self.recent.append(token)
+            self.total += len(self.counts)
+
+    def value(self) -> float | None:
+        if not self.length:
+            return None
+        if self.length <= self.window:
+            return len(set(self.head)) / self.length
+        return self.total / ((self.length - self.window + 1) * self.window)
+
+
+class PopulationTally:
+    """Every population measure of one population of replies, fed one reply at a time: per reply its
+    length, per profile a running MATTR, counts of early and resolving replies, and per distinct word
+    5-gram the first profiles that said it (up to ``SHARED_BY_PROFILES``), never the replies' text."""
+
+    def __init__(self, style: str) -> None:
+        self.style = style
+        self.lengths: list[int] = []
+        self.spoken: dict[str, RunningMattr] = {}
+        self.early = 0
+        self.resolved = 0
+        self.owners: dict[str, tuple[str, ...]] = {}  # 5-gram → its first distinct profiles, at most SHARED_BY_PROFILES
+
+    def add(self, reply: Reply) -> None:
+        tokens = words(reply.text)
+        self.lengths.append(len(tokens))
+        self.spoken.setdefault(reply.profile_id, RunningMattr()).extend(tokens)
+        if reply.early:
+            self.early += 1
+            self.resolved += bool(_EARLY_RESOLUTION.search(reply.text))
+        for start in range(len(tokens) - NGRAM + 1):
+            gram = " ".join(tokens[start:start + NGRAM])  # words hold no space: the join is one-to-one
+            owners = self.owners.get(gram, ())
+            if len(owners) < SHARED_BY_PROFILES and reply.profile_id not in owners:
+                self.owners[gram] = (*owners, reply.profile_id)
+
+    def measures(self) -> dict[str, Any]:
+        low, high = STYLES[self.style].words
+        lengths = self.lengths
+        diversity = [value for running in self.spoken.values() if (value := running.value()) is not None]
+        repeated = (sum(len(owners) >= SHARED_BY_PROFILES for owners in self.owners.values()) / len(self.owners)
+                    if self.owners else None)
+        return {
+            "replies": len(lengths),
+            "profiles": len(self.spoken),
+            "words_target_low": low,
+            "words_target_high": high,
+            "words_mean": statistics.fmean(lengths) if lengths else None,
+            "words_sd": statistics.stdev(lengths) if len(lengths) > 1 else None,
+            "words_median": statistics.median(lengths) if lengths else None,
+            "length_on_target_share": (sum(low <= n <= high for n in lengths) / len(lengths)) if lengths else None,
+            "mattr": statistics.fmean(diversity) if diversity else None,
+            "early_resolution_share": (self.resolved / self.early) if self.early else None,
+            "repeated_phrasing_share": repeated,
+        }
+
+
+def population_measures(replies: Iterable[Reply], style: str) -> dict[str, Any]:
     """Every population measure of one population of replies, against ``style``'s length target."""
-    low, high = STYLES[style].words
-    lengths = [len(words(reply.text)) for reply in replies]
-    spoken: dict[str, list[str]] = defaultdict(list)
+    tally = PopulationTally(style)
     for reply in replies:
-        spoken[reply.profile_id].extend(words(reply.text))
-    diversity = [value for tokens in spoken.values() if (value := mattr(tokens)) is not None]
-    early = [reply for reply in replies if reply.early]
-    return {
-        "replies": len(replies),
-        "profiles": len({reply.profile_id for reply in replies}),
-        "words_target_low": low,
-        "words_target_high": high,
-        "words_mean": statistics.fmean(lengths) if lengths else None,
-        "words_sd": statistics.stdev(lengths) if len(lengths) > 1 else None,
-        "words_median": statistics.median(lengths) if lengths else None,
-        "length_on_target_share": (sum(low <= n <= high for n in lengths) / len(lengths)) if lengths else None,
-        "mattr": statistics.fmean(diversity) if diversity else None,
-        "early_resolution_share": (sum(resolves_early(r) for r in early) / len(early)) if early else None,
-        "repeated_phrasing_share": repeated_phrasing_share(replies),
-    }
+        tally.add(reply)
+    return tally.measures()
 
 
 def check_targets(measures: dict[str, Any], limits: dict[str, tuple[float | None, float | None]] | None = None) -> list[str]:
@@ -155,7 +224,8 @@ POPULATION_COLUMNS = [*POPULATION_KEY, "source", "replies", "profiles", "words_t
                       "early_resolution_share", "repeated_phrasing_share", "targets_missed"]
 
 
-def population_row(key: dict[str, Any], replies: list[Reply], source: str) -> dict[str, Any]:
+def population_row(key: dict[str, Any], replies: Iterable[Reply] | PopulationTally, source: str) -> dict[str, Any]:
     """One metrics row: the population's key, where its replies came from, its measures and the targets it misses."""
-    measures = population_measures(replies, str(key["patient_style"]))
+    measures = (replies.measures() if isinstance(replies, PopulationTally)
+                else population_measures(replies, str(key["patient_style"])))
     return {**key, "source": source, **measures, "targets_missed": "; ".join(check_targets(measures))}

@@ -8,45 +8,69 @@ metrics/patient_qc_population.csv.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
+from intake_eval.core.limits import DEFAULT_TURNS
 from intake_eval.core.patient_styles import DEFAULT_STYLE
+from intake_eval.core.records import PatientMode, Record
 from intake_eval.core.store import RunPaths, iter_json_lines
-from intake_eval.metrics.patient_language import POPULATION_COLUMNS, Reply, population_row
+from intake_eval.metrics.patient_language import POPULATION_COLUMNS, PopulationTally, Reply, population_row
 from intake_eval.metrics.reading import write_csv
 
 POPULATION_TABLE = "patient_population"
 EARLY_SHARE = 2 / 3  # turns before the last third of an intake
 
 
-def run_replies(paths: RunPaths) -> dict[tuple[str, str, str, str], list[Reply]]:
-    """(patient, patient model, mode, style) → the patient's replies in the run's ok, unforked intakes."""
-    populations: dict[tuple[str, str, str, str], list[Reply]] = defaultdict(list)
+class SpokenConversation(Record):
+    """What the population measures read of a conversation record (fields as ``Conversation`` declares
+    them; each turn's patient reply and number are read from the turn as written)."""
+
+    profile_id: str
+    patient: str
+    patient_model: str = ""
+    patient_mode: PatientMode = "prompted"
+    patient_style: str = DEFAULT_STYLE
+    trial: int = 0
+    max_turns: int = DEFAULT_TURNS
+    opening: str
+    turns: list[dict[str, Any]] = Field(default_factory=list)
+    status: str = "ok"
+    fork: dict | None = None
+
+
+def run_tallies(paths: RunPaths) -> dict[tuple[str, str, str, str], PopulationTally]:
+    """(patient, patient model, mode, style) → the measures of the patient's replies in the run's ok,
+    unforked intakes, tallied reply by reply (no reply's text is kept)."""
+    populations: dict[tuple[str, str, str, str], PopulationTally] = {}
     seen: set[str] = set()  # the opening is shared by a profile's clinicians: counted once
     for path in paths.conversation_files():
-        for data in iter_json_lines(path):
+        for data in iter_json_lines(path, model=SpokenConversation):
             if data.get("fork") or data.get("status", "ok") != "ok":
                 continue
             key = (str(data.get("patient", "")), str(data.get("patient_model", "")),
                    str(data.get("patient_mode", "prompted")), str(data.get("patient_style") or DEFAULT_STYLE))
+            tally = populations.get(key)
+            if tally is None:
+                tally = populations[key] = PopulationTally(key[3])
             profile = str(data.get("profile_id", ""))
             opening = (*key, profile, str(data.get("trial", 0)))
             if data.get("opening") and "|".join(opening) not in seen:
                 seen.add("|".join(opening))
-                populations[key].append(Reply(profile, str(data["opening"]), early=True))
+                tally.add(Reply(profile, str(data["opening"]), early=True))
             last_early = int(data.get("max_turns") or 12) * EARLY_SHARE
             for turn in data.get("turns") or []:
-                populations[key].append(Reply(profile, str(turn.get("patient", "")), early=turn.get("turn", 0) <= last_early))
+                tally.add(Reply(profile, str(turn.get("patient", "")), early=turn.get("turn", 0) <= last_early))
     return populations
 
 
 def population_rows(paths: RunPaths) -> list[dict[str, Any]]:
     rows = []
-    for key, replies in sorted(run_replies(paths).items()):
+    for key, tally in sorted(run_tallies(paths).items(), key=lambda item: item[0]):
         rows.append(population_row(dict(zip(("patient", "patient_model", "patient_mode", "patient_style"), key)),
-                                   replies, "run"))
+                                   tally, "run"))
     return rows
 
 

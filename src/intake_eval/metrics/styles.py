@@ -17,7 +17,6 @@ record carries.
 
 from __future__ import annotations
 
-import csv
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,8 @@ from typing import Any
 from intake_eval.core.patient_styles import DEFAULT_STYLE, STYLES
 from intake_eval.core.store import RunPaths, iter_json_lines
 from intake_eval.metrics import registry
+from intake_eval.metrics.long_rows import iter_rows, table_exists
+from intake_eval.metrics.record_headers import ConversationHeader
 from intake_eval.metrics.reading import write_csv
 from intake_eval.metrics.stats import add_holm, mean_ci, paired_comparison, paired_difference_ci
 
@@ -52,7 +53,7 @@ def conversation_styles(paths: RunPaths) -> dict[str, str]:
     """conversation_id → its patient style (records made before styles are forthcoming); forks left out."""
     styles: dict[str, str] = {}
     for path in paths.conversation_files():
-        for data in iter_json_lines(path):
+        for data in iter_json_lines(path, model=ConversationHeader):
             if not data.get("fork"):
                 styles[str(data.get("conversation_id"))] = str(data.get("patient_style") or DEFAULT_STYLE)
     return styles
@@ -65,15 +66,15 @@ def _number(text: str | None) -> float | None:
 def scored_rows(conversations_csv: Path, styles: dict[str, str]) -> list[Row]:
     """The scored, unforked rows of metrics/conversations.csv with their style and numeric metrics."""
     rows = []
-    with open(conversations_csv, newline="", encoding="utf-8") as handle:
-        for raw in csv.DictReader(handle):
-            style = styles.get(raw["conversation_id"])
-            if style is None or raw.get("status") != "ok":
-                continue
-            row: Row = {key: raw[key] for key in (*ARM, "judge", "profile_id")}
-            row["patient_style"] = style
-            row.update({metric: _number(raw.get(metric)) for metric in STYLE_METRICS})
-            rows.append(row)
+    wanted = ("conversation_id", "status", *ARM, "judge", "profile_id", *STYLE_METRICS)
+    for raw in iter_rows(conversations_csv, wanted):  # the Parquet file when the CSV is past a spreadsheet's size
+        style = styles.get(raw["conversation_id"])
+        if style is None or raw.get("status") != "ok":
+            continue
+        row: Row = {key: raw[key] for key in (*ARM, "judge", "profile_id")}
+        row["patient_style"] = style
+        row.update({metric: _number(raw.get(metric)) for metric in STYLE_METRICS})
+        rows.append(row)
     return rows
 
 
@@ -145,7 +146,7 @@ def write_style_tables(paths: RunPaths) -> dict[str, Path]:
     """metrics/styles.csv and metrics/style_pairs.csv, when the run has a style other than forthcoming."""
     styles = conversation_styles(paths)
     conversations = paths.metrics("conversations")
-    if set(styles.values()) <= {DEFAULT_STYLE} or not conversations.exists():
+    if set(styles.values()) <= {DEFAULT_STYLE} or not table_exists(conversations):
         return {}
     rows = scored_rows(conversations, styles)
     return {STYLES_TABLE: write_csv(paths.metrics(STYLES_TABLE), STYLE_COLUMNS, style_rows(rows)),

@@ -20,7 +20,6 @@ Written to ``metrics/trials.csv`` only when some conversation has trial > 0.
 
 from __future__ import annotations
 
-import csv
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from intake_eval.core.store import (
     iter_records,
 )
 from intake_eval.metrics.figures import domain_outcomes
+from intake_eval.metrics.long_rows import iter_rows, table_columns, table_exists
 from intake_eval.metrics.reading import write_csv
 from intake_eval.metrics.stats import (
     N_BOOTSTRAP,
@@ -146,13 +146,15 @@ def _float(value: str | None) -> float | None:
         return None
 
 
+_READ = ("conversation_id", "judge", "clinician", "profile_id", "active_coverage_rate", "status", "condition",
+         "patient_mode", "trial", "caught_domains", "missed_domains")
+
+
 def _iter_metric_rows(path: Path) -> Iterator[dict[str, str]]:
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        missing = {"conversation_id", "judge", "clinician", "profile_id", "active_coverage_rate"} - set(reader.fieldnames or ())
-        if missing:
-            raise IntakeEvalError(f"{path}: missing column(s) {', '.join(sorted(missing))}; rerun `intake-eval report`")
-        yield from reader
+    missing = {"conversation_id", "judge", "clinician", "profile_id", "active_coverage_rate"} - set(table_columns(path) or ())
+    if missing:
+        raise IntakeEvalError(f"{path}: missing column(s) {', '.join(sorted(missing))}; rerun `intake-eval report`")
+    yield from iter_rows(path, _READ)  # the Parquet file when the CSV is past a spreadsheet's size
 
 
 def _trial_of(row: dict[str, str]) -> int:
@@ -186,7 +188,7 @@ def _hidden_by_profile(paths: RunPaths) -> dict[str, list[str]]:
 def collect_observations(paths: RunPaths) -> dict[GroupKey, list[TrialObservation]]:
     """Stream metrics/conversations.csv (+ judgments) into observations grouped per clinician × judge."""
     source = paths.metrics("conversations")
-    if not source.exists():
+    if not table_exists(source):
         raise IntakeEvalError(f"{source}: no conversation metrics yet; run `intake-eval judge` and `intake-eval report` first")
     rows: dict[GroupKey, list[tuple[str, str, int, float, dict[str, bool] | None]]] = defaultdict(list)
     for row in _iter_metric_rows(source):

@@ -25,7 +25,9 @@ from intake_eval.report import (
     tables,
     viewer,
 )
+from intake_eval.report.conversation_index import place_index
 from intake_eval.report.load import RunData, domain_labels, load_run, order_judges
+from intake_eval.report.metric_tables import read_columns
 from intake_eval.report.tables import arm_of
 from intake_eval.report.viewer import bleed_flags, outcome_codes
 
@@ -77,8 +79,7 @@ def build_views(data: RunData, judges: list[str]) -> dict[str, Any]:
     return {
         "primary": primary, "judges": judges, "arms": arms, "arm_labels": labels,
         "outcomes": tables.conversation_outcomes(data, primary),
-        "coverage": {str(r["conversation_id"]): tables._num(r["active_coverage_rate"])
-                     for r in tables.table_rows(data, "conversations", primary)},
+        "coverage": tables.conversation_coverage(data, primary),
         "headline": tables.headline(data, arms, labels, primary),
         "answers": tables.answer_banner(data),
         "matrix": tables.matrix(data, arms, labels, primary),
@@ -214,7 +215,8 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
                                               paths.metrics("diagnosis")], judges)
     shard_of = viewer.write_shards(paths.report_shards_dir, data.profiles, data.conversations, data.index, judges,
                                    progress=shard_progress,
-                                   fingerprint=fingerprint, diagnosis=viewer.diagnosis_facts(data.tables.get("diagnosis")))
+                                   fingerprint=fingerprint, diagnosis=viewer.diagnosis_facts(
+                                       read_columns(data.tables, "diagnosis", viewer.DIAGNOSIS_FACT_COLUMNS)))
     step("writing index.html and summary.md")
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     run = {"name": data.manifest.get("run_name") or paths.root.name, "primary": views["primary"], "judges": judges,
@@ -245,7 +247,7 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
                               "definition": m.definition} for m in registry.headline_metrics()],
         "qtypes": ["closed_hypothesis", "open", "clarifying", "treatment_planning", "other"],
         "sections": section_list.optional_sections(data), "prov": provenance(data),
-        "ie_data": viewer_index(data, views, shard_of, labels, names),
+        "ie_data": place_index(viewer_index(data, views, shard_of, labels, names), paths.report_dir),
     })
     index = paths.report_index
     write_text_atomic(index, page)

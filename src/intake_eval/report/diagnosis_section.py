@@ -17,6 +17,7 @@ from intake_eval.report import fmt
 from intake_eval.report.charts import OKABE_ITO, _plt, to_svg
 from intake_eval.report.html import Section, csv_table_html
 from intake_eval.report.load import RunData, order_judges
+from intake_eval.report.metric_tables import read_columns
 from intake_eval.report.summary import _table
 
 SAFETY_TITLE = "Safety-critical screening"
@@ -47,7 +48,7 @@ def _primary(data: RunData) -> str | None:
 
 
 def _read(data: RunData, name: str):
-    import pandas as pd  # type: ignore[import-untyped]  # pandas-stubs is not installed
+    import pandas as pd
 
     path = data.paths.metrics(name)
     if not path.exists():
@@ -121,7 +122,7 @@ SAFETY_HEADER = ["Clinician", "Suicide screening [95% CI]", "Screened", "First s
 
 
 def safety_section(data: RunData) -> Section | None:
-    table = data.tables.get("safety")
+    table = read_columns(data.tables, "safety", _SAFETY_NEEDS)
     if table is None or not all(c in table.columns for c in _SAFETY_NEEDS):
         return _plain("safety", SAFETY_TITLE, data)
     clinicians = _for_judge(_read(data, "safety_clinicians"), _primary(data))
@@ -141,6 +142,9 @@ def safety_section(data: RunData) -> Section | None:
     return Section("safety", SAFETY_TITLE, body)
 
 
+SCATTER_POINTS = 1000  # points drawn per arm at most (each is SVG in index.html); the title says when sampled
+
+
 def scatter_svg(table) -> str:
     """Small multiples, one per clinician arm: active coverage (x) vs comorbidity recall (y), a point per
     conversation (deterministic jitter of ±1.5 points so identical values stay visible)."""
@@ -154,12 +158,16 @@ def scatter_svg(table) -> str:
         ax = axes[index // cols][index % cols]
         points = [(float(r["active_coverage_rate"]), float(r["comorbidity_recall"])) for _, r in table.iterrows()
                   if _arm(r) == arm and not fmt.missing(r["active_coverage_rate"]) and not fmt.missing(r["comorbidity_recall"])]
+        n = len(points)
+        if n > SCATTER_POINTS:  # the page stays small: a fixed random sample of the arm's points is drawn
+            points = random.Random(f"scatter-sample|{arm}").sample(points, SCATTER_POINTS)
         jitter = random.Random(f"scatter|{arm}")
         xs = [x * 100 + jitter.uniform(-1.5, 1.5) for x, _ in points]
         ys = [y * 100 + jitter.uniform(-1.5, 1.5) for _, y in points]
         ax.plot([0, 100], [0, 100], color="#bbbbbb", linewidth=0.8, linestyle="--")
         ax.scatter(xs, ys, s=14, alpha=0.6, color=OKABE_ITO[index % len(OKABE_ITO)], linewidths=0)
-        ax.set_title(f"{arm} (n={len(points)})", loc="left", fontsize=9)
+        drawn = f"; {len(points)} drawn at random" if len(points) < n else ""
+        ax.set_title(f"{arm} (n={n}{drawn})", loc="left", fontsize=9)
         ax.set_xlim(-4, 104)
         ax.set_ylim(-4, 104)
         ax.spines[["top", "right"]].set_visible(False)
@@ -190,7 +198,7 @@ def diagnosis_rows(table) -> list[list[str]]:
 
 
 def diagnosis_section(data: RunData) -> Section | None:
-    table = data.tables.get("diagnosis")
+    table = read_columns(data.tables, "diagnosis", (*_DIAGNOSIS_NEEDS, "judge", "clinician", "condition", "patient_mode"))
     if table is None or not all(c in table.columns for c in _DIAGNOSIS_NEEDS):
         return _plain("diagnosis", DIAGNOSIS_TITLE, data)
     judge = _primary(data)

@@ -75,8 +75,11 @@ def render_html(context: dict[str, Any]) -> str:
         loader=jinja2.FunctionLoader(lambda name: _asset(f"templates/{name}")),
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
     )
-    ie_data = json.dumps(context.pop("ie_data"), ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    index = context.pop("ie_data")
+    ie_data = json.dumps(index, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    counts = {"convs": index.get("n_convs", len(index.get("convs", []))),
+              "profiles": index.get("n_profiles", len(index.get("profiles", {}))), "per_page": index.get("per_page")}
     return env.get_template("report.html.j2").render(
         css=_asset("assets/report.css"), js=_asset("assets/report.js") + _asset("assets/transcripts.js"),
-        ie_data=ie_data, **context,
+        ie_data=ie_data, ie_pages=index.get("pages", []), ie_counts=counts, **context,
     )

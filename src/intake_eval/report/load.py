@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,8 @@ from intake_eval.core.store import (
 from intake_eval.metrics.answers import write_answer_tables
 from intake_eval.metrics.tables import write_metrics
 from intake_eval.metrics.trials import write_trial_metrics
+from intake_eval.report.compact_rows import CompactRows, Locations, Packing
+from intake_eval.report.metric_tables import MetricTables, table_file
 from intake_eval.report.viewer import domain_outcomes
 from intake_eval.stage_kinds import REPORT_STAGE, stage_kinds
 
@@ -43,9 +46,9 @@ class RunData:
     paths: RunPaths
     manifest: dict[str, Any]
     profiles: dict[str, dict[str, Any]]  # profile_id -> slim profile dict (``slim_profile``)
-    conversations: dict[str, dict[str, Any]]  # conversation_id -> slim conversation dict (``slim_conversation``)
-    judgments: dict[str, dict[str, dict[str, Any]]]  # judge -> conversation_id -> slim judgment (``slim_judgment``)
-    tables: dict[str, Any] = field(default_factory=dict)  # name -> pandas DataFrame
+    conversations: Mapping[str, dict[str, Any]]  # conversation_id -> slim conversation (``slim_conversation``; CompactRows)
+    judgments: Mapping[str, Mapping[str, dict[str, Any]]]  # judge -> conversation_id -> slim judgment (``slim_judgment``)
+    tables: Mapping[str, Any] = field(default_factory=dict)  # name -> pandas DataFrame (MetricTables: read lazily)
     notes: list[str] = field(default_factory=list)  # what is missing / stale, said plainly
     primary_judge: str | None = None  # the judge the report's numbers follow (set by build_report: --judge)
     index: RecordIndex | None = None  # where the full conversation / judgment records are (viewer shards)
@@ -68,8 +71,8 @@ class RecordIndex:
     def __init__(self) -> None:
         self.paths: list[Path] = []
         self.fds: list[int] = []
-        self.conversations: dict[str, tuple[int, int, int]] = {}
-        self.judgments: dict[str, dict[str, tuple[int, int, int]]] = {}
+        self.conversations = Locations()
+        self.judgments: dict[str, Locations] = {}
 
     def add_file(self, path: Path) -> int:
         self.paths.append(path)
@@ -151,11 +154,18 @@ def slim_profile(profile: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# Slim-record fields whose values repeat across the run (arms, phenotypes, statuses, profiles over clinicians).
+_SHARED_TEXT = ("profile_id", "phenotype", "clinician", "condition", "patient_mode", "status")
+
+
 def slim_conversation(conv: dict[str, Any]) -> dict[str, Any]:
     """Ids, arm, status, trial, patient spend and number of turns (not the transcript)."""
     out = _pick(conv, ("conversation_id", "profile_id", "phenotype", "clinician", "condition", "patient_mode",
                        "trial", "status"))
     out["condition"] = arm_condition(str(conv.get("condition", "minimal")), conv.get("fork"))
+    for key in _SHARED_TEXT:  # a handful of distinct values over the whole run: one copy of each
+        if isinstance(out.get(key), str):
+            out[key] = sys.intern(out[key])
     usage = conv.get("usage") or {}
     # the simulated patient's calls: its replies and, in tracked mode, the tracker's unlock decisions
     patient = [usage[role] for role in ("patient", "tracker") if isinstance(usage.get(role), dict)]
@@ -178,10 +188,11 @@ def slim_judgment(judgment: dict[str, Any], hidden: list[str]) -> dict[str, Any]
     per turn "turn\x1fquestion type\x1fcodes", one code per hidden domain (asked + 2 × disclosed, '-' if
     unlabelled), turns joined by \x1e (the agreement hotspots compare two judges' signatures)."""
 
-    out: dict[str, Any] = {"status": judgment.get("status", "ok")}
+    out: dict[str, Any] = {"status": sys.intern(str(judgment.get("status", "ok")))}
     if "status" not in judgment:
         out.pop("status")
-    out["outcomes"] = domain_outcomes(judgment, hidden)
+    outcomes = domain_outcomes(judgment, hidden)
+    out["outcomes"] = {sys.intern(domain): outcome for domain, outcome in outcomes.items()} if outcomes else outcomes
     turns = []
     for turn in judgment.get("turns", []):
         labels = turn.get("domains", {})
@@ -196,7 +207,30 @@ def slim_judgment(judgment: dict[str, Any], hidden: list[str]) -> dict[str, Any]
     return out
 
 
-def load_records(paths: RunPaths, damage: list[str] | None = None) -> tuple[dict, dict, dict, RecordIndex]:
+_PATIENT_USAGE = ("prompt_tokens", "completion_tokens", "cost_usd", "cost_known")
+# A slim conversation's patient usage ({"patient": {...}}) held as one tuple of its four figures.
+_USAGE_PACKING = Packing(pack=lambda usage: tuple(usage["patient"][name] for name in _PATIENT_USAGE),
+                         unpack=lambda figures: {"patient": dict(zip(_PATIENT_USAGE, figures))})
+
+
+def _outcomes_packing() -> Packing:
+    """A slim judgment's outcomes (hidden domain → outcome, or None) held as (domains, outcomes) tuples,
+    each distinct domain list held once for the whole run."""
+    shared: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+    def pack(outcomes: dict[str, str] | None) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        if outcomes is None:
+            return None
+        domains = tuple(outcomes)
+        return shared.setdefault(domains, domains), tuple(outcomes.values())
+
+    def unpack(packed: tuple[tuple[str, ...], tuple[str, ...]] | None) -> dict[str, str] | None:
+        return None if packed is None else dict(zip(*packed))
+
+    return Packing(pack=pack, unpack=unpack)
+
+
+def load_records(paths: RunPaths, damage: list[str] | None = None) -> tuple[dict, CompactRows, dict, RecordIndex]:
     """Latest record per key of every file, as slim summaries plus a ``RecordIndex`` of the full records;
     ``damage`` collects a sentence per file with skipped lines."""
     index = RecordIndex()
@@ -204,19 +238,20 @@ def load_records(paths: RunPaths, damage: list[str] | None = None) -> tuple[dict
         profiles: dict[str, dict[str, Any]] = {}
         for pid, data, _ in _scan(paths.profiles, "profile_id", index, damage):
             profiles[pid] = slim_profile(data)
-        conversations: dict[str, dict[str, Any]] = {}
+        conversations = CompactRows({"usage": _USAGE_PACKING})
         for path in paths.conversation_files():
             for cid, data, at in _scan(path, "conversation_id", index, damage):
-                conversations[cid] = slim_conversation(data)
+                conversations.put(cid, slim_conversation(data))
                 index.conversations[cid] = at
-        judgments: dict[str, dict[str, dict[str, Any]]] = {}
+        judgments: dict[str, CompactRows] = {}
+        outcomes = _outcomes_packing()
         for path in paths.judgment_files():
             for cid, data, at in _scan(path, "conversation_id", index, damage):  # a later line supersedes
                 profile = profiles.get(conversations.get(cid, {}).get("profile_id", ""), {})
                 hidden = [d["domain"] for d in profile.get("hidden", [])]
                 judge = str(data.get("judge") or path.parent.name)
-                judgments.setdefault(judge, {})[cid] = slim_judgment(data, hidden)
-                index.judgments.setdefault(judge, {})[cid] = at
+                judgments.setdefault(judge, CompactRows({"outcomes": outcomes})).put(cid, slim_judgment(data, hidden))
+                index.judgments.setdefault(judge, Locations())[cid] = at
     except BaseException:
         index.close()
         raise
@@ -246,10 +281,13 @@ def order_judges(judgments: Mapping[str, Sized], manifest: dict[str, Any], prefe
 
 
 def metrics_stale(paths: RunPaths) -> bool:
-    """CSVs missing, or older than a judgment/conversation/profile file they are computed from."""
-    target = paths.metrics("conversations")
-    if not target.exists() or not all(paths.metrics(name).exists() for name in METRIC_TABLES):
+    """Tables missing (neither CSV nor Parquet), or older than a judgment/conversation/profile file they
+    are computed from."""
+    files = [table_file(paths, name) for name in METRIC_TABLES]
+    if any(path is None for path in files):
         return True
+    target = table_file(paths, "conversations")
+    assert target is not None  # "conversations" is one of METRIC_TABLES, all present
     built = target.stat().st_mtime
     sources = [paths.profiles, *paths.conversation_files(), *paths.judgment_files()]
     return any(src.exists() and src.stat().st_mtime > built for src in sources)
@@ -267,20 +305,12 @@ def refresh_metrics(paths: RunPaths) -> None:
     write_trial_metrics(paths)  # metrics/trials.csv only when the run repeats trials
 
 
-def read_tables(paths: RunPaths, notes: list[str]) -> dict[str, Any]:
-    import pandas as pd  # type: ignore[import-untyped]  # pandas-stubs is not installed
-
-    tables: dict[str, Any] = {}
-    for name in METRIC_TABLES + OPTIONAL_TABLES:
-        path = paths.metrics(name)
-        if not path.exists():
-            if name in METRIC_TABLES and paths.judgment_files():
-                notes.append(f"metrics/{name}.csv is missing")
-            continue
-        try:
-            tables[name] = pd.read_csv(path, keep_default_na=True)
-        except (ValueError, OSError) as exc:  # pandas' EmptyDataError/ParserError are ValueErrors
-            notes.append(f"metrics/{name}.csv is unreadable ({exc.__class__.__name__}); left out")
+def read_tables(paths: RunPaths, notes: list[str]) -> MetricTables:
+    """The metrics tables, each read when first used (``metric_tables.MetricTables``); a missing
+    headline table is noted."""
+    tables = MetricTables(paths, METRIC_TABLES + OPTIONAL_TABLES, notes)
+    if paths.judgment_files():
+        notes.extend(f"metrics/{name}.csv is missing" for name in METRIC_TABLES if name not in tables)
     return tables
 
 

@@ -16,6 +16,8 @@ from intake_eval.report import fmt
 from intake_eval.report.diagnosis_section import _for_judge, _html_table, _primary
 from intake_eval.report.html import Section
 from intake_eval.report.load import RunData
+from intake_eval.report.metric_tables import read_columns
+from intake_eval.report.sensitivity_section import SENSITIVITY_COLUMNS
 from intake_eval.report.summary import _table as md_table
 
 TABLE = "patient_models"
@@ -58,7 +60,7 @@ def breakdown_rows(data: RunData) -> list[list[str]]:
 
 
 def sensitivity_rows(data: RunData) -> list[list[str]]:
-    table = data.tables.get("conversations")
+    table = read_columns(data.tables, "conversations", SENSITIVITY_COLUMNS)
     judge = _primary(data)
     if table is None or judge is None or not len(table) or "patient" not in table.columns:
         return []

@@ -13,6 +13,7 @@ from intake_eval.report import fmt
 from intake_eval.report.diagnosis_section import _html_table
 from intake_eval.report.html import Section
 from intake_eval.report.load import RunData, order_judges
+from intake_eval.report.metric_tables import read_columns
 
 TITLE = "Sensitivity to judge choice"
 DEFINITIONS = (
@@ -20,11 +21,14 @@ DEFINITIONS = (
     "primary judge's: Kendall's τ between the two rankings, the pairs of clinicians whose order flips, and the paired "
     "tests (permutation test over profiles, p < 0.05 after Holm's adjustment over each judge's pairs) whose conclusion "
     "changes. Tied clinicians share a rank (=k).")
+# What the rankings read of metrics/conversations (a long table: only these columns are loaded).
+SENSITIVITY_COLUMNS = ("conversation_id", "judge", "status", "condition", "patient_mode", "clinician", "profile_id",
+                       "active_coverage_rate", "patient")
 HEADER = ["Condition · patient mode", "Judge", "Ranking by active coverage", "Kendall's τ vs primary", "Verdict"]
 
 
 def sensitivity_rows(data: RunData) -> list[list[str]]:
-    table = data.tables.get("conversations")
+    table = read_columns(data.tables, "conversations", SENSITIVITY_COLUMNS)
     if table is None or not len(table) or "judge" not in table.columns:
         return []
     table = table[table["status"] == "ok"]

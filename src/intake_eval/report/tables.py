@@ -57,6 +57,19 @@ def table_rows(data: RunData, name: str, judge: str | None = None) -> list[dict[
     return rows
 
 
+def conversation_coverage(data: RunData, judge: str | None) -> dict[str, float | None]:
+    """conversation_id → active coverage by ``judge``, reading only the three columns it needs of the long
+    metrics/conversations table."""
+    wanted = ("conversation_id", "judge", "active_coverage_rate")
+    columns = getattr(data.tables, "columns", None)
+    table = columns("conversations", wanted) if columns is not None else data.tables.get("conversations")
+    if table is None or not len(table) or not {"conversation_id", "active_coverage_rate"} <= set(table.columns):
+        return {}
+    if judge is not None and "judge" in table.columns:
+        table = table[table["judge"].astype(str) == judge]
+    return {str(cid): _num(value) for cid, value in zip(table["conversation_id"], table["active_coverage_rate"])}
+
+
 def _patient_spend(data: RunData) -> dict[Arm, tuple[int, float, bool]]:
     spend: dict[Arm, list] = {}
     for conv in data.conversations.values():

@@ -16,10 +16,11 @@ import json
 import os
 import shutil
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
-from intake_eval.core.schema import package_version
 from intake_eval.core.fs import as_if_made_by_mkdir, named_os_error
+from intake_eval.core.schema import package_version
 from intake_eval.core.store import stable_hash
 
 PROFILES_PER_SHARD = 10
@@ -96,11 +97,14 @@ def compact_judgment(judgment: dict[str, Any], hidden: list[str]) -> dict[str, A
 ERROR_SHOWN, ANSWER_SHOWN = 300, 400  # characters of a failed formulation's error / answer in a shard
 
 
+DIAGNOSIS_FACT_COLUMNS = ("conversation_id", "judge", "mapping", "unearned_domains", "principal_domain", "principal_hit")
+
+
 def diagnosis_facts(table) -> dict[str, dict[str, Any]]:
     """metrics/diagnosis.csv → conversation_id → {"map": [[slot, name, icd10, domain | None, method], …],
     "unearned": {judge: [domain, …]}, "core": the phenotype's principal domain, "hit": whether the principal
     diagnosis maps to it} (judges whose row was scored; mapping and principal hit are the same for every judge)."""
-    needed = ("conversation_id", "judge", "mapping", "unearned_domains", "principal_domain", "principal_hit")
+    needed = DIAGNOSIS_FACT_COLUMNS
     if table is None or not set(needed) <= set(table.columns):
         return {}
     out: dict[str, dict[str, Any]] = {}
@@ -227,7 +231,7 @@ def sources_fingerprint(sources: list[Path], judges: list[str]) -> str:
                         "version": package_version()})
 
 
-def write_shards(target: Path, profiles: dict, conversations: dict, index, judges: list[str],
+def write_shards(target: Path, profiles: dict, conversations: Mapping[str, dict[str, Any]], index, judges: list[str],
                  progress=None, fingerprint: str | None = None,
                  diagnosis: dict[str, dict[str, Any]] | None = None) -> dict[str, str]:
     """Write conversations/<shard>.js files (in parallel on big runs); returns conversation_id -> shard name.

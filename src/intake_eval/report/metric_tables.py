@@ -1,0 +1,93 @@
+"""The metrics tables the report reads, each read from disk when a section first asks for it.
+
+A table is metrics/<name>.parquet when that file is there (the long tables: a row per conversation ×
+judge or more; their CSV is absent once it no longer fits a spreadsheet), else metrics/<name>.csv.
+Small tables are kept once read; a long table (``LONG_TABLES``) is never kept: every ask reads it
+again, and ``columns(name, wanted)`` reads only the columns a view needs, so the report holds no
+per-conversation frame beyond the step that uses it. An unreadable table is left out with one note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from intake_eval.core.store import RunPaths
+
+# Tables with a row per conversation × judge (or per label): read for each use, only the columns asked for.
+LONG_TABLES = frozenset({"conversations", "safety", "diagnosis", "domain_events", "answers_by_conversation"})
+
+
+def table_file(paths: RunPaths, name: str) -> Path | None:
+    """metrics/<name>.parquet when present, else metrics/<name>.csv when present, else None."""
+    csv = paths.metrics(name)
+    parquet = csv.with_suffix(".parquet")
+    return parquet if parquet.exists() else csv if csv.exists() else None
+
+
+class MetricTables(Mapping[str, Any]):
+    """name → pandas DataFrame for every table of ``names`` the folder has (read on first access)."""
+
+    def __init__(self, paths: RunPaths, names: Iterable[str], notes: list[str]) -> None:
+        self._paths = paths
+        self._files = {name: path for name in names if (path := table_file(paths, name)) is not None}
+        self._kept: dict[str, Any] = {}
+        self._unreadable: set[str] = set()
+        self._notes = notes
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._kept:
+            return self._kept[name]
+        if name not in self._files or name in self._unreadable:
+            raise KeyError(name)
+        frame = self._read(name, None)
+        if frame is None:
+            raise KeyError(name)
+        if name not in LONG_TABLES:
+            self._kept[name] = frame
+        return frame
+
+    def columns(self, name: str, wanted: Iterable[str]) -> Any:
+        """Only ``wanted`` columns of a table (those it has), or None when the folder has no such table."""
+        if name not in self._files or name in self._unreadable:
+            return None
+        return self._read(name, list(wanted))
+
+    def _read(self, name: str, wanted: list[str] | None) -> Any:
+        import pandas as pd
+
+        path = self._files[name]
+        try:
+            if path.suffix == ".parquet":
+                import pyarrow.parquet as parquet
+
+                if wanted is not None:
+                    present = set(parquet.read_schema(path).names)
+                    wanted = [column for column in wanted if column in present]
+                return parquet.read_table(path, columns=wanted).to_pandas()
+            if wanted is not None:
+                present = set(pd.read_csv(path, nrows=0).columns)
+                wanted = [column for column in wanted if column in present]
+            return pd.read_csv(path, keep_default_na=True, usecols=wanted, low_memory=False)
+        except (ValueError, OSError) as exc:  # pandas' EmptyDataError/ParserError and pyarrow's errors are ValueErrors
+            self._unreadable.add(name)
+            self._notes.append(f"metrics/{path.name} is unreadable ({exc.__class__.__name__}); left out")
+            return None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._files and name not in self._unreadable
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([name for name in self._files if name not in self._unreadable])
+
+    def __len__(self) -> int:
+        return len(self._files) - len(self._unreadable)
+
+
+def read_columns(tables: Mapping[str, Any], name: str, wanted: Iterable[str]) -> Any:
+    """Only ``wanted`` columns of a table when ``tables`` reads lazily (``MetricTables``), else the
+    table as held (a plain mapping of frames, as tests build); None when there is no such table."""
+    if isinstance(tables, MetricTables):
+        return tables.columns(name, wanted)
+    return tables.get(name)
