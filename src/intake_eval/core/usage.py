@@ -10,8 +10,7 @@ the HTTP retry totals of the stage log, and the aliases a manifest stage registe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from intake_eval.core.records import Usage
@@ -28,35 +27,6 @@ def latest_lines(paths: Iterable, key: str) -> dict[str, dict[str, Any]]:
         for data in iter_json_lines(path):
             if isinstance(data, dict) and isinstance(data.get(key), str):
                 latest[data[key]] = data
-    return latest
-
-
-UsageFigures = tuple[Any, ...]  # a Usage's field values in declaration order (far smaller than the model)
-
-
-def usage_figures(usage: Usage) -> UsageFigures:
-    return tuple(getattr(usage, name) for name in Usage.model_fields)
-
-
-def usage_from_figures(figures: UsageFigures) -> Usage:
-    return Usage.model_construct(**dict(zip(Usage.model_fields, figures)))
-
-
-def latest_usages(paths: Iterable[Path], key: str, usage_by_role: Callable[[dict[str, Any]], Any],
-                  facts: tuple[str, ...] = ()) -> dict[str, tuple[dict[str, Any], dict[str, UsageFigures]]]:
-    """The latest record per key across files (in first-seen key order, like ``latest_lines``), reduced
-    to ``facts`` (a few small top-level fields) and the figures of its usage per role, read from
-    ``usage_by_role(record)`` (role -> usage dict). Nothing else of a record is kept and the record is
-    not validated beyond its usage (a malformed usage counts as none, as in ``usage_of``): summing a
-    stage's records' cost holds a few numbers per key, never transcripts or labels."""
-    latest: dict[str, tuple[dict[str, Any], dict[str, UsageFigures]]] = {}
-    for path in paths:
-        for data in iter_json_lines(path, model=None):
-            if isinstance(data.get(key), str):
-                by_role = usage_by_role(data)
-                latest[data[key]] = ({name: data[name] for name in facts if name in data},
-                                     {str(role): usage_figures(usage_of(raw))
-                                      for role, raw in (by_role.items() if isinstance(by_role, dict) else ())})
     return latest
 
 
