@@ -28,6 +28,7 @@ class SpokenConversation(Record):
     """What the population measures read of a conversation record (fields as ``Conversation`` declares
     them; each turn's patient reply and number are read from the turn as written)."""
 
+    conversation_id: str
     profile_id: str
     patient: str
     patient_model: str = ""
@@ -41,13 +42,44 @@ class SpokenConversation(Record):
     fork: dict | None = None
 
 
+class _Superseded(Exception):
+    """A conversation appears twice in its file (uncompacted: a crash mid-stage): only its latest line counts."""
+
+
 def run_tallies(paths: RunPaths) -> dict[tuple[str, str, str, str], PopulationTally]:
     """(patient, patient model, mode, style) → the measures of the patient's replies in the run's ok,
-    unforked intakes, tallied reply by reply (no reply's text is kept)."""
+    unforked intakes, tallied reply by reply (no reply's text is kept). The latest line per conversation
+    counts: a compacted folder is read once; one whose files repeat a conversation is read again, each
+    line checked against where its conversation's latest line is."""
+    try:
+        return _tallies(paths, latest=None)
+    except _Superseded:
+        return _tallies(paths, latest=_latest_positions(paths))
+
+
+def _latest_positions(paths: RunPaths) -> dict[tuple[Path, str], int]:
+    """(file, conversation id) → the position of its latest line among the file's readable lines."""
+    latest: dict[tuple[Path, str], int] = {}
+    for path in paths.conversation_files():
+        for position, data in enumerate(iter_json_lines(path, model=SpokenConversation)):
+            latest[(path, str(data.get("conversation_id", "")))] = position
+    return latest
+
+
+def _tallies(paths: RunPaths, latest: dict[tuple[Path, str], int] | None
+             ) -> dict[tuple[str, str, str, str], PopulationTally]:
     populations: dict[tuple[str, str, str, str], PopulationTally] = {}
     seen: set[str] = set()  # the opening is shared by a profile's clinicians: counted once
+    read: set[tuple[Path, str]] = set()
     for path in paths.conversation_files():
-        for data in iter_json_lines(path, model=SpokenConversation):
+        for position, data in enumerate(iter_json_lines(path, model=SpokenConversation)):
+            conversation = (path, str(data.get("conversation_id", "")))
+            if latest is None:
+                if conversation in read:
+                    raise _Superseded
+                read.add(conversation)
+            elif latest.get(conversation) != position:
+                continue
             if data.get("fork") or data.get("status", "ok") != "ok":
                 continue
             key = (str(data.get("patient", "")), str(data.get("patient_model", "")),
