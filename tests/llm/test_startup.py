@@ -1,7 +1,7 @@
 """`run` against a direct OpenAI-compatible alias never imports litellm: a Together clinician and
 patient pointed at a loopback server, priced from litellm's table read as a file. And what sits before
 the first request stays small: the modules loaded when the first connection opens are those the
-request needs, not the other commands', the catalog's, the offline participants' or the metrics'."""
+request needs, not the other commands', the data libraries' or the metrics'."""
 
 from __future__ import annotations
 
@@ -48,12 +48,11 @@ main()
 """
 
 # Loaded before the first request, each of these would be start-up time no request needs: litellm and the
-# data libraries, the other commands, the catalog (a run of real models reads none), the offline participants,
-# the metrics and fork planning.
+# data libraries, the other commands, the metrics, fork planning and the report.
 NOT_BEFORE_THE_FIRST_REQUEST = ("litellm", "openai", "httpx", "numpy", "pandas", "scipy", "pyarrow", "matplotlib",
                                 "intake_eval.commands.judge", "intake_eval.commands.report",
-                                "intake_eval.commands.study", "intake_eval.catalog", "intake_eval.simulated.patient",
-                                "intake_eval.metrics", "intake_eval.forks.plan", "intake_eval.report")
+                                "intake_eval.commands.study", "intake_eval.metrics", "intake_eval.forks.plan",
+                                "intake_eval.report")
 
 
 def test_the_first_request_leaves_before_any_module_it_does_not_need_is_imported(tmp_path: Path) -> None:

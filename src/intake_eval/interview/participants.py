@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+from intake_eval.catalog.classifier import classify
 from intake_eval.core.patient_styles import DEFAULT_STYLE, STYLES
 from intake_eval.core.prompts import render_prompt
 from intake_eval.core.records import (
@@ -207,8 +208,6 @@ def _decision(question_type: str, asked: list[str], state: PatientState, profile
 async def track_turn(setup: PatientSetup, state: PatientState, utterance: str) -> tuple[TrackerDecision, list[ChatResult]]:
     tracker = setup.tracker or setup.model
     if tracker.spec.is_offline:
-        from intake_eval.catalog.classifier import classify  # its lexicon and index: only the offline tracker's
-
         found = classify(utterance, disclosed=state.unlocked)
         return _decision(found.question_type, list(found.domains), state, setup.profile, OFFLINE_TRACKER), []
     previous = state.turns[-1].patient if state.turns else state.opening

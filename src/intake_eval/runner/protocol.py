@@ -25,15 +25,13 @@ in one event loop, and a failure in either stops both.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
+from intake_eval.catalog.schema import Catalog
 from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import RunPaths
 from intake_eval.llm.registry import ModelsFiles
 from intake_eval.runner.stage import StageRunner
-
-if TYPE_CHECKING:
-    from intake_eval.catalog.schema import Catalog
 
 PlanT = TypeVar("PlanT")
 OutcomeT = TypeVar("OutcomeT")

@@ -26,10 +26,12 @@ import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from rich.markup import escape
 
+from intake_eval.catalog.schema import Catalog
+from intake_eval.catalog.snapshot import run_catalog
 from intake_eval.core.errors import ConfigChangedError
 from intake_eval.core.manifest import REBUILT, Manifest, diff_configs, now_iso
 from intake_eval.core.prompts import prompt_hashes
@@ -58,9 +60,6 @@ from intake_eval.runner.leakage import (
 )
 from intake_eval.runner.prompt_snapshot import RenderedPrompt, record_prompt_texts
 from intake_eval.simulated import OfflineParticipants, check_offline_name, check_offline_role
-
-if TYPE_CHECKING:  # the catalog is read on first use only: a run of real models needs none before its first request
-    from intake_eval.catalog.schema import Catalog
 
 T = TypeVar("T")
 
@@ -104,8 +103,6 @@ class StageRunner:
     def catalog(self) -> Catalog:
         """The catalog given, else the run folder's own copy (``<run>/catalog/``), else the shipped one."""
         if self._catalog is None:
-            from intake_eval.catalog.snapshot import run_catalog
-
             self._catalog = run_catalog(self.paths.root)
         return self._catalog
 

@@ -4,42 +4,31 @@ They are simulated participants used for the demo, tests and baselines, behind t
 ``ChatModel.complete`` call shape as real providers. Every backend is constructed as
 ``Backend(spec, catalog)``; the mapping is explicit (no classes loaded from dotted strings).
 ``OfflineParticipants(catalog)`` is what a model pool is handed to build them.
-
-Importing this package is light (the names and the checks): the backends and the catalog they read
-are imported when the first one is built, so a run of real models never loads them before its first
-request.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from intake_eval.catalog.load import load_catalog
+from intake_eval.catalog.schema import DEFAULT_CATALOG_DIR, Catalog
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.llm.base import ChatModel, ModelSpec
+from intake_eval.simulated.anchored import OfflineAnchored
+from intake_eval.simulated.drifting import OfflineDrifting
+from intake_eval.simulated.generator import OfflineGenerator
+from intake_eval.simulated.judge import OfflineJudge
+from intake_eval.simulated.patient import OfflinePatient
+from intake_eval.simulated.screener import OfflineScreener
 
-if TYPE_CHECKING:
-    from intake_eval.catalog.schema import Catalog
-
-
-def offline_backends() -> dict[str, Callable[[ModelSpec, Catalog], ChatModel]]:
-    """Each offline name → the class that plays it."""
-    from intake_eval.simulated.anchored import OfflineAnchored
-    from intake_eval.simulated.drifting import OfflineDrifting
-    from intake_eval.simulated.generator import OfflineGenerator
-    from intake_eval.simulated.judge import OfflineJudge
-    from intake_eval.simulated.patient import OfflinePatient
-    from intake_eval.simulated.screener import OfflineScreener
-
-    return {
-        "generator": OfflineGenerator,
-        "patient": OfflinePatient,
-        "screener": OfflineScreener,
-        "anchored": OfflineAnchored,
-        "drifting": OfflineDrifting,
-        "judge": OfflineJudge,
-    }
-
+OFFLINE_BACKENDS: dict[str, Callable[[ModelSpec, Catalog], ChatModel]] = {
+    "generator": OfflineGenerator,
+    "patient": OfflinePatient,
+    "screener": OfflineScreener,
+    "anchored": OfflineAnchored,
+    "drifting": OfflineDrifting,
+    "judge": OfflineJudge,
+}
 
 OFFLINE_ROLES: dict[str, str] = {
     "generator": "generator (template renderer for the generate stage)",
@@ -53,9 +42,9 @@ OFFLINE_ROLES: dict[str, str] = {
 
 def check_offline_name(name: str) -> None:
     """Refuse an ``offline/<name>`` that is no simulated participant, naming the ones there are."""
-    if name.startswith("offline/") and name.removeprefix("offline/") not in OFFLINE_ROLES:
+    if name.startswith("offline/") and name.removeprefix("offline/") not in OFFLINE_BACKENDS:
         raise IntakeEvalError(f"unknown offline model '{name}'; choose one of: "
-                              + ", ".join(f"offline/{key}" for key in OFFLINE_ROLES))
+                              + ", ".join(f"offline/{key}" for key in OFFLINE_BACKENDS))
 
 
 def check_offline_role(role: str, spec: ModelSpec) -> None:
@@ -71,7 +60,7 @@ def check_offline_role(role: str, spec: ModelSpec) -> None:
 
 def build_offline(spec: ModelSpec, catalog: Catalog) -> ChatModel:
     check_offline_name(spec.model)
-    return offline_backends()[spec.model.removeprefix("offline/")](spec, catalog)
+    return OFFLINE_BACKENDS[spec.model.removeprefix("offline/")](spec, catalog)
 
 
 class OfflineParticipants:
@@ -84,9 +73,6 @@ class OfflineParticipants:
     @property
     def catalog(self) -> Catalog:
         if self._catalog is None:
-            from intake_eval.catalog.load import load_catalog
-            from intake_eval.catalog.schema import DEFAULT_CATALOG_DIR
-
             self._catalog = load_catalog(DEFAULT_CATALOG_DIR)
         elif callable(self._catalog):
             self._catalog = self._catalog()
