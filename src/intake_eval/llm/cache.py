@@ -52,7 +52,7 @@ class ResponseCache:
         self.misses = 0
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
-        self._open_error: IntakeEvalError | None = None
+        self._open_error: Exception | None = None  # raised by the first statement
         self._opening = threading.Thread(target=self._open, name="response-cache-open", daemon=True)
         self._opening.start()
 
@@ -69,13 +69,16 @@ class ResponseCache:
             self._open_error = IntakeEvalError(f"{self.path}: cannot open the response cache ({error}); "
                                                "delete the file or pass --no-cache")
             return
+        except Exception as error:  # anything else, as the caller would have met it opening the file itself
+            self._open_error = error
+            return
         self._db = db
 
     def _connection(self) -> sqlite3.Connection:
         self._opening.join()
-        if self._db is None:
-            assert self._open_error is not None
+        if self._open_error is not None:
             raise self._open_error
+        assert self._db is not None  # opened without an error
         return self._db
 
     def get(self, key: str) -> ChatResult | None:
