@@ -16,7 +16,8 @@ process is started:
                   stretches every figure alike; compare against this row)
   study           C conversations of T sequential calls, K at a time, through the shipped ModelPool in
                   a fresh process (imports included, no warm-up): start → last answer, ÷ the bound
-                  ⌈C/K⌉ × T × delay, and start → first request
+                  ⌈C/K⌉ × T × delay, start → first request, and the child's CPU time per call
+  study floor     the same workload from a bare aiohttp session in a fresh process
 
 The children run with bytecode, as an installed package does (a discarded first run writes it to a
 folder of the bench's own), and with litellm's price extract cached.
@@ -32,6 +33,7 @@ import asyncio
 import json
 import math
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -48,7 +50,7 @@ FIRST = "FIRST "
 
 def serve(delay: float) -> None:
     """Child process: the loopback server; prints its URL, then the arrival time of its first request."""
-    from tests import fakeserver
+    from tests.helpers import fakeserver
     from tests.helpers.fakeserver import FakeOpenAIServer, Reply
 
     fakeserver._Handler.disable_nagle_algorithm = True
@@ -162,21 +164,54 @@ def study_child(url: str, conversations: int, concurrency: int, turns: int) -> N
         await pool.aclose()
 
     asyncio.run(main())
-    print(json.dumps({"finished": time.time()}))
+    finished = time.time()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"finished": finished, "cpu_s": usage.ru_utime + usage.ru_stime, "calls": conversations * turns}))
 
 
-def study(conversations: int, concurrency: int, turns: int, delay: float, src: Path | None) -> dict[str, float]:
+def study_floor_child(url: str, conversations: int, concurrency: int, turns: int) -> None:
+    """Child process: the same workload from a bare aiohttp session (no retries, ledger, cache or pricing):
+    what any Python client pays on this machine at its current load."""
+    import aiohttp
+
+    async def main() -> None:
+        gate = asyncio.Semaphore(concurrency)
+        connector = aiohttp.TCPConnector(limit=concurrency)
+        async with aiohttp.ClientSession(connector=connector) as session:
+
+            async def conversation(index: int) -> None:
+                async with gate:
+                    history = [{"role": "system", "content": "You are a clinician."}]
+                    for turn in range(turns):
+                        history.append({"role": "user", "content": f"Patient {index}, turn {turn}: I sleep badly."})
+                        body = {"model": "floor", "messages": history}
+                        async with session.post(url + "/chat/completions", json=body) as response:
+                            answer = await response.json()
+                        history.append({"role": "assistant", "content": answer["choices"][0]["message"]["content"]})
+
+            await asyncio.gather(*(conversation(i) for i in range(conversations)))
+
+    asyncio.run(main())
+    finished = time.time()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"finished": finished, "cpu_s": usage.ru_utime + usage.ru_stime, "calls": conversations * turns}))
+
+
+def study(conversations: int, concurrency: int, turns: int, delay: float, src: Path | None,
+          child: str = "--study-child") -> dict[str, float]:
     server = Server(delay)
     started = time.time()
-    done = subprocess.run([sys.executable, __file__, "--study-child", "--url", server.url, "--conversations",
+    done = subprocess.run([sys.executable, __file__, child, "--url", server.url, "--conversations",
                            str(conversations), "--concurrency", str(concurrency), "--turns", str(turns)],
                           env=child_env(server.url, src), capture_output=True, text=True, check=False)
     first = server.first_arrival()
     if done.returncode != 0:
         raise RuntimeError(f"study failed: {done.stderr.strip()[-400:]}")
-    wall = json.loads(done.stdout.strip().splitlines()[-1])["finished"] - started
+    child = json.loads(done.stdout.strip().splitlines()[-1])
+    wall = child["finished"] - started
     bound = math.ceil(conversations / concurrency) * turns * delay
-    return {"wall_s": wall, "bound_s": bound, "over_bound": wall / bound, "first_request_s": first - started}
+    return {"wall_s": wall, "bound_s": bound, "over_bound": wall / bound, "first_request_s": first - started,
+            "client_cpu_s": child["cpu_s"], "client_cpu_ms_per_call": 1000 * child["cpu_s"] / child["calls"]}
 
 
 def main() -> None:
@@ -191,6 +226,7 @@ def main() -> None:
     parser.add_argument("--json-out", type=Path)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--study-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--study-floor-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -198,6 +234,9 @@ def main() -> None:
         return
     if args.study_child:
         study_child(args.url, args.conversations, args.concurrency, args.turns)
+        return
+    if args.study_floor_child:
+        study_floor_child(args.url, args.conversations, args.concurrency, args.turns)
         return
     first_request_of_run(args.delay, args.src)  # warm-up: writes the bytecode, fills the price extract's cache
     firsts = [first_request_of_run(args.delay, args.src) for _ in range(args.repeats)]
@@ -209,11 +248,14 @@ def main() -> None:
     print(f"floor (python -c: import aiohttp, post once): median {statistics.median(floors):.3f} s "
           f"(runs: {', '.join(f'{value:.3f}' for value in floors)})")
     if not args.skip_study:
-        result = study(args.conversations, args.concurrency, args.turns, args.delay, args.src)
-        figures["study"] = result
-        print(f"study C={args.conversations} K={args.concurrency} T={args.turns} at {args.delay * 1000:.0f} ms: "
-              f"{result['wall_s']:.2f} s from start against a {result['bound_s']:.1f} s bound "
-              f"({result['over_bound']:.3f}×); first request {result['first_request_s']:.3f} s after start")
+        for name, child in (("study", "--study-child"), ("study_floor", "--study-floor-child")):
+            result = study(args.conversations, args.concurrency, args.turns, args.delay, args.src, child)
+            figures[name] = result
+            print(f"{name} C={args.conversations} K={args.concurrency} T={args.turns} at {args.delay * 1000:.0f} ms: "
+                  f"{result['wall_s']:.2f} s from start against a {result['bound_s']:.1f} s bound "
+                  f"({result['over_bound']:.3f}×); first request {result['first_request_s']:.3f} s after start; "
+                  f"client CPU {result['client_cpu_s']:.2f} s, {result['client_cpu_ms_per_call']:.3f} ms a call "
+                  "(start-up included)")
     load = os.getloadavg()
     print(f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} on {os.cpu_count()} CPUs (shared machine)")
     if args.json_out:

@@ -8,30 +8,38 @@ Before any command runs, a `.env` in the working folder fills the variables the 
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 import warnings
+from functools import cache
+from typing import Any
 
 import typer
 from typer.core import TyperGroup
 
-from intake_eval.commands import (
-    annotate,
-    classify,
-    compare,
-    export,
-    generate,
-    init,
-    judge,
-    merge,
-    models,
-    phenotypes,
-    qc,
-    report,
-    run,
-    show,
-    status,
-    study,
-    view,
+# Every command: its name, the module in intake_eval/commands/ that holds it, and the attribute there
+# (a function for a single command, a Typer app for a group), in the order `--help` lists them.
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("generate", "generate", "generate"),
+    ("phenotypes", "phenotypes", "app"),
+    ("run", "run", "run"),
+    ("judge", "judge", "judge"),
+    ("report", "report", "report"),
+    ("compare", "compare", "compare"),
+    ("view", "view", "view"),
+    ("study", "study", "study"),
+    ("demo", "study", "demo"),
+    ("estimate", "study", "estimate"),
+    ("merge", "merge", "merge"),
+    ("status", "status", "status"),
+    ("models", "models", "models"),
+    ("classify", "classify", "classify"),
+    ("show", "show", "show"),
+    ("export", "export", "export"),
+    ("qc-patient", "qc", "qc_patient"),
+    ("annotate", "annotate", "app"),
+    ("init", "init", "init"),
 )
 
 # prints; a recorder replaces it while recording (a private hook typeshed does not declare)
@@ -61,20 +69,45 @@ class _OneLineErrors(TyperGroup):
             raise typer.Exit(2) from None
 
 
-app = typer.Typer(
-    cls=_OneLineErrors,
-    name="intake-eval",
-    help=(
-        "Measure how well LLM clinicians run a mental-health intake interview: simulated patients with "
-        "hidden comorbid conditions, 12-turn intakes, per-turn LLM judges, coverage reports.\n\n"
-        "Pipeline: generate → run → judge → report (or `study CONFIG` for all of them; `demo` offline)."
-    ),
-    no_args_is_help=True,
-    add_completion=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,  # errors print as one `error: …` line (IntakeEvalError.show), not a truncating box
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+def build_app(only: str | None = None) -> typer.Typer:
+    """The CLI with every command, or with the one named ``only``: a command's own invocation builds its
+    command alone (building each command's parameters from its signature is a measurable part of the
+    time before a run's first request)."""
+    app = typer.Typer(
+        cls=_OneLineErrors,
+        name="intake-eval",
+        help=(
+            "Measure how well LLM clinicians run a mental-health intake interview: simulated patients with "
+            "hidden comorbid conditions, 12-turn intakes, per-turn LLM judges, coverage reports.\n\n"
+            "Pipeline: generate → run → judge → report (or `study CONFIG` for all of them; `demo` offline)."
+        ),
+        no_args_is_help=True,
+        add_completion=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,  # errors print as one `error: …` line (IntakeEvalError.show), not a truncating box
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.callback()(_root)
+    for name, module, attribute in COMMANDS:
+        if only is None or name == only:
+            target = getattr(importlib.import_module(f"intake_eval.commands.{module}"), attribute)
+            if isinstance(target, typer.Typer):
+                app.add_typer(target, name=name)
+            else:
+                app.command(name)(target)
+    return app
+
+
+@cache
+def _full_app() -> typer.Typer:
+    return build_app()
+
+
+def __getattr__(name: str) -> Any:
+    """``intake_eval.cli.app``: the CLI with every command (what tests and embedding code invoke)."""
+    if name == "app":
+        return _full_app()
+    raise AttributeError(f"module 'intake_eval.cli' has no attribute {name!r}")
 
 
 def _version(value: bool) -> None:
@@ -100,7 +133,6 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
         recorder(warnings.WarningMessage(message, category, filename, lineno, file, line))
 
 
-@app.callback()
 def _root(
     ctx: typer.Context,
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
@@ -114,37 +146,12 @@ def _root(
     ctx.obj = {"env_file_keys": load_env_file()}
 
 
-def _register() -> None:
-    # Single-command modules expose a function with the command's name; groups expose a Typer app.
-    app.command("generate")(generate.generate)
-    app.add_typer(phenotypes.app, name="phenotypes")
-    app.command("run")(run.run)
-    app.command("judge")(judge.judge)
-    app.command("report")(report.report)
-    app.command("compare")(compare.compare)
-    app.command("view")(view.view)
-    app.command("study")(study.study)
-    app.command("demo")(study.demo)
-    app.command("estimate")(study.estimate)
-    app.command("merge")(merge.merge)
-    app.command("status")(status.status)
-    app.command("models")(models.models)
-    app.command("classify")(classify.classify)
-    app.command("show")(show.show)
-    app.command("export")(export.export)
-    app.command("qc-patient")(qc.qc_patient)
-    app.add_typer(annotate.app, name="annotate")
-    app.command("init")(init.init)
-
-
-_register()
-
-
 def main() -> None:
     # Offline safety for litellm, before anything can import it.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
-    app()
+    named = sys.argv[1] if len(sys.argv) > 1 else None
+    build_app(only=named if named in {name for name, _, _ in COMMANDS} else None)()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 """`run` against a direct OpenAI-compatible alias never imports litellm: a Together clinician and
-patient pointed at a loopback server, priced from litellm's table read as a file."""
+patient pointed at a loopback server, priced from litellm's table read as a file. And what sits before
+the first request stays small: the modules loaded when the first connection opens are those the
+request needs, not the other commands', the data libraries' or the metrics'."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from intake_eval.core.records import Conversation
 from intake_eval.core.store import RunPaths, iter_records
@@ -21,6 +24,58 @@ try:
 finally:
     print("LITELLM-IMPORTED" if "litellm" in sys.modules else "NO-LITELLM")
 """
+
+
+# Run the CLI; at the first connection a request opens, write the names of the modules loaded by then.
+MODULES_AT_FIRST_REQUEST = """
+import asyncio.base_events, sys
+from pathlib import Path
+
+out, sys.argv = Path(sys.argv[1]), ["intake-eval", *sys.argv[2:]]
+connect = asyncio.base_events.BaseEventLoop.create_connection
+
+
+async def first_connection(self, *args, **kwargs):
+    if not out.exists():
+        out.write_text("\\n".join(sorted(sys.modules)))
+    return await connect(self, *args, **kwargs)
+
+
+asyncio.base_events.BaseEventLoop.create_connection = first_connection
+from intake_eval.cli import main
+
+main()
+"""
+
+# Loaded before the first request, each of these would be start-up time no request needs: litellm and the
+# data libraries, the other commands, the metrics, fork planning and the report.
+NOT_BEFORE_THE_FIRST_REQUEST = ("litellm", "openai", "httpx", "numpy", "pandas", "scipy", "pyarrow", "matplotlib",
+                                "intake_eval.commands.judge", "intake_eval.commands.report",
+                                "intake_eval.commands.study", "intake_eval.metrics", "intake_eval.forks.plan",
+                                "intake_eval.report")
+
+
+def test_the_first_request_leaves_before_any_module_it_does_not_need_is_imported(tmp_path: Path) -> None:
+    server = study_server()
+    answer = server.responder
+    server.responder = lambda body, index: answer({**body, "model": WIRE_NAMES[body["model"]]}, index)
+    loaded = tmp_path / "modules.txt"
+    with server:
+        run_dir, models = setup_run(tmp_path, server)
+        models.write_text("models:\n"
+                          "  doc: {model: together_ai/meta-llama/Llama-3.3-70B-Instruct-Turbo}\n"
+                          "  pat: {model: together_ai/meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo}\n")
+        env = {**os.environ, "INTAKE_EVAL_BASE_URL_TOGETHER_AI": server.url, "TOGETHER_API_KEY": "test-key",
+               "XDG_CACHE_HOME": str(tmp_path / "cache")}
+        done = subprocess.run([sys.executable, "-c", MODULES_AT_FIRST_REQUEST, str(loaded), "run", "--clinician", "doc",
+                               "--patient", "pat", "--turns", "1", "--models", str(models), "--run-dir", str(run_dir)],
+                              env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    modules = set(loaded.read_text().split())
+    assert "intake_eval.llm.openai_http" in modules  # the request went the direct way
+    early = sorted(name for name in modules
+                   if any(name == heavy or name.startswith(heavy + ".") for heavy in NOT_BEFORE_THE_FIRST_REQUEST))
+    assert early == []
 
 
 def test_run_on_the_direct_path_does_not_import_litellm(tmp_path):

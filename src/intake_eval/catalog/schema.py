@@ -39,7 +39,9 @@ def _even_sex_weights() -> dict[Sex, float]:
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # defer_build: each model builds its validator when a catalog is first read, not when this module is
+    # imported (a run of real models imports it but reads no catalog before its first request)
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Symptom(Strict):
@@ -150,7 +152,7 @@ class Phenotype(Strict):
 
 
 class Catalog(BaseModel):
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, defer_build=True)
     directory: Path
     domains: dict[str, Domain]
     phenotypes: dict[str, Phenotype]  # sorted by id

@@ -119,10 +119,11 @@ def run(
     if tracker and patient_mode != "tracked":
         raise IntakeEvalError("--tracker only applies with --patient-mode tracked")
     out = console()
-    from intake_eval.forks.plan import nudge_text, parse_fork_at
+    at: str | None = None
+    if fork_at is not None:
+        from intake_eval.forks.plan import nudge_text, parse_fork_at
 
-    at = parse_fork_at(fork_at, turns) if fork_at is not None else None
-    if at is not None:
+        at = parse_fork_at(fork_at, turns)
         nudge_text(nudge)  # an unknown nudge is named before any work
     paths = RunPaths(Path(run_dir))
     result = execute_run(paths, settings, models_file=models, use_cache=not no_cache, force=force, console=out,

@@ -17,13 +17,14 @@ MAX_DIFFERENTIAL = 5
 
 
 class DiagnosisRef(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # defer_build (here and in Formulation): built when a formulation is first read, not at import
+    model_config = ConfigDict(extra="ignore", defer_build=True)
     name: str = Field(min_length=1)
     icd10: str = ""  # one ICD-10 code, e.g. "F32.1"; empty when the clinician gave none
 
 
 class Formulation(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
     chief_complaint: str
     problems: list[str] = Field(default_factory=list)
     principal_diagnosis: DiagnosisRef

@@ -9,11 +9,9 @@ files aside (``superseded/``) and starts the stage over, never mixing records.
 from __future__ import annotations
 
 import json
-import platform
 import shutil
 import time
 from datetime import datetime, timezone
-from importlib import metadata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,25 +24,14 @@ from intake_eval.core.errors import (
     describe_validation_error,
 )
 from intake_eval.core.records import Usage
-from intake_eval.core.schema import SCHEMA_VERSION, package_version
+from intake_eval.core.schema import SCHEMA_VERSION
 from intake_eval.core.source_revision import running_source_revision
 from intake_eval.core.store import RunPaths, stable_hash, write_text_atomic
-
-TRACKED_PACKAGES = ("pydantic", "litellm", "openai", "typer", "jinja2", "pandas", "matplotlib", "rapidfuzz")
+from intake_eval.core.versions import package_versions
 
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def package_versions() -> dict[str, str]:
-    versions = {"intake-eval": package_version(), "python": platform.python_version()}
-    for name in TRACKED_PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
 
 
 def diff_configs(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:

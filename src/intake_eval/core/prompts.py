@@ -11,6 +11,11 @@ asyncio tasks inherit it) while the folder is a property of one invocation.
 Rendering uses StrictUndefined so a missing variable is an error, never a silently empty string.
 The config guard hashes template contents (``prompt_hashes``), so moving a folder changes nothing
 and editing a template is a config change.
+
+Compiling a template is most of what rendering it costs, and it happens before a command's first
+request can leave; jinja's own bytecode cache keeps each compiled template in the user's cache folder
+(``core.user_cache``), keyed by the template's name and checked against its source, so an edited
+template is compiled again and the text rendered is the same with the cache or without it.
 """
 
 from __future__ import annotations
@@ -20,11 +25,15 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.package_data import package_folder
 from intake_eval.core.store import file_hash
+from intake_eval.core.user_cache import cache_folder
+
+if TYPE_CHECKING:
+    import jinja2
 
 PROMPTS_DIR = package_folder("prompts")  # the shipped templates
 TEMPLATE_SUFFIX = ".j2"
@@ -65,11 +74,33 @@ def prompt_folders() -> tuple[Path, ...]:
     return (user, PROMPTS_DIR) if user is not None else (PROMPTS_DIR,)
 
 
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    """jinja's file bytecode cache in the user's cache folder (one folder per jinja version), or None when
+    that folder cannot be made; a compiled template that cannot be written there is simply compiled again
+    next time."""
+    import jinja2
+
+    class QuietFileCache(jinja2.FileSystemBytecodeCache):
+        def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+            try:
+                super().dump_bytecode(bucket)
+            except OSError:
+                return
+
+    folder = cache_folder() / f"templates-jinja2-{jinja2.__version__}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return QuietFileCache(str(folder))
+
+
 @lru_cache(maxsize=8)
-def _environment(folders: tuple[Path, ...]):
+def _environment(folders: tuple[Path, ...]) -> jinja2.Environment:
     import jinja2
 
     return jinja2.Environment(
+        bytecode_cache=_bytecode_cache(),
         loader=jinja2.FileSystemLoader([str(folder) for folder in folders]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=False,

@@ -19,15 +19,22 @@ Severity = Literal["mild", "moderate", "severe"]
 PatientMode = Literal["prompted", "tracked"]
 
 
+def record_config(extra: Literal["ignore", "allow"]) -> ConfigDict:
+    """Every record model's settings. ``defer_build``: a model builds its validator on first use, not
+    when this module is imported, so a command pays only for the records it reads or writes (before a
+    run's first request, the profile's alone)."""
+    return ConfigDict(extra=extra, defer_build=True)
+
+
 class Record(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = record_config("ignore")
     schema_version: int = SCHEMA_VERSION
 
 
 class Usage(BaseModel):
     """Token usage and cost of one or more model calls. cost_usd is 0.0 when unknown-free (local)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = record_config("ignore")
     calls: int = 0
     cache_hits: int = 0
     attempts: int = 0  # HTTP attempts, retries included
@@ -59,7 +66,7 @@ class Usage(BaseModel):
 class DomainDraw(BaseModel):
     """One domain of a profile: its sampled severity, symptoms and rendered phenomenology."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = record_config("ignore")
     domain: str
     label: str = ""
     severity: Severity
@@ -69,7 +76,7 @@ class DomainDraw(BaseModel):
 
 
 class Demographics(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = record_config("allow")
     age: int
     sex: Literal["female", "male"]
     occupation: str = ""
@@ -79,7 +86,7 @@ class Demographics(BaseModel):
 
 
 class RenderInfo(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = record_config("ignore")
     generator: str = ""
     attempts: int = 0
     qc_passed: bool = False
@@ -122,7 +129,7 @@ class RenderFailure(Record):
 class TrackerDecision(BaseModel):
     """Tracked patient mode: what the tracker decided before the patient replied to one turn."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = record_config("ignore")
     question_type: QuestionType = "other"
     asked_domains: list[str] = Field(default_factory=list)  # hidden domains the turn asked about
     newly_unlocked: list[str] = Field(default_factory=list)
@@ -132,7 +139,7 @@ class TrackerDecision(BaseModel):
 
 
 class ConversationTurn(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = record_config("ignore")
     turn: int  # 1..N
     clinician: str
     patient: str
@@ -209,7 +216,7 @@ def arm_condition(condition: str, fork: dict | None) -> str:
 # ---------------------------------------------------------------- judgments
 
 class DomainLabel(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = record_config("ignore")
     asked_about: bool
     disclosed: bool
     reasoning: str = ""
@@ -218,7 +225,7 @@ class DomainLabel(BaseModel):
 class TurnJudgment(BaseModel):
     """Labels for one turn. Turn 0 is the patient's opening (never asked_about; question_type 'other')."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = record_config("ignore")
     turn: int
     question_type: QuestionType
     patient_faithful: bool = True

@@ -8,8 +8,6 @@ re-export these.
 
 from __future__ import annotations
 
-from importlib.metadata import version
-
 # The shape of a run folder's records and manifest.json; a reader refuses a folder of another version.
 SCHEMA_VERSION = 1
 
@@ -18,4 +16,6 @@ DISTRIBUTION = "intake-eval"
 
 def package_version() -> str:
     """The installed intake-eval's version (pyproject.toml is its only source)."""
+    from importlib.metadata import version  # on first use: `import intake_eval` and `--help` stay light
+
     return version(DISTRIBUTION)

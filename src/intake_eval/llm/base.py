@@ -128,7 +128,9 @@ class ChatRequest:
 
 
 class CallUsage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # defer_build (here and in ChatResult): the validator is built with the first answer, after the first
+    # request has left, not at import
+    model_config = ConfigDict(extra="ignore", defer_build=True)
     prompt_tokens: int = 0  # every input token, cached ones included
     completion_tokens: int = 0
     reasoning_tokens: int = 0
@@ -139,7 +141,7 @@ class CallUsage(BaseModel):
 
 
 class ChatResult(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
     text: str  # visible answer, reasoning removed
     reasoning: str | None = None
     usage: CallUsage = Field(default_factory=CallUsage)

@@ -230,6 +230,10 @@ class ModelPool:
             self._cache = ResponseCache(self._cache_path)
         return self._cache
 
+    def open_cache(self) -> None:
+        """Start opening the response cache now rather than at the first call (a new one waits on the disk)."""
+        self._cache_db()
+
     def _limiter(self, spec: ModelSpec, in_flight: int | None = None) -> EndpointLimiter:
         endpoint = (spec.model, spec.api_base)  # local/… ids are canonical: one per weights file
         if endpoint not in self._limiters:

@@ -27,6 +27,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from intake_eval.core.user_cache import cache_folder
+
 TABLE_FILE = "model_prices_and_context_window_backup.json"
 PRICE_FIELDS = ("input_cost_per_token", "output_cost_per_token", "cache_read_input_token_cost",
                 "cache_creation_input_token_cost")
@@ -84,11 +86,6 @@ def _versions() -> tuple[str, str]:
         except importlib.metadata.PackageNotFoundError:
             return "unknown"
     return version("intake-eval"), version("litellm")
-
-
-def cache_folder() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME", "").strip()
-    return (Path(root) if root else Path.home() / ".cache") / "intake-eval"
 
 
 def _cached_extract_path() -> Path:

@@ -233,6 +233,7 @@ class StageRunner:
         outputs = list(outputs)
         force = self._guard_additive(name, models, additive, force, outputs)
         config_hash = manifest.begin_stage(name, full, force=force, outputs=outputs)
+        self.pool.open_cache()  # on its thread, while the stage is recorded and its first requests are made
         for role in additive:
             manifest.add_additive_models(name, role, {alias: guarded_spec(spec)
                                                       for alias, spec in models.get(role, {}).items()})
