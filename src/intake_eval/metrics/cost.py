@@ -27,7 +27,8 @@ from intake_eval.core.calls import read_ledger
 from intake_eval.core.records import Usage
 from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import RunPaths
-from intake_eval.metrics.figures import DomainOutcome
+from intake_eval.metrics.collect import USAGE_FIELDS, Collected
+from intake_eval.metrics.columnar import ParquetRows, distinct, sorted_rows, sorted_rows_of
 
 ROLES = ("clinician", "formulation", "patient", "tracker", "judge")
 ALL_ROLES = "all"
@@ -135,24 +136,11 @@ def cost_rows(spend: Mapping[str, Mapping[str, Usage]], conversations: Mapping[s
     return out
 
 
-def cost_per_domain_rows(spend: Mapping[str, Mapping[str, Usage]], conversations: Mapping[str, Mapping[str, Any]],
-                         judgment_rows: Mapping[tuple[str, str], Mapping[str, Any]],
-                         outcomes: Mapping[tuple[str, str], Sequence[DomainOutcome]]) -> list[dict[str, Any]]:
+def cost_per_domain_rows(arm_spend: Mapping[tuple, Usage], arm_size: Mapping[tuple, int],
+                         surfaced: Mapping[tuple, Sequence[int]]) -> list[dict[str, Any]]:
     """Per judge × arm: all-role spend of the arm's conversations ÷ hidden domains that judge saw
-    actively surfaced in them (ok judgments only; undefined when none was surfaced)."""
-    by_cid = {cid: row for (_, cid), row in judgment_rows.items()}
-    arm_spend: dict[tuple, Usage] = defaultdict(Usage)
-    arm_size: dict[tuple, int] = defaultdict(int)
-    for cid, roles in spend.items():
-        arm = _arm_of(cid, conversations, by_cid)
-        arm_spend[arm] = arm_spend[arm].add(_total(roles))
-        arm_size[arm] += 1
-    # every judge gets a row for every arm, even with nothing surfaced
-    surfaced = {(judge, *arm): [0, 0] for judge in {judge for judge, _ in judgment_rows} for arm in arm_size}
-    for (judge, cid), domain_outcomes in outcomes.items():
-        tally = surfaced.setdefault((judge, *_arm_of(cid, conversations, by_cid)), [0, 0])
-        tally[0] += sum(o.actively_covered for o in domain_outcomes)
-        tally[1] += len(domain_outcomes)
+    actively surfaced in them (ok judgments only; undefined when none was surfaced). ``surfaced``:
+    (judge, *arm) → (surfaced, hidden) domains, every judge with every arm."""
     out = []
     for key in sorted(surfaced):
         caught, hidden = surfaced[key]
@@ -168,16 +156,81 @@ def cost_per_domain_rows(spend: Mapping[str, Mapping[str, Usage]], conversations
     return out
 
 
-def cost_tables(conversations: Mapping[str, Mapping[str, Any]], judgment_rows: Mapping[tuple[str, str], Mapping[str, Any]],
-                outcomes: Mapping[tuple[str, str], Sequence[DomainOutcome]]) -> dict[str, tuple[Sequence[str], list]]:
-    """name -> (columns, rows) of the three cost tables; ``judgment_rows`` keyed by (judge, conversation_id)."""
-    spend = spend_by_conversation(conversations, judgment_rows.values())
-    by_cid = {cid: row for (_, cid), row in judgment_rows.items()}
-    return {
-        "cost_conversations": (COST_CONVERSATION_COLUMNS, cost_conversation_rows(spend, conversations, by_cid)),
-        "cost": (COST_COLUMNS, cost_rows(spend, conversations, by_cid)),
-        "cost_per_domain": (COST_PER_DOMAIN_COLUMNS, cost_per_domain_rows(spend, conversations, judgment_rows, outcomes)),
-    }
+_JUDGE_USAGE = ("judge", "conversation_id", "judge_calls", "judge_prompt_tokens", "judge_completion_tokens",
+                "judge_cost_usd", "judge_cached_prompt_tokens", "clinician", "condition", "patient_mode", "profile_id")
+_COST_CONVERSATION_TYPES = {**{column: "int64" for column in COST_CONVERSATION_COLUMNS if column.endswith("_tokens")},
+                            **{column: "float64" for column in COST_CONVERSATION_COLUMNS if column.endswith("_usd")},
+                            "cost_known": "bool"}
+
+
+class _CostTally:
+    """The three cost tables, added one clinician's conversations at a time."""
+
+    def __init__(self, collected: Collected, judges: Sequence[str]) -> None:
+        self.judges = judges
+        self.conversation_rows = ParquetRows(collected.folder / "cost_conversations.parquet",
+                                             COST_CONVERSATION_COLUMNS, _COST_CONVERSATION_TYPES)
+        self.arm_rows: list[dict[str, Any]] = []
+        self.arm_spend: dict[tuple, Usage] = defaultdict(Usage)
+        self.arm_size: dict[tuple, int] = defaultdict(int)
+        self.surfaced: dict[tuple, list[int]] = {}
+
+    def add(self, collected: Collected, clinician: str) -> None:
+        where = {"clinician": clinician}
+        conversations: dict[str, dict[str, Any]] = {}
+        for cid, condition, mode, profile, status in sorted_rows_of(
+                collected.meta, ("conversation_id", "condition", "patient_mode", "profile_id", "status"), where):
+            conversations[cid] = {"clinician": clinician, "condition": condition, "patient_mode": mode,
+                                  "profile_id": profile, "status": status}
+        usage: dict[str, dict[str, Usage]] = {cid: {} for cid in conversations}
+        for cid, role, *fields in sorted_rows_of(collected.usage, ("conversation_id", "role", *USAGE_FIELDS), where):
+            usage.setdefault(cid, {})[role] = Usage(**dict(zip(USAGE_FIELDS, fields)))
+        for cid, meta in conversations.items():
+            meta["usage"] = usage.get(cid, {})
+        del usage
+        judgment_rows = {(row["judge"], row["conversation_id"]): row for row in (
+            dict(zip(_JUDGE_USAGE, values)) for values in sorted_rows_of(collected.conversations, _JUDGE_USAGE, where))}
+        spend = spend_by_conversation(conversations, judgment_rows.values())
+        by_cid = {cid: row for (_, cid), row in judgment_rows.items()}
+        for row in cost_conversation_rows(spend, conversations, by_cid):
+            self.conversation_rows.add(row["conversation_id"], [tuple(row[c] for c in COST_CONVERSATION_COLUMNS)])
+        self.arm_rows += cost_rows(spend, conversations, by_cid)
+        arms = set()
+        for cid, roles in spend.items():
+            arm = _arm_of(cid, conversations, by_cid)
+            self.arm_spend[arm] = self.arm_spend[arm].add(_total(roles))
+            self.arm_size[arm] += 1
+            arms.add(arm)
+        for judge in self.judges:  # every judge gets a row for every arm, even with nothing surfaced
+            for arm in arms:
+                self.surfaced.setdefault((judge, *arm), [0, 0])
+        for judge, cid, covered in sorted_rows_of(collected.domain_events,
+                                                  ("judge", "conversation_id", "actively_covered"), where):
+            tally = self.surfaced.setdefault((judge, *_arm_of(cid, conversations, by_cid)), [0, 0])
+            tally[0] += covered
+            tally[1] += 1
+
+    def tables(self) -> dict[str, tuple[Sequence[str], Iterable[Any]]]:
+        path = self.conversation_rows.close()
+        return {
+            "cost_conversations": (COST_CONVERSATION_COLUMNS, (dict(zip(COST_CONVERSATION_COLUMNS, row)) for row in
+                                                               sorted_rows(path, COST_CONVERSATION_COLUMNS,
+                                                                           ("conversation_id",), None))),
+            "cost": (COST_COLUMNS, self.arm_rows),
+            "cost_per_domain": (COST_PER_DOMAIN_COLUMNS,
+                                cost_per_domain_rows(self.arm_spend, self.arm_size, self.surfaced)),
+        }
+
+
+def cost_tables(collected: Collected, judges: Sequence[str]) -> dict[str, tuple[Sequence[str], Iterable[Any]]]:
+    """name -> (columns, rows) of the three cost tables from the metrics pass, one clinician at a time;
+    ``judges``: every judge of the run."""
+    tally = _CostTally(collected, judges)
+    clinicians = {str(c) for (c,) in distinct(collected.meta, ["clinician"])}
+    clinicians |= {str(c) for (c,) in distinct(collected.conversations, ["clinician"])}
+    for clinician in sorted(clinicians):
+        tally.add(collected, clinician)
+    return tally.tables()
 
 
 def cost_billed_rows(paths: RunPaths, kinds: StageKinds) -> list[dict[str, Any]]:

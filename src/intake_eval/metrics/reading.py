@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Iterator
+import os
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from intake_eval.core.numbers import csv_cell
 from intake_eval.core.records import Judgment
+from intake_eval.core.fs import remove_quietly
 from intake_eval.core.store import iter_records, write_text_atomic
 from intake_eval.metrics.figures import TurnLabels, turn_labels
 
@@ -35,4 +37,22 @@ def csv_text(columns: Iterable[str], rows: Iterable[dict[str, Any]]) -> str:
 def write_csv(path: Path, columns: Iterable[str], rows: Iterable[dict[str, Any]]) -> Path:
     """``csv_text`` written atomically: every metrics/*.csv, report/headline.csv and the patient-QC tables."""
     write_text_atomic(path, csv_text(columns, rows))
+    return path
+
+
+def write_csv_rows(path: Path, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
+    """``write_csv``'s bytes for rows given as sequences in ``columns`` order, streamed to disk (a long table
+    is never held as one text) and moved into place at the end."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as handle:
+            writer = csv.writer(handle, lineterminator="\n")
+            writer.writerow(columns)
+            for row in rows:
+                writer.writerow([csv_cell(value) for value in row])
+        os.replace(tmp, path)
+    except BaseException:
+        remove_quietly(tmp)
+        raise
     return path
