@@ -70,7 +70,10 @@ USAGE_TYPES = {"calls": "int64", "prompt_tokens": "int64", "completion_tokens": 
                "cached_prompt_tokens": "int64", "cost_usd": "float64", "cost_known": "bool"}
 SEPARATOR = "\x1f"  # joins a judgment's unit keys and text values in one cell
 _FLAG = {True: "1", False: "0"}
-_WIDE_ROWS = 20_000  # rows held before a row group of a wide table is written
+# Rows held before a row group is written: small enough that what a writer holds is a few MB whatever
+# the run's size (an arm of a 10^4-conversation run already fills each), large enough for few row groups.
+_JUDGMENT_ROWS = 2_000  # a row per judgment (wide rows)
+_LONG_ROWS = 20_000  # a row per domain or turn of a judgment
 
 
 @dataclass(frozen=True)
@@ -137,13 +140,15 @@ def _profile_facts(paths: RunPaths) -> dict[str, tuple[str, str, list[str]]]:
 
 class _Writers:
     def __init__(self, collected: Collected) -> None:
-        self.conversations = ParquetRows(collected.conversations, conversation_columns(), conversation_types(),
-                                         row_group_rows=_WIDE_ROWS)
-        self.domain_events = ParquetRows(collected.domain_events, DOMAIN_EVENT_COLUMNS, DOMAIN_EVENT_TYPES)
-        self.turns = ParquetRows(collected.turns, TURN_COLUMNS, TURN_TYPES)
-        self.units = ParquetRows(collected.units, UNIT_COLUMNS, UNIT_TYPES, row_group_rows=_WIDE_ROWS)
-        self.meta = ParquetRows(collected.meta, META_COLUMNS, META_TYPES)
-        self.usage = ParquetRows(collected.usage, USAGE_COLUMNS, USAGE_TYPES)
+        self.columns = conversation_columns()
+        self.conversations = ParquetRows(collected.conversations, self.columns, conversation_types(),
+                                         row_group_rows=_JUDGMENT_ROWS)
+        self.domain_events = ParquetRows(collected.domain_events, DOMAIN_EVENT_COLUMNS, DOMAIN_EVENT_TYPES,
+                                         row_group_rows=_LONG_ROWS)
+        self.turns = ParquetRows(collected.turns, TURN_COLUMNS, TURN_TYPES, row_group_rows=_LONG_ROWS)
+        self.units = ParquetRows(collected.units, UNIT_COLUMNS, UNIT_TYPES, row_group_rows=_JUDGMENT_ROWS)
+        self.meta = ParquetRows(collected.meta, META_COLUMNS, META_TYPES, row_group_rows=_LONG_ROWS)
+        self.usage = ParquetRows(collected.usage, USAGE_COLUMNS, USAGE_TYPES, row_group_rows=_LONG_ROWS)
 
     def all(self) -> list[ParquetRows]:
         return [self.conversations, self.domain_events, self.turns, self.units, self.meta, self.usage]
@@ -171,7 +176,8 @@ def _units_row(judgment: Judgment, labels: list[TurnLabels], hidden: list[str], 
     cells: list[Any] = [judgment.judge, judgment.clinician, judgment.conversation_id, judgment.condition,
                         judgment.patient_mode, result.metrics.premature_closure_turn, last_clinician_turn(labels)]
     for label in LABELS:
-        keys = SEPARATOR.join(":".join(map(str, key)) for key in units[label])
+        # most judgments share their unit keys: one string held for all of them
+        keys = sys.intern(SEPARATOR.join(":".join(map(str, key)) for key in units[label]))
         values = units[label].values()
         text = "".join(_FLAG[v] for v in values) if label != "question_type" else SEPARATOR.join(map(str, values))
         cells += [keys, text]
@@ -218,7 +224,7 @@ def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: tuple
         qtypes = {t.turn: t.question_type for t in labels if t.turn >= 1}
         turns = [(*arm, turn, coverage, qtypes.get(turn)) for turn, coverage in result.trajectory]
         units = [_units_row(judgment, labels, hidden, result)]
-    writers.conversations.add(key, [tuple(row.get(name) for name in conversation_columns())])
+    writers.conversations.add(key, [tuple(row.get(name) for name in writers.columns)])
     writers.domain_events.add(key, events)
     writers.turns.add(key, turns)
     writers.units.add(key, units)

@@ -172,15 +172,17 @@ def distinct(path: Path, columns: Sequence[str]) -> list[tuple]:
     return sorted(set(zip(*(values[name].tolist() for name in columns))))
 
 
-def sorted_rows(path: Path, columns: Sequence[str], order: Sequence[str], part: str | None,
-                chunk: int = 10_000) -> Iterator[tuple]:
-    """The table's rows (tuples in ``columns`` order, Python values) sorted by ``order`` (a stable sort), read
-    one value of ``part`` (``order``'s first column; None: the whole table) at a time, so only that part is held."""
+def sorted_rows(path: Path, columns: Sequence[str], order: Sequence[str], part: str | None = None,
+                where: Mapping[str, Any] | None = None, chunk: int = 5_000) -> Iterator[tuple]:
+    """The table's rows (tuples in ``columns`` order, Python values) sorted by ``order`` (a stable sort).
+    ``where``: column = value filters (one arm); ``part``: read one value of that column (``order``'s first)
+    at a time. Only that part's columns are held, as Arrow arrays; rows become Python values ``chunk`` at a time."""
     pa, parquet = _pyarrow()
-    parts = [(name_value,) for (name_value,) in distinct(path, [part])] if part is not None else [(None,)]
-    for (value,) in parts:
-        filters = [(part, "=", value)] if part is not None else None
-        table = parquet.read_table(path, columns=list(columns), filters=filters)
+    conditions = [(name, "=", value) for name, value in (where or {}).items()]
+    parts = [value for (value,) in distinct(path, [part])] if part is not None else [None]
+    for value in parts:
+        filters = [*conditions, (part, "=", value)] if part is not None else conditions
+        table = parquet.read_table(path, columns=list(dict.fromkeys([*columns, *order])), filters=filters or None)
         table = table.take(pa.compute.sort_indices(table, sort_keys=[(name, "ascending") for name in order]))
         for start in range(0, table.num_rows, chunk):
             piece = table.slice(start, chunk)

@@ -130,28 +130,32 @@ def cells_rows(ok_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _walk(path: Path, arm: Arm, group: Sequence[str], columns: Sequence[str]) -> Iterator[tuple[tuple, list[tuple]]]:
+    """One arm's rows group by group (``group`` columns, sorted), each group's rows in conversation order."""
+    rows = sorted_rows(path, [*group, *columns], (*group, "conversation_id"), where={"judge": arm[0], "clinician": arm[1]})
+    width = len(group)
+    for key, members in itertools.groupby(rows, key=lambda row: row[:width]):
+        yield key, [row[width:] for row in members]
+
+
 def domains_rows(collected: Collected, arm: Arm) -> list[dict[str, Any]]:
     """Per domain: rates over the conversations where it was hidden; the active-coverage rate with the
     interval every figure uses (stats.mean_ci over profiles, nested with trials)."""
-    tallies: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
-    surfaced: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    columns = ("condition", "patient_mode", "domain", "profile_id", "actively_covered", "bled", "first_asked_turn",
-               "first_disclosure_unasked")
-    for condition, mode, domain, profile, covered, bled, asked, leaked in _rows(
-            collected.domain_events, columns, {"judge": arm[0], "clinician": arm[1]}):
-        group = (*arm, condition, mode, domain)
-        tally = tallies[group]
-        tally[0] += 1
-        tally[1] += covered
-        tally[2] += bled
-        tally[3] += asked is not None
-        tally[4] += leaked
-        surfaced[group][profile].append(float(covered))
     out = []
-    for key, (n, covered, bled, asked, leaked) in sorted(tallies.items()):
-        estimate = mean_ci(surfaced[key], seed="domains|" + "|".join(map(str, key)))
-        out.append({**_group_dict(key[:-1]), "domain": key[-1], "n": n, "active_coverage_rate": covered / n,
-                    "bleed_rate": bled / n, "asked_rate": asked / n, "leak_rate": leaked / n,
+    for (condition, mode, domain), rows in _walk(collected.domain_events, arm, ("condition", "patient_mode", "domain"),
+                                                 ("profile_id", "actively_covered", "bled", "first_asked_turn",
+                                                  "first_disclosure_unasked")):
+        key = (*arm, condition, mode, domain)
+        surfaced: dict[str, list[float]] = defaultdict(list)
+        for profile, covered, _bled, _asked, _leaked in rows:
+            surfaced[profile].append(float(covered))
+        n = len(rows)
+        estimate = mean_ci(surfaced, seed="domains|" + "|".join(map(str, key)))
+        out.append({**_group_dict(key[:-1]), "domain": domain, "n": n,
+                    "active_coverage_rate": sum(row[1] for row in rows) / n,
+                    "bleed_rate": sum(row[2] for row in rows) / n,
+                    "asked_rate": sum(row[3] is not None for row in rows) / n,
+                    "leak_rate": sum(row[4] for row in rows) / n,
                     "active_coverage_ci_low": estimate.ci_low, "active_coverage_ci_high": estimate.ci_high,
                     "ci_method": estimate.method})
     return out
@@ -159,22 +163,22 @@ def domains_rows(collected: Collected, arm: Arm) -> list[dict[str, Any]]:
 
 def trajectories_rows(collected: Collected, arm: Arm) -> list[dict[str, Any]]:
     """Mean cumulative coverage per turn with its 95 % CI (stats.mean_ci: profiles, nested with trials), and the question mix."""
-    by_profile: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    mix: dict[tuple, dict[str, int]] = defaultdict(lambda: dict.fromkeys(QUESTION_TYPES, 0))
-    columns = ("condition", "patient_mode", "profile_id", "turn", "coverage", "question_type")
-    for condition, mode, profile, turn, coverage, qtype in _rows(collected.turns, columns,
-                                                                 {"judge": arm[0], "clinician": arm[1]}):
-        key = (*arm, condition, mode, turn)
-        if coverage is not None:
-            by_profile[key][profile].append(coverage)
-        if qtype is not None:
-            mix[key][qtype] += 1
     out = []
-    for key in sorted(set(by_profile) | set(mix)):
-        estimate = mean_ci(by_profile.get(key, {}), seed="trajectory-band|" + "|".join(map(str, key[1:])))
-        counts = mix.get(key, dict.fromkeys(QUESTION_TYPES, 0))
+    for (condition, mode, turn), rows in _walk(collected.turns, arm, ("condition", "patient_mode", "turn"),
+                                               ("profile_id", "coverage", "question_type")):
+        key = (*arm, condition, mode, turn)
+        by_profile: dict[str, list[float]] = defaultdict(list)
+        counts = dict.fromkeys(QUESTION_TYPES, 0)
+        for profile, coverage, qtype in rows:
+            if coverage is not None:
+                by_profile[profile].append(coverage)
+            if qtype is not None:
+                counts[qtype] += 1
+        if not by_profile and not any(qtype is not None for _p, _c, qtype in rows):
+            continue  # neither a coverage point nor a question at this turn
+        estimate = mean_ci(by_profile, seed="trajectory-band|" + "|".join(map(str, key[1:])))
         asked = sum(counts.values())
-        out.append({**_group_dict(key[:-1]), "turn": key[-1], "n": estimate.n,
+        out.append({**_group_dict(key[:-1]), "turn": turn, "n": estimate.n,
                     "mean_cumulative_coverage": estimate.mean, "mean_cumulative_coverage_ci_low": estimate.ci_low,
                     "mean_cumulative_coverage_ci_high": estimate.ci_high, "ci_method": estimate.method,
                     **{f"share_{q}": (counts[q] / asked if asked else None) for q in QUESTION_TYPES}})
@@ -189,21 +193,18 @@ def _unit_values(label: str, text: str) -> list[Any]:
 
 def agreement_table(collected: Collected) -> list[dict[str, Any]]:
     """Cohen's κ per label between every two judges, on the conversations both labelled successfully;
-    read one clinician at a time (a conversation's judgments all name its clinician)."""
+    read one clinician at a time (a conversation's judgments all name its clinician), conversation by conversation."""
     pairs: dict[tuple[str, str], PairedLabels] = {}
-    judges = sorted({str(judge) for (judge,) in distinct(collected.units, ["judge"])})
+    judges = sorted(str(judge) for (judge,) in distinct(collected.units, ["judge"]))
     for judge_a, judge_b in itertools.combinations(judges, 2):
         pairs[(judge_a, judge_b)] = PairedLabels.empty()
     columns = ["conversation_id", "judge", *(f"{label}_{part}" for label in LABELS for part in ("keys", "values"))]
     for (clinician,) in distinct(collected.units, ["clinician"]):
-        by_conversation: dict[str, dict[str, tuple]] = defaultdict(dict)
-        for row in _rows(collected.units, columns, {"clinician": clinician}):
-            by_conversation[row[0]][row[1]] = row[2:]
-        for conversation_id in sorted(by_conversation):
-            judged = by_conversation[conversation_id]
-            for judge_a, judge_b in itertools.combinations(sorted(judged), 2):
-                _add_pair(pairs[(judge_a, judge_b)], judged[judge_a], judged[judge_b])
-        del by_conversation
+        rows = sorted_rows(collected.units, columns, ("conversation_id", "judge"), where={"clinician": clinician})
+        for _conversation, judged in itertools.groupby(rows, key=lambda row: row[0]):
+            cells = {row[1]: row[2:] for row in judged}
+            for judge_a, judge_b in itertools.combinations(sorted(cells), 2):
+                _add_pair(pairs[(judge_a, judge_b)], cells[judge_a], cells[judge_b])
     out = []
     for (judge_a, judge_b), paired in pairs.items():
         for row in agreement_rows(paired):
@@ -325,13 +326,15 @@ def probe_curve_rows(collected: Collected, arm: Arm) -> tuple[list[dict[str, Any
     where = {"judge": arm[0], "clinician": arm[1]}
     asked: dict[tuple, list[tuple[int, bool]]] = defaultdict(list)
     probing: dict[tuple, list[tuple[int, bool]]] = defaultdict(list)
-    for condition, mode, domain, first_asked, last in _rows(
-            collected.domain_events, ("condition", "patient_mode", "domain", "first_asked_turn", "last_turn"), where):
+    for condition, mode, domain, first_asked, last in sorted_rows(
+            collected.domain_events, ("condition", "patient_mode", "domain", "first_asked_turn", "last_turn"),
+            ("conversation_id",), where=where):
         unit = (first_asked, True) if first_asked is not None else (last, False)
         asked[(*arm, condition, mode, ALL_DOMAINS)].append(unit)
         asked[(*arm, condition, mode, domain)].append(unit)
-    for condition, mode, closure, last in _rows(collected.units, ("condition", "patient_mode", "premature_closure",
-                                                                   "last_turn"), where):
+    for condition, mode, closure, last in sorted_rows(collected.units, ("condition", "patient_mode",
+                                                                         "premature_closure", "last_turn"),
+                                                      ("conversation_id",), where=where):
         probing[(*arm, condition, mode, ALL_DOMAINS)].append((closure, True) if closure is not None else (last, False))
     return curve_rows(asked, probing)
 
