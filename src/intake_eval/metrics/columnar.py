@@ -173,21 +173,25 @@ def distinct(path: Path, columns: Sequence[str]) -> list[tuple]:
 
 
 def sorted_rows(path: Path, columns: Sequence[str], order: Sequence[str], part: str | None = None,
-                where: Mapping[str, Any] | None = None, chunk: int = 5_000) -> Iterator[tuple]:
+                where: Mapping[str, Any] | None = None, chunk: int = 2_000) -> Iterator[tuple]:
     """The table's rows (tuples in ``columns`` order, Python values) sorted by ``order`` (a stable sort).
     ``where``: column = value filters (one arm); ``part``: read one value of that column (``order``'s first)
-    at a time. Only that part's columns are held, as Arrow arrays; rows become Python values ``chunk`` at a time."""
+    at a time. Only that part's columns are held, as Arrow arrays (text other than ``order``'s dictionary-
+    encoded, so a value shared by many rows is held once); rows become Python values ``chunk`` at a time."""
     pa, parquet = _pyarrow()
     conditions = [(name, "=", value) for name, value in (where or {}).items()]
     parts = [value for (value,) in distinct(path, [part])] if part is not None else [None]
+    wanted = list(dict.fromkeys([*columns, *order]))
+    schema = parquet.read_schema(path)
+    shared = [name for name in wanted if name not in order and pa.types.is_string(schema.field(name).type)]
     for value in parts:
         filters = [*conditions, (part, "=", value)] if part is not None else conditions
-        table = parquet.read_table(path, columns=list(dict.fromkeys([*columns, *order])), filters=filters or None)
-        table = table.take(pa.compute.sort_indices(table, sort_keys=[(name, "ascending") for name in order]))
+        table = parquet.read_table(path, columns=wanted, filters=filters or None, read_dictionary=shared)
+        indices = pa.compute.sort_indices(table, sort_keys=[(name, "ascending") for name in order])
         for start in range(0, table.num_rows, chunk):
-            piece = table.slice(start, chunk)
+            piece = table.take(indices.slice(start, chunk))
             yield from zip(*(piece.column(name).to_pylist() for name in columns))
-        del table
+        del table, indices
 
 
 def sorted_rows_of(path: Path, columns: Sequence[str], where: Mapping[str, Any] | None = None,
