@@ -132,7 +132,7 @@ def collected(paths: RunPaths, also: Callable[..., None] | None = None) -> Itera
 
 
 def _profile_facts(paths: RunPaths) -> dict[str, tuple[str, str, list[str]]]:
-    facts = {}
+    facts: dict[str, tuple[str, str, list[str]]] = {}
     for profile in iter_records(paths.profiles, Profile):
         facts[profile.profile_id] = (profile.phenotype, profile.alignment, profile.hidden_domains)
     return facts
@@ -179,7 +179,7 @@ def _units_row(judgment: Judgment, labels: list[TurnLabels], hidden: list[str], 
         # most judgments share their unit keys: one string held for all of them
         keys = sys.intern(SEPARATOR.join(":".join(map(str, key)) for key in units[label]))
         values = units[label].values()
-        text = "".join(_FLAG[v] for v in values) if label != "question_type" else SEPARATOR.join(map(str, values))
+        text = SEPARATOR.join(map(str, values)) if label == "question_type" else "".join(_FLAG[bool(v)] for v in values)
         cells += [keys, text]
     return tuple(cells)
 

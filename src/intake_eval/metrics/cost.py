@@ -169,7 +169,7 @@ class _CostTally:
     def __init__(self, collected: Collected, judges: Sequence[str]) -> None:
         self.judges = judges
         self.conversation_rows = ParquetRows(collected.folder / "cost_conversations.parquet",
-                                             COST_CONVERSATION_COLUMNS, _COST_CONVERSATION_TYPES)
+                                             COST_CONVERSATION_COLUMNS, _COST_CONVERSATION_TYPES, row_group_rows=5_000)
         self.arm_rows: list[dict[str, Any]] = []
         self.arm_spend: dict[tuple, Usage] = defaultdict(Usage)
         self.arm_size: dict[tuple, int] = defaultdict(int)
@@ -210,21 +210,22 @@ class _CostTally:
             tally[0] += covered
             tally[1] += 1
 
-    def tables(self) -> dict[str, tuple[Sequence[str], Iterable[Any]]]:
+    def tables(self) -> dict[str, tuple[Sequence[str], Iterable[Sequence[Any]]]]:
+        """name → (columns, rows as sequences in columns order); cost_conversations streamed in conversation order."""
         path = self.conversation_rows.close()
+        per_domain = cost_per_domain_rows(self.arm_spend, self.arm_size, self.surfaced)
         return {
-            "cost_conversations": (COST_CONVERSATION_COLUMNS, (dict(zip(COST_CONVERSATION_COLUMNS, row)) for row in
-                                                               sorted_rows(path, COST_CONVERSATION_COLUMNS,
-                                                                           ("conversation_id",), None))),
-            "cost": (COST_COLUMNS, self.arm_rows),
+            "cost_conversations": (COST_CONVERSATION_COLUMNS,
+                                   sorted_rows(path, COST_CONVERSATION_COLUMNS, ("conversation_id",))),
+            "cost": (COST_COLUMNS, [[row.get(column) for column in COST_COLUMNS] for row in self.arm_rows]),
             "cost_per_domain": (COST_PER_DOMAIN_COLUMNS,
-                                cost_per_domain_rows(self.arm_spend, self.arm_size, self.surfaced)),
+                                [[row.get(column) for column in COST_PER_DOMAIN_COLUMNS] for row in per_domain]),
         }
 
 
-def cost_tables(collected: Collected, judges: Sequence[str]) -> dict[str, tuple[Sequence[str], Iterable[Any]]]:
-    """name -> (columns, rows) of the three cost tables from the metrics pass, one clinician at a time;
-    ``judges``: every judge of the run."""
+def cost_tables(collected: Collected, judges: Sequence[str]) -> dict[str, tuple[Sequence[str], Iterable[Sequence[Any]]]]:
+    """name -> (columns, rows as sequences in columns order) of the three cost tables from the metrics pass,
+    one clinician at a time; ``judges``: every judge of the run."""
     tally = _CostTally(collected, judges)
     clinicians = {str(c) for (c,) in distinct(collected.meta, ["clinician"])}
     clinicians |= {str(c) for (c,) in distinct(collected.conversations, ["clinician"])}

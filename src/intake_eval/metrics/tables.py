@@ -275,20 +275,20 @@ def comparisons_rows(collected: Collected, judge: str,
     the tests; A − B with its CI from stats.paired_difference_ci, nested with trials). Every test of one
     judge is one family: its p-values are Holm-adjusted together (``*_holm``). Read one (condition,
     patient mode) of the judge at a time."""
-    metrics = list(metrics)
+    compared = list(metrics)
     out: list[dict[str, Any]] = []
     rows = sorted_rows(collected.conversations, ["condition", "patient_mode", "status", "clinician", "profile_id",
-                                                 *metrics], ("condition", "patient_mode", "conversation_id"),
+                                                 *compared], ("condition", "patient_mode", "conversation_id"),
                        where={"judge": judge})
     for (condition, mode), members in itertools.groupby(rows, key=lambda row: row[:2]):  # scopes come sorted
-        per_metric: dict[str, dict[str, dict[str, list[float]]]] = {metric: defaultdict(dict) for metric in metrics}
+        per_metric: dict[str, dict[str, dict[str, list[float]]]] = {metric: defaultdict(dict) for metric in compared}
         for row in members:
             if row[2] != "ok":
                 continue
-            for metric, value in zip(metrics, row[5:]):
+            for metric, value in zip(compared, row[5:]):
                 if value is not None:
                     per_metric[metric][row[3]].setdefault(row[4], []).append(float(value))
-        for metric in sorted(metrics):
+        for metric in sorted(compared):
             out += _paired_tests((judge, condition, mode, metric), per_metric[metric])
     add_holm(out, ("wilcoxon_p", "permutation_p"), family=("judge",))
     return out
@@ -464,8 +464,8 @@ def _write_tables(paths: RunPaths, kinds: StageKinds, collected: Collected, diag
                                               DOMAIN_EVENT_COLUMNS)
     written["probe_curves"] = write_csv(paths.metrics("probe_curves"), PROBE_CURVE_COLUMNS,
                                         [*arm_tables.not_yet_asked, *arm_tables.still_probing])
-    for name, (table_columns, rows) in cost_tables(collected, judges).items():
-        written[name] = write_csv(paths.metrics(name), table_columns, rows)
+    for name, (cost_columns, cost_rows) in cost_tables(collected, judges).items():
+        written[name] = write_csv_rows(paths.metrics(name), cost_columns, cost_rows)
     written["cost_billed"] = write_csv(paths.metrics("cost_billed"), COST_BILLED_COLUMNS, cost_billed_rows(paths, kinds))
     if arm_tables.rows["patient_models"]:  # a run with several patient models: the breakdown beside the pooled headline
         written["patient_models"] = write_csv(paths.metrics("patient_models"), PATIENT_MODEL_COLUMNS,
