@@ -141,6 +141,7 @@ def _profile_facts(paths: RunPaths) -> dict[str, tuple[str, str, list[str]]]:
 class _Writers:
     def __init__(self, collected: Collected) -> None:
         self.columns = conversation_columns()
+        self.key_texts = _KeyTexts()
         self.conversations = ParquetRows(collected.conversations, self.columns, conversation_types(),
                                          row_group_rows=_JUDGMENT_ROWS)
         self.domain_events = ParquetRows(collected.domain_events, DOMAIN_EVENT_COLUMNS, DOMAIN_EVENT_TYPES,
@@ -171,16 +172,32 @@ def _conversation_rows(data: dict[str, Any], writers: _Writers, patients: dict[s
     patients[cid] = sys.intern(str(data.get("patient", "")))
 
 
-def _units_row(judgment: Judgment, labels: list[TurnLabels], hidden: list[str], result: Figures) -> tuple:
+class _KeyTexts:
+    """Unit keys as text, built once per distinct key set (most judgments share theirs) and shared."""
+
+    LIMIT = 10_000  # distinct key sets kept; beyond, the cache starts over (memory stays bounded)
+
+    def __init__(self) -> None:
+        self._texts: dict[tuple, str] = {}
+
+    def text(self, keys: tuple) -> str:
+        found = self._texts.get(keys)
+        if found is None:
+            if len(self._texts) >= self.LIMIT:
+                self._texts.clear()
+            found = self._texts[keys] = SEPARATOR.join(":".join(map(str, key)) for key in keys)
+        return found
+
+
+def _units_row(judgment: Judgment, labels: list[TurnLabels], hidden: list[str], result: Figures,
+               key_texts: _KeyTexts) -> tuple:
     units = units_from_labels(labels, hidden, result.covered)
     cells: list[Any] = [judgment.judge, judgment.clinician, judgment.conversation_id, judgment.condition,
                         judgment.patient_mode, result.metrics.premature_closure_turn, last_clinician_turn(labels)]
     for label in LABELS:
-        # most judgments share their unit keys: one string held for all of them
-        keys = sys.intern(SEPARATOR.join(":".join(map(str, key)) for key in units[label]))
         values = units[label].values()
         text = SEPARATOR.join(map(str, values)) if label == "question_type" else "".join(_FLAG[bool(v)] for v in values)
-        cells += [keys, text]
+        cells += [key_texts.text(tuple(units[label])), text]
     return tuple(cells)
 
 
@@ -223,7 +240,7 @@ def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: tuple
                judgment.patient_mode, judgment.profile_id)
         qtypes = {t.turn: t.question_type for t in labels if t.turn >= 1}
         turns = [(*arm, turn, coverage, qtypes.get(turn)) for turn, coverage in result.trajectory]
-        units = [_units_row(judgment, labels, hidden, result)]
+        units = [_units_row(judgment, labels, hidden, result, writers.key_texts)]
     writers.conversations.add(key, [tuple(row.get(name) for name in writers.columns)])
     writers.domain_events.add(key, events)
     writers.turns.add(key, turns)
