@@ -69,7 +69,7 @@ USAGE_COLUMNS = ("conversation_id", "clinician", "role", *USAGE_FIELDS)
 USAGE_TYPES = {"calls": "int64", "prompt_tokens": "int64", "completion_tokens": "int64",
                "cached_prompt_tokens": "int64", "cost_usd": "float64", "cost_known": "bool"}
 SEPARATOR = "\x1f"  # joins a judgment's unit keys and text values in one cell
-_FLAG = {True: "1", False: "0"}
+_FLAGS = bytes.maketrans(b"\x00\x01", b"01")  # true/false labels as one "0110…" text
 # Rows held before a row group is written: small enough that what a writer holds is a few MB whatever
 # the run's size (an arm of a 10^4-conversation run already fills each), large enough for few row groups.
 _JUDGMENT_ROWS = 2_000  # a row per judgment (wide rows)
@@ -196,7 +196,8 @@ def _units_row(judgment: Judgment, labels: list[TurnLabels], hidden: list[str], 
                         judgment.patient_mode, result.metrics.premature_closure_turn, last_clinician_turn(labels)]
     for label in LABELS:
         values = units[label].values()
-        text = SEPARATOR.join(map(str, values)) if label == "question_type" else "".join(_FLAG[bool(v)] for v in values)
+        text = (SEPARATOR.join(map(str, values)) if label == "question_type"
+                else bytes(map(bool, values)).translate(_FLAGS).decode("ascii"))
         cells += [key_texts.text(tuple(units[label])), text]
     return tuple(cells)
 
@@ -241,7 +242,7 @@ def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: tuple
         qtypes = {t.turn: t.question_type for t in labels if t.turn >= 1}
         turns = [(*arm, turn, coverage, qtypes.get(turn)) for turn, coverage in result.trajectory]
         units = [_units_row(judgment, labels, hidden, result, writers.key_texts)]
-    writers.conversations.add(key, [tuple(row.get(name) for name in writers.columns)])
+    writers.conversations.add(key, [tuple([row.get(name) for name in writers.columns])])
     writers.domain_events.add(key, events)
     writers.turns.add(key, turns)
     writers.units.add(key, units)
