@@ -173,7 +173,7 @@ def distinct(path: Path, columns: Sequence[str]) -> list[tuple]:
 
 
 def sorted_rows(path: Path, columns: Sequence[str], order: Sequence[str], part: str | None = None,
-                where: Mapping[str, Any] | None = None, chunk: int = 2_000) -> Iterator[tuple]:
+                where: Mapping[str, Any] | None = None, chunk: int = 10_000) -> Iterator[tuple]:
     """The table's rows (tuples in ``columns`` order, Python values) sorted by ``order`` (a stable sort).
     ``where``: column = value filters (one arm); ``part``: read one value of that column (``order``'s first)
     at a time. Only that part's columns are held, as Arrow arrays (text other than ``order``'s dictionary-
@@ -190,7 +190,7 @@ def sorted_rows(path: Path, columns: Sequence[str], order: Sequence[str], part: 
         indices = pa.compute.sort_indices(table, sort_keys=[(name, "ascending") for name in order])
         for start in range(0, table.num_rows, chunk):
             piece = table.take(indices.slice(start, chunk))
-            yield from zip(*(piece.column(name).to_pylist() for name in columns))
+            yield from zip(*(_python_values(piece.column(name)) for name in columns))
         del table, indices
 
 
@@ -203,3 +203,18 @@ def sorted_rows_of(path: Path, columns: Sequence[str], where: Mapping[str, Any] 
     values = read_columns(path, list(dict.fromkeys([*columns, order])), where)
     index = np.argsort(values[order], kind="stable")
     return zip(*(values[name][index].tolist() for name in columns))
+
+
+def _python_values(column: Any) -> list[Any]:
+    """A column as a list of Python values (None where null): through numpy where that is exact and faster."""
+    import numpy as np
+
+    pa, _parquet = _pyarrow()
+    array = column.combine_chunks()
+    if pa.types.is_dictionary(array.type):
+        values = np.array([*array.dictionary.to_pylist(), None], dtype=object)
+        return list(values[array.indices.fill_null(len(values) - 1).to_numpy()].tolist())
+    if not array.null_count and (pa.types.is_integer(array.type) or pa.types.is_floating(array.type)
+                                 or pa.types.is_boolean(array.type)):
+        return list(array.to_numpy(zero_copy_only=False).tolist())
+    return list(array.to_pylist())
