@@ -39,8 +39,7 @@ def iter_judgment_labels(path: Path) -> Iterator[tuple[Judgment, list[TurnLabels
     """Stream (judgment without its turns, its labels). Each line is validated once by the reader
     (a line that is not a valid Judgment is skipped there with ``file:line`` and the reason)."""
     reader: Any = _LabelledJudgment  # stands in for the record model: iter_records calls its model_validate
-    for judgment, labels in iter_records(path, reader):
-        yield judgment, labels
+    yield from iter_records(path, reader)
 
 
 def csv_text(columns: Iterable[str], rows: Iterable[dict[str, Any]]) -> str:

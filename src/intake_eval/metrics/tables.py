@@ -16,8 +16,8 @@ patient mode; an undefined value is an empty cell.
 from __future__ import annotations
 
 import itertools
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -214,7 +214,8 @@ def agreement_table(collected: Collected) -> list[dict[str, Any]]:
 
 
 def _add_pair(pairs: PairedLabels, cells_a: tuple, cells_b: tuple) -> None:
-    """One conversation's labels by two judges, paired unit by unit (``PairedLabels.add_compact``'s rule)."""
+    """One conversation's labels by two judges, paired on the units both labelled (a judge's unit keys and
+    values as the metrics pass wrote them: most pairs share their keys, so the values are zipped)."""
     pairs.conversations += 1
     for index, label in enumerate(LABELS):
         keys_a, values_a = cells_a[2 * index], _unit_values(label, cells_a[2 * index + 1])
