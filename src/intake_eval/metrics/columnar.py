@@ -172,26 +172,54 @@ def distinct(path: Path, columns: Sequence[str]) -> list[tuple]:
     return sorted(set(zip(*(values[name].tolist() for name in columns))))
 
 
+PART_ROWS = 50_000  # rows of a long table sorted in memory at a time
+
+
 def sorted_rows(path: Path, columns: Sequence[str], order: Sequence[str], part: str | None = None,
                 where: Mapping[str, Any] | None = None, chunk: int = 10_000) -> Iterator[tuple]:
     """The table's rows (tuples in ``columns`` order, Python values) sorted by ``order`` (a stable sort).
     ``where``: column = value filters (one arm); ``part``: read one value of that column (``order``'s first)
-    at a time. Only that part's columns are held, as Arrow arrays (text other than ``order``'s dictionary-
-    encoded, so a value shared by many rows is held once); rows become Python values ``chunk`` at a time."""
+    at a time, and a value's rows in ranges of ``order``'s second column of at most ``PART_ROWS`` rows. Only
+    that range's columns are held, as Arrow arrays (text other than ``order``'s dictionary-encoded, so a
+    value shared by many rows is held once); rows become Python values ``chunk`` at a time."""
     pa, parquet = _pyarrow()
     conditions = [(name, "=", value) for name, value in (where or {}).items()]
-    parts = [value for (value,) in distinct(path, [part])] if part is not None else [None]
     wanted = list(dict.fromkeys([*columns, *order]))
     schema = parquet.read_schema(path)
     shared = [name for name in wanted if name not in order and pa.types.is_string(schema.field(name).type)]
-    for value in parts:
-        filters = [*conditions, (part, "=", value)] if part is not None else conditions
+    for filters in _ranges(path, order, part, conditions):
         table = parquet.read_table(path, columns=wanted, filters=filters or None, read_dictionary=shared)
         indices = pa.compute.sort_indices(table, sort_keys=[(name, "ascending") for name in order])
         for start in range(0, table.num_rows, chunk):
             piece = table.take(indices.slice(start, chunk))
             yield from zip(*(_python_values(piece.column(name)) for name in columns))
         del table, indices
+
+
+def _ranges(path: Path, order: Sequence[str], part: str | None, conditions: list[tuple]) -> Iterator[list[tuple]]:
+    """The filters of each piece ``sorted_rows`` reads, in ``order``: one per value of ``part``, split into
+    ranges of ``order[1]`` (bounds from its sorted distinct values) when that value has more rows."""
+    import numpy as np
+
+    if part is None:
+        yield conditions
+        return
+    _pa, parquet = _pyarrow()
+    for (value,) in distinct(path, [part]):
+        these = [*conditions, (part, "=", value)]
+        if len(order) < 2:
+            yield these
+            continue
+        column = parquet.read_table(path, columns=[order[1]], filters=these).column(order[1])
+        keys = np.unique(column.to_numpy(zero_copy_only=False))
+        pieces = max(1, -(-len(column) // PART_ROWS))
+        del column
+        bounds = [keys[int(len(keys) * k / pieces)] for k in range(1, pieces)]
+        lows: list[Any] = [None, *bounds]
+        highs: list[Any] = [*bounds, None]
+        for low, high in zip(lows, highs):
+            yield [*these, *([(order[1], ">=", low)] if low is not None else []),
+                   *([(order[1], "<", high)] if high is not None else [])]
 
 
 def sorted_rows_of(path: Path, columns: Sequence[str], where: Mapping[str, Any] | None = None,
