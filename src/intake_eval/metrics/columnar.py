@@ -141,9 +141,8 @@ def read_columns(path: Path, columns: Sequence[str], where: Mapping[str, Any] | 
     """Columns of a Parquet table as numpy arrays (text as object arrays, a nullable number as float with
     NaN, or as object when ``None`` must survive); ``where``: column = value filters (row groups whose
     statistics rule a value out are not read)."""
-    _pa, parquet = _pyarrow()
-    filters = [(name, "=", value) for name, value in (where or {}).items()] or None
-    table = parquet.read_table(path, columns=list(columns), filters=filters)
+    filters = [(name, "=", value) for name, value in (where or {}).items()]
+    table = read_table(path, columns, filters)
     return {name: _numpy(table.column(name)) for name in columns}
 
 
@@ -188,7 +187,7 @@ def sorted_rows(path: Path, columns: Sequence[str], order: Sequence[str], part: 
     schema = parquet.read_schema(path)
     shared = [name for name in wanted if name not in order and pa.types.is_string(schema.field(name).type)]
     for filters in _ranges(path, order, part, conditions):
-        table = parquet.read_table(path, columns=wanted, filters=filters or None, read_dictionary=shared)
+        table = read_table(path, wanted, filters, [name for name in shared if name not in (where or {})])
         indices = pa.compute.sort_indices(table, sort_keys=[(name, "ascending") for name in order])
         for start in range(0, table.num_rows, chunk):
             piece = table.take(indices.slice(start, chunk))
@@ -204,13 +203,12 @@ def _ranges(path: Path, order: Sequence[str], part: str | None, conditions: list
     if part is None:
         yield conditions
         return
-    _pa, parquet = _pyarrow()
     for (value,) in distinct(path, [part]):
         these = [*conditions, (part, "=", value)]
         if len(order) < 2:
             yield these
             continue
-        column = parquet.read_table(path, columns=[order[1]], filters=these).column(order[1])
+        column = read_table(path, [order[1]], these).column(order[1])
         keys = np.unique(column.to_numpy(zero_copy_only=False))
         pieces = max(1, -(-len(column) // PART_ROWS))
         del column
@@ -246,3 +244,50 @@ def _python_values(column: Any) -> list[Any]:
                                  or pa.types.is_boolean(array.type)):
         return list(array.to_numpy(zero_copy_only=False).tolist())
     return list(array.to_pylist())
+
+
+READ_BATCH_ROWS = 20_000  # rows decoded at a time when reading a table back
+
+
+def read_table(path: Path, columns: Sequence[str], filters: Sequence[tuple], shared: Sequence[str] = ()) -> Any:
+    """The rows of ``columns`` matching every (column, "=" | ">=" | "<", value) filter, read a batch at a time
+    (row groups whose statistics rule the filters out are skipped), so reading holds one batch beside the
+    rows kept: Arrow's dataset reader decodes many row groups ahead and keeps that memory. ``shared``: text
+    columns read dictionary-encoded."""
+    pa, parquet = _pyarrow()
+    source = parquet.ParquetFile(path, read_dictionary=list(shared))
+    names = source.schema_arrow.names
+    groups = [index for index in range(source.num_row_groups)
+              if _may_match(source.metadata.row_group(index), names, filters)]
+    wanted = list(dict.fromkeys([*columns, *(name for name, _op, _value in filters)]))
+    pieces = []
+    for batch in source.iter_batches(batch_size=READ_BATCH_ROWS, row_groups=groups, columns=wanted,
+                                     use_threads=False):
+        if filters:
+            batch = batch.filter(_matches(batch, filters))
+        pieces.append(batch.select(list(columns)))
+    if pieces:
+        return pa.Table.from_batches(pieces)
+    return source.schema_arrow.empty_table().select(list(columns))
+
+
+def _may_match(group: Any, names: list[str], filters: Sequence[tuple]) -> bool:
+    for name, op, value in filters:
+        statistics = group.column(names.index(name)).statistics
+        if statistics is None or not statistics.has_min_max:
+            continue
+        low, high = statistics.min, statistics.max
+        if (op == "=" and not low <= value <= high) or (op == ">=" and high < value) or (op == "<" and low >= value):
+            return False
+    return True
+
+
+def _matches(batch: Any, filters: Sequence[tuple]) -> Any:
+    pa, _parquet = _pyarrow()
+    compute = pa.compute
+    tests = {"=": compute.equal, ">=": compute.greater_equal, "<": compute.less}
+    mask = None
+    for name, op, value in filters:
+        test = tests[op](batch.column(name), value)
+        mask = test if mask is None else compute.and_(mask, test)
+    return compute.fill_null(mask, False)
