@@ -160,6 +160,13 @@ def _numpy(column: Any) -> Any:
     return column.to_numpy()
 
 
+def conversation_ranges(path: Path, where: Mapping[str, Any]) -> list[list[tuple]]:
+    """Filters cutting ``where``'s rows into ranges of conversation ids of at most ``PART_ROWS`` rows of this
+    table (the ranges cover every id, so other tables read with the same filters split alike)."""
+    conditions = [(name, "=", value) for name, value in where.items()]
+    return list(_ranges(path, ("", "conversation_id"), None, conditions, split=True))
+
+
 def row_count(path: Path) -> int:
     _pa, parquet = _pyarrow()
     return int(parquet.ParquetFile(path).metadata.num_rows)
@@ -175,19 +182,20 @@ PART_ROWS = 50_000  # rows of a long table sorted in memory at a time
 
 
 def sorted_rows(path: Path, columns: Sequence[str], order: Sequence[str], part: str | None = None,
-                where: Mapping[str, Any] | None = None, chunk: int = 10_000) -> Iterator[tuple]:
+                where: Mapping[str, Any] | None = None, chunk: int = 10_000,
+                filters: Sequence[tuple] | None = None) -> Iterator[tuple]:
     """The table's rows (tuples in ``columns`` order, Python values) sorted by ``order`` (a stable sort).
     ``where``: column = value filters (one arm); ``part``: read one value of that column (``order``'s first)
     at a time, and a value's rows in ranges of ``order``'s second column of at most ``PART_ROWS`` rows. Only
     that range's columns are held, as Arrow arrays (text other than ``order``'s dictionary-encoded, so a
     value shared by many rows is held once); rows become Python values ``chunk`` at a time."""
     pa, parquet = _pyarrow()
-    conditions = [(name, "=", value) for name, value in (where or {}).items()]
+    conditions = [*((name, "=", value) for name, value in (where or {}).items()), *(filters or ())]
     wanted = list(dict.fromkeys([*columns, *order]))
     schema = parquet.read_schema(path)
     shared = [name for name in wanted if name not in order and pa.types.is_string(schema.field(name).type)]
-    for filters in _ranges(path, order, part, conditions):
-        table = read_table(path, wanted, filters, [name for name in shared if name not in (where or {})])
+    for piece in _ranges(path, order, part, conditions):
+        table = read_table(path, wanted, piece, [name for name in shared if name not in {f[0] for f in piece}])
         indices = pa.compute.sort_indices(table, sort_keys=[(name, "ascending") for name in order])
         for start in range(0, table.num_rows, chunk):
             piece = table.take(indices.slice(start, chunk))
@@ -195,16 +203,19 @@ def sorted_rows(path: Path, columns: Sequence[str], order: Sequence[str], part: 
         del table, indices
 
 
-def _ranges(path: Path, order: Sequence[str], part: str | None, conditions: list[tuple]) -> Iterator[list[tuple]]:
-    """The filters of each piece ``sorted_rows`` reads, in ``order``: one per value of ``part``, split into
-    ranges of ``order[1]`` (bounds from its sorted distinct values) when that value has more rows."""
+def _ranges(path: Path, order: Sequence[str], part: str | None, conditions: list[tuple],
+            split: bool = False) -> Iterator[list[tuple]]:
+    """The filters of each piece ``sorted_rows`` reads, in ``order``: one per value of ``part`` (or, with
+    ``split``, the rows ``conditions`` pick), split into ranges of ``order[1]`` (bounds from its sorted distinct
+    values) when there are more rows."""
     import numpy as np
 
-    if part is None:
+    if part is None and not split:
         yield conditions
         return
-    for (value,) in distinct(path, [part]):
-        these = [*conditions, (part, "=", value)]
+    values = [value for (value,) in distinct(path, [part])] if part is not None else [None]
+    for value in values:
+        these = [*conditions, (part, "=", value)] if part is not None else conditions
         if len(order) < 2:
             yield these
             continue

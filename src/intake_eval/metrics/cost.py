@@ -28,7 +28,7 @@ from intake_eval.core.records import Usage
 from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import RunPaths
 from intake_eval.metrics.collect import USAGE_FIELDS, Collected
-from intake_eval.metrics.columnar import ParquetRows, distinct, sorted_rows, sorted_rows_of
+from intake_eval.metrics.columnar import ParquetRows, conversation_ranges, distinct, sorted_rows
 
 ROLES = ("clinician", "formulation", "patient", "tracker", "judge")
 ALL_ROLES = "all"
@@ -108,15 +108,20 @@ def _role_order(roles: Iterable[str]) -> list[str]:
     return [r for r in ROLES if r in found] + sorted(found - set(ROLES))
 
 
-def cost_rows(spend: Mapping[str, Mapping[str, Usage]], conversations: Mapping[str, Mapping[str, Any]],
-              judgment_rows: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    per_arm: dict[tuple, dict[str, Usage]] = defaultdict(dict)
-    counts: dict[tuple, int] = defaultdict(int)
+def add_arm_spend(spend: Mapping[str, Mapping[str, Usage]], conversations: Mapping[str, Mapping[str, Any]],
+                  judgment_rows: Mapping[str, Mapping[str, Any]], per_arm: dict[tuple, dict[str, Usage]],
+                  counts: dict[tuple, int]) -> None:
+    """Add these conversations' spend to the per-arm totals (role → usage) and conversation counts, in order."""
     for cid, roles in spend.items():
         arm = _arm_of(cid, conversations, judgment_rows)
-        counts[arm] += 1
+        counts[arm] = counts.get(arm, 0) + 1
+        arm_roles = per_arm.setdefault(arm, {})
         for role, usage in roles.items():
-            per_arm[arm][role] = per_arm[arm].get(role, Usage()).add(usage)
+            arm_roles[role] = arm_roles.get(role, Usage()).add(usage)
+
+
+def cost_rows(per_arm: Mapping[tuple, Mapping[str, Usage]], counts: Mapping[tuple, int]) -> list[dict[str, Any]]:
+    """metrics/cost.csv: per arm × role (and ``all``), from ``add_arm_spend``'s totals."""
     out = []
     for arm in sorted(counts):
         roles, n = per_arm[arm], counts[arm]
@@ -170,31 +175,39 @@ class _CostTally:
         self.judges = judges
         self.conversation_rows = ParquetRows(collected.folder / "cost_conversations.parquet",
                                              COST_CONVERSATION_COLUMNS, _COST_CONVERSATION_TYPES, row_group_rows=5_000)
-        self.arm_rows: list[dict[str, Any]] = []
+        self.per_arm: dict[tuple, dict[str, Usage]] = {}
+        self.counts: dict[tuple, int] = {}
         self.arm_spend: dict[tuple, Usage] = defaultdict(Usage)
         self.arm_size: dict[tuple, int] = defaultdict(int)
         self.surfaced: dict[tuple, list[int]] = {}
 
     def add(self, collected: Collected, clinician: str) -> None:
-        where = {"clinician": clinician}
+        """One clinician's conversations, a range of conversation ids at a time."""
+        for filters in conversation_ranges(collected.meta, {"clinician": clinician}):
+            self._add_range(collected, clinician, filters)
+
+    def _add_range(self, collected: Collected, clinician: str, filters: list[tuple]) -> None:
         conversations: dict[str, dict[str, Any]] = {}
-        for cid, condition, mode, profile, status in sorted_rows_of(
-                collected.meta, ("conversation_id", "condition", "patient_mode", "profile_id", "status"), where):
+        for cid, condition, mode, profile, status in sorted_rows(
+                collected.meta, ("conversation_id", "condition", "patient_mode", "profile_id", "status"),
+                ("conversation_id",), filters=filters):
             conversations[cid] = {"clinician": clinician, "condition": condition, "patient_mode": mode,
                                   "profile_id": profile, "status": status}
         usage: dict[str, dict[str, Usage]] = {cid: {} for cid in conversations}
-        for cid, role, *fields in sorted_rows_of(collected.usage, ("conversation_id", "role", *USAGE_FIELDS), where):
+        for cid, role, *fields in sorted_rows(collected.usage, ("conversation_id", "role", *USAGE_FIELDS),
+                                              ("conversation_id",), filters=filters):
             usage.setdefault(cid, {})[role] = Usage(**dict(zip(USAGE_FIELDS, fields)))
         for cid, meta in conversations.items():
             meta["usage"] = usage.get(cid, {})
         del usage
         judgment_rows = {(row["judge"], row["conversation_id"]): row for row in (
-            dict(zip(_JUDGE_USAGE, values)) for values in sorted_rows_of(collected.conversations, _JUDGE_USAGE, where))}
+            dict(zip(_JUDGE_USAGE, values)) for values in sorted_rows(collected.conversations, _JUDGE_USAGE,
+                                                                       ("conversation_id",), filters=filters))}
         spend = spend_by_conversation(conversations, judgment_rows.values())
         by_cid = {cid: row for (_, cid), row in judgment_rows.items()}
         for row in cost_conversation_rows(spend, conversations, by_cid):
             self.conversation_rows.add(row["conversation_id"], [tuple(row[c] for c in COST_CONVERSATION_COLUMNS)])
-        self.arm_rows += cost_rows(spend, conversations, by_cid)
+        add_arm_spend(spend, conversations, by_cid, self.per_arm, self.counts)
         arms = set()
         for cid, roles in spend.items():
             arm = _arm_of(cid, conversations, by_cid)
@@ -204,8 +217,9 @@ class _CostTally:
         for judge in self.judges:  # every judge gets a row for every arm, even with nothing surfaced
             for arm in arms:
                 self.surfaced.setdefault((judge, *arm), [0, 0])
-        for judge, cid, covered in sorted_rows_of(collected.domain_events,
-                                                  ("judge", "conversation_id", "actively_covered"), where):
+        for judge, cid, covered in sorted_rows(collected.domain_events,
+                                               ("judge", "conversation_id", "actively_covered"),
+                                               ("conversation_id",), filters=filters):
             tally = self.surfaced.setdefault((judge, *_arm_of(cid, conversations, by_cid)), [0, 0])
             tally[0] += covered
             tally[1] += 1
@@ -217,7 +231,8 @@ class _CostTally:
         return {
             "cost_conversations": (COST_CONVERSATION_COLUMNS,
                                    sorted_rows(path, COST_CONVERSATION_COLUMNS, ("conversation_id",))),
-            "cost": (COST_COLUMNS, [[row.get(column) for column in COST_COLUMNS] for row in self.arm_rows]),
+            "cost": (COST_COLUMNS, [[row.get(column) for column in COST_COLUMNS]
+                                    for row in cost_rows(self.per_arm, self.counts)]),
             "cost_per_domain": (COST_PER_DOMAIN_COLUMNS,
                                 [[row.get(column) for column in COST_PER_DOMAIN_COLUMNS] for row in per_domain]),
         }
