@@ -160,11 +160,11 @@ def _numpy(column: Any) -> Any:
     return column.to_numpy()
 
 
-def conversation_ranges(path: Path, where: Mapping[str, Any]) -> list[list[tuple]]:
-    """Filters cutting ``where``'s rows into ranges of conversation ids of at most ``PART_ROWS`` rows of this
-    table (the ranges cover every id, so other tables read with the same filters split alike)."""
+def conversation_ranges(path: Path, where: Mapping[str, Any], rows: int | None = None) -> list[list[tuple]]:
+    """Filters cutting ``where``'s rows into ranges of conversation ids of at most ``rows`` (``PART_ROWS``) rows
+    of this table (the ranges cover every id, so other tables read with the same filters split alike)."""
     conditions = [(name, "=", value) for name, value in where.items()]
-    return list(_ranges(path, ("", "conversation_id"), None, conditions, split=True))
+    return list(_ranges(path, ("", "conversation_id"), None, conditions, split=True, rows=rows))
 
 
 def row_count(path: Path) -> int:
@@ -204,7 +204,7 @@ def sorted_rows(path: Path, columns: Sequence[str], order: Sequence[str], part: 
 
 
 def _ranges(path: Path, order: Sequence[str], part: str | None, conditions: list[tuple],
-            split: bool = False) -> Iterator[list[tuple]]:
+            split: bool = False, rows: int | None = None) -> Iterator[list[tuple]]:
     """The filters of each piece ``sorted_rows`` reads, in ``order``: one per value of ``part`` (or, with
     ``split``, the rows ``conditions`` pick), split into ranges of ``order[1]`` (bounds from its sorted distinct
     values) when there are more rows."""
@@ -221,7 +221,7 @@ def _ranges(path: Path, order: Sequence[str], part: str | None, conditions: list
             continue
         column = read_table(path, [order[1]], these).column(order[1])
         keys = np.unique(column.to_numpy(zero_copy_only=False))
-        pieces = max(1, -(-len(column) // PART_ROWS))
+        pieces = max(1, -(-len(column) // (rows or PART_ROWS)))
         del column
         bounds = [keys[int(len(keys) * k / pieces)] for k in range(1, pieces)]
         lows: list[Any] = [None, *bounds]

@@ -168,6 +168,9 @@ _COST_CONVERSATION_TYPES = {**{column: "int64" for column in COST_CONVERSATION_C
                             "cost_known": "bool"}
 
 
+_CONVERSATIONS_AT_A_TIME = 2_000  # conversations whose usage (a Usage per role) is held at once
+
+
 class _CostTally:
     """The three cost tables, added one clinician's conversations at a time."""
 
@@ -183,7 +186,7 @@ class _CostTally:
 
     def add(self, collected: Collected, clinician: str) -> None:
         """One clinician's conversations, a range of conversation ids at a time."""
-        for filters in conversation_ranges(collected.meta, {"clinician": clinician}):
+        for filters in conversation_ranges(collected.meta, {"clinician": clinician}, rows=_CONVERSATIONS_AT_A_TIME):
             self._add_range(collected, clinician, filters)
 
     def _add_range(self, collected: Collected, clinician: str, filters: list[tuple]) -> None:
