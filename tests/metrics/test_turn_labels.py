@@ -67,7 +67,7 @@ def test_a_failed_pass_leaves_no_partial_file(synth: RunPaths, monkeypatch: pyte
         raise RuntimeError("disk gone")
 
     monkeypatch.setattr(columnar, "ROW_GROUP_ROWS", 10)
-    monkeypatch.setattr("intake_eval.metrics.tables.domain_event_rows", broken)
+    monkeypatch.setattr("intake_eval.metrics.tables.agreement_table", broken)
     with pytest.raises(RuntimeError):
         write_metrics(synth, stage_kinds())
     assert sorted(p.name for p in synth.metrics_dir.glob("*turn_labels*")) == []

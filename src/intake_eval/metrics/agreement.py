@@ -71,18 +71,6 @@ def units_from_labels(turns: Sequence[TurnLabels], hidden: Sequence[str], covere
     return units
 
 
-CompactUnits = tuple[tuple[tuple, tuple], ...]  # per label: (unit keys, labels), keys shared between records
-
-
-def compact_units(units: dict[str, dict[tuple, Hashable]], shared: dict[tuple, tuple]) -> CompactUnits:
-    """A judgment's units in a few hundred bytes: identical key tuples are stored once (``shared``)."""
-    out = []
-    for label in LABELS:
-        keys = tuple(units[label])
-        out.append((shared.setdefault(keys, keys), tuple(units[label].values())))
-    return tuple(out)
-
-
 @dataclass
 class PairedLabels:
     """Joint counts {(label by a, label by b): n} of two judges' labels, per label, across conversations."""
@@ -99,15 +87,6 @@ class PairedLabels:
         for label in LABELS:
             a, b = units_a[label], units_b[label]
             self.joint[label].update((a[key], b[key]) for key in a.keys() & b.keys())
-
-    def add_compact(self, units_a: CompactUnits, units_b: CompactUnits) -> None:
-        self.conversations += 1
-        for label, (keys_a, values_a), (keys_b, values_b) in zip(LABELS, units_a, units_b):
-            if keys_a == keys_b:
-                self.joint[label].update(zip(values_a, values_b))
-            else:
-                a, b = dict(zip(keys_a, values_a)), dict(zip(keys_b, values_b))
-                self.joint[label].update((a[key], b[key]) for key in a.keys() & b.keys())
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ from intake_eval.core.calls import read_ledger
 from intake_eval.core.records import Usage
 from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import RunPaths
-from intake_eval.metrics.figures import DomainOutcome
+from intake_eval.metrics.collect import USAGE_FIELDS, Collected
+from intake_eval.metrics.columnar import ParquetRows, conversation_ranges, distinct, sorted_rows
 
 ROLES = ("clinician", "formulation", "patient", "tracker", "judge")
 ALL_ROLES = "all"
@@ -107,15 +108,20 @@ def _role_order(roles: Iterable[str]) -> list[str]:
     return [r for r in ROLES if r in found] + sorted(found - set(ROLES))
 
 
-def cost_rows(spend: Mapping[str, Mapping[str, Usage]], conversations: Mapping[str, Mapping[str, Any]],
-              judgment_rows: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    per_arm: dict[tuple, dict[str, Usage]] = defaultdict(dict)
-    counts: dict[tuple, int] = defaultdict(int)
+def add_arm_spend(spend: Mapping[str, Mapping[str, Usage]], conversations: Mapping[str, Mapping[str, Any]],
+                  judgment_rows: Mapping[str, Mapping[str, Any]], per_arm: dict[tuple, dict[str, Usage]],
+                  counts: dict[tuple, int]) -> None:
+    """Add these conversations' spend to the per-arm totals (role → usage) and conversation counts, in order."""
     for cid, roles in spend.items():
         arm = _arm_of(cid, conversations, judgment_rows)
-        counts[arm] += 1
+        counts[arm] = counts.get(arm, 0) + 1
+        arm_roles = per_arm.setdefault(arm, {})
         for role, usage in roles.items():
-            per_arm[arm][role] = per_arm[arm].get(role, Usage()).add(usage)
+            arm_roles[role] = arm_roles.get(role, Usage()).add(usage)
+
+
+def cost_rows(per_arm: Mapping[tuple, Mapping[str, Usage]], counts: Mapping[tuple, int]) -> list[dict[str, Any]]:
+    """metrics/cost.csv: per arm × role (and ``all``), from ``add_arm_spend``'s totals."""
     out = []
     for arm in sorted(counts):
         roles, n = per_arm[arm], counts[arm]
@@ -135,24 +141,11 @@ def cost_rows(spend: Mapping[str, Mapping[str, Usage]], conversations: Mapping[s
     return out
 
 
-def cost_per_domain_rows(spend: Mapping[str, Mapping[str, Usage]], conversations: Mapping[str, Mapping[str, Any]],
-                         judgment_rows: Mapping[tuple[str, str], Mapping[str, Any]],
-                         outcomes: Mapping[tuple[str, str], Sequence[DomainOutcome]]) -> list[dict[str, Any]]:
+def cost_per_domain_rows(arm_spend: Mapping[tuple, Usage], arm_size: Mapping[tuple, int],
+                         surfaced: Mapping[tuple, Sequence[int]]) -> list[dict[str, Any]]:
     """Per judge × arm: all-role spend of the arm's conversations ÷ hidden domains that judge saw
-    actively surfaced in them (ok judgments only; undefined when none was surfaced)."""
-    by_cid = {cid: row for (_, cid), row in judgment_rows.items()}
-    arm_spend: dict[tuple, Usage] = defaultdict(Usage)
-    arm_size: dict[tuple, int] = defaultdict(int)
-    for cid, roles in spend.items():
-        arm = _arm_of(cid, conversations, by_cid)
-        arm_spend[arm] = arm_spend[arm].add(_total(roles))
-        arm_size[arm] += 1
-    # every judge gets a row for every arm, even with nothing surfaced
-    surfaced = {(judge, *arm): [0, 0] for judge in {judge for judge, _ in judgment_rows} for arm in arm_size}
-    for (judge, cid), domain_outcomes in outcomes.items():
-        tally = surfaced.setdefault((judge, *_arm_of(cid, conversations, by_cid)), [0, 0])
-        tally[0] += sum(o.actively_covered for o in domain_outcomes)
-        tally[1] += len(domain_outcomes)
+    actively surfaced in them (ok judgments only; undefined when none was surfaced). ``surfaced``:
+    (judge, *arm) → (surfaced, hidden) domains, every judge with every arm."""
     out = []
     for key in sorted(surfaced):
         caught, hidden = surfaced[key]
@@ -168,16 +161,95 @@ def cost_per_domain_rows(spend: Mapping[str, Mapping[str, Usage]], conversations
     return out
 
 
-def cost_tables(conversations: Mapping[str, Mapping[str, Any]], judgment_rows: Mapping[tuple[str, str], Mapping[str, Any]],
-                outcomes: Mapping[tuple[str, str], Sequence[DomainOutcome]]) -> dict[str, tuple[Sequence[str], list]]:
-    """name -> (columns, rows) of the three cost tables; ``judgment_rows`` keyed by (judge, conversation_id)."""
-    spend = spend_by_conversation(conversations, judgment_rows.values())
-    by_cid = {cid: row for (_, cid), row in judgment_rows.items()}
-    return {
-        "cost_conversations": (COST_CONVERSATION_COLUMNS, cost_conversation_rows(spend, conversations, by_cid)),
-        "cost": (COST_COLUMNS, cost_rows(spend, conversations, by_cid)),
-        "cost_per_domain": (COST_PER_DOMAIN_COLUMNS, cost_per_domain_rows(spend, conversations, judgment_rows, outcomes)),
-    }
+_JUDGE_USAGE = ("judge", "conversation_id", "judge_calls", "judge_prompt_tokens", "judge_completion_tokens",
+                "judge_cost_usd", "judge_cached_prompt_tokens", "clinician", "condition", "patient_mode", "profile_id")
+_COST_CONVERSATION_TYPES = {**{column: "int64" for column in COST_CONVERSATION_COLUMNS if column.endswith("_tokens")},
+                            **{column: "float64" for column in COST_CONVERSATION_COLUMNS if column.endswith("_usd")},
+                            "cost_known": "bool"}
+
+
+_CONVERSATIONS_AT_A_TIME = 2_000  # conversations whose usage (a Usage per role) is held at once
+
+
+class _CostTally:
+    """The three cost tables, added one clinician's conversations at a time."""
+
+    def __init__(self, collected: Collected, judges: Sequence[str]) -> None:
+        self.judges = judges
+        self.conversation_rows = ParquetRows(collected.folder / "cost_conversations.parquet",
+                                             COST_CONVERSATION_COLUMNS, _COST_CONVERSATION_TYPES, row_group_rows=5_000)
+        self.per_arm: dict[tuple, dict[str, Usage]] = {}
+        self.counts: dict[tuple, int] = {}
+        self.arm_spend: dict[tuple, Usage] = defaultdict(Usage)
+        self.arm_size: dict[tuple, int] = defaultdict(int)
+        self.surfaced: dict[tuple, list[int]] = {}
+
+    def add(self, collected: Collected, clinician: str) -> None:
+        """One clinician's conversations, a range of conversation ids at a time."""
+        for filters in conversation_ranges(collected.meta, {"clinician": clinician}, rows=_CONVERSATIONS_AT_A_TIME):
+            self._add_range(collected, clinician, filters)
+
+    def _add_range(self, collected: Collected, clinician: str, filters: list[tuple]) -> None:
+        conversations: dict[str, dict[str, Any]] = {}
+        for cid, condition, mode, profile, status in sorted_rows(
+                collected.meta, ("conversation_id", "condition", "patient_mode", "profile_id", "status"),
+                ("conversation_id",), filters=filters):
+            conversations[cid] = {"clinician": clinician, "condition": condition, "patient_mode": mode,
+                                  "profile_id": profile, "status": status}
+        usage: dict[str, dict[str, Usage]] = {cid: {} for cid in conversations}
+        for cid, role, *fields in sorted_rows(collected.usage, ("conversation_id", "role", *USAGE_FIELDS),
+                                              ("conversation_id",), filters=filters):
+            usage.setdefault(cid, {})[role] = Usage(**dict(zip(USAGE_FIELDS, fields)))
+        for cid, meta in conversations.items():
+            meta["usage"] = usage.get(cid, {})
+        del usage
+        judgment_rows = {(row["judge"], row["conversation_id"]): row for row in (
+            dict(zip(_JUDGE_USAGE, values)) for values in sorted_rows(collected.conversations, _JUDGE_USAGE,
+                                                                       ("conversation_id",), filters=filters))}
+        spend = spend_by_conversation(conversations, judgment_rows.values())
+        by_cid = {cid: row for (_, cid), row in judgment_rows.items()}
+        for row in cost_conversation_rows(spend, conversations, by_cid):
+            self.conversation_rows.add(row["conversation_id"], [tuple(row[c] for c in COST_CONVERSATION_COLUMNS)])
+        add_arm_spend(spend, conversations, by_cid, self.per_arm, self.counts)
+        arms = set()
+        for cid, roles in spend.items():
+            arm = _arm_of(cid, conversations, by_cid)
+            self.arm_spend[arm] = self.arm_spend[arm].add(_total(roles))
+            self.arm_size[arm] += 1
+            arms.add(arm)
+        for judge in self.judges:  # every judge gets a row for every arm, even with nothing surfaced
+            for arm in arms:
+                self.surfaced.setdefault((judge, *arm), [0, 0])
+        for judge, cid, covered in sorted_rows(collected.domain_events,
+                                               ("judge", "conversation_id", "actively_covered"),
+                                               ("conversation_id",), filters=filters):
+            tally = self.surfaced.setdefault((judge, *_arm_of(cid, conversations, by_cid)), [0, 0])
+            tally[0] += covered
+            tally[1] += 1
+
+    def tables(self) -> dict[str, tuple[Sequence[str], Iterable[Sequence[Any]]]]:
+        """name → (columns, rows as sequences in columns order); cost_conversations streamed in conversation order."""
+        path = self.conversation_rows.close()
+        per_domain = cost_per_domain_rows(self.arm_spend, self.arm_size, self.surfaced)
+        return {
+            "cost_conversations": (COST_CONVERSATION_COLUMNS,
+                                   sorted_rows(path, COST_CONVERSATION_COLUMNS, ("conversation_id",))),
+            "cost": (COST_COLUMNS, [[row.get(column) for column in COST_COLUMNS]
+                                    for row in cost_rows(self.per_arm, self.counts)]),
+            "cost_per_domain": (COST_PER_DOMAIN_COLUMNS,
+                                [[row.get(column) for column in COST_PER_DOMAIN_COLUMNS] for row in per_domain]),
+        }
+
+
+def cost_tables(collected: Collected, judges: Sequence[str]) -> dict[str, tuple[Sequence[str], Iterable[Sequence[Any]]]]:
+    """name -> (columns, rows as sequences in columns order) of the three cost tables from the metrics pass,
+    one clinician at a time; ``judges``: every judge of the run."""
+    tally = _CostTally(collected, judges)
+    clinicians = {str(c) for (c,) in distinct(collected.meta, ["clinician"])}
+    clinicians |= {str(c) for (c,) in distinct(collected.conversations, ["clinician"])}
+    for clinician in sorted(clinicians):
+        tally.add(collected, clinician)
+    return tally.tables()
 
 
 def cost_billed_rows(paths: RunPaths, kinds: StageKinds) -> list[dict[str, Any]]:

@@ -16,13 +16,11 @@ Where the band is undefined (the curve has reached 0) the cells are empty.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 import warnings
-from collections import defaultdict
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from intake_eval.metrics.figures import DomainOutcome
 
 GROUP = ("judge", "clinician", "condition", "patient_mode")
 ALL_DOMAINS = "all"
@@ -48,7 +46,7 @@ def kaplan_meier(times: Sequence[int], observed: Sequence[bool], horizon: int) -
     """The survival curve at turns 0..horizon: ``times[i]`` is unit i's event turn when
     ``observed[i]``, else the turn it was last seen (right-censored)."""
     import numpy as np
-    from scipy import stats  # type: ignore[import-untyped]  # scipy ships no type stubs
+    from scipy import stats
 
     events = [t for t, seen in zip(times, observed) if seen]
     censored = [t for t, seen in zip(times, observed) if not seen]
@@ -76,27 +74,18 @@ def _defined(value: float) -> float | None:
     return None if math.isnan(value) else float(value)  # NaN → empty cell
 
 
-def probe_curve_rows(rows: Mapping[tuple[str, str], Mapping[str, Any]],
-                     outcomes: Mapping[tuple[str, str], Sequence[DomainOutcome]],
-                     last_turns: Mapping[tuple[str, str], int]) -> list[dict[str, Any]]:
-    """``rows``/``outcomes``/``last_turns`` keyed by (judge, conversation_id), ok judgments only."""
-    asked: dict[tuple, list[tuple[int, bool]]] = defaultdict(list)
-    probing: dict[tuple, list[tuple[int, bool]]] = defaultdict(list)
-    for key in sorted(outcomes):
-        row, last = rows[key], last_turns[key]
-        group = tuple(row[name] for name in GROUP)
-        for outcome in outcomes[key]:
-            unit = (outcome.first_asked_turn, True) if outcome.first_asked_turn is not None else (last, False)
-            asked[(*group, ALL_DOMAINS)].append(unit)
-            asked[(*group, outcome.domain)].append(unit)
-        closure = row["premature_closure_turn"]
-        probing[(*group, ALL_DOMAINS)].append((closure, True) if closure is not None else (last, False))
-    out: list[dict[str, Any]] = []
+Units = dict[tuple, list[tuple[int, bool]]]  # (judge, clinician, condition, patient mode, domain) → (turn, event seen)
+
+
+def curve_rows(asked: Units, probing: Units) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rows of the two curves from their units: per group and domain (``all`` first), (time, observed)
+    where time is the event turn, or the last clinician turn when censored."""
+    out: dict[str, list[dict[str, Any]]] = {NOT_YET_ASKED: [], STILL_PROBING: []}
     for curve, units_by_key in ((NOT_YET_ASKED, asked), (STILL_PROBING, probing)):
         for key in sorted(units_by_key, key=lambda k: (k[:-1], k[-1] != ALL_DOMAINS, k[-1])):
             units = units_by_key[key]
             times = [t for t, _ in units]
             for point in kaplan_meier(times, [seen for _, seen in units], max(times)):
-                out.append({**dict(zip(GROUP, key[:-1])), "curve": curve, "domain": key[-1], "n": len(units),
-                            **point.__dict__})
-    return out
+                out[curve].append({**dict(zip(GROUP, key[:-1])), "curve": curve, "domain": key[-1], "n": len(units),
+                                   **point.__dict__})
+    return out[NOT_YET_ASKED], out[STILL_PROBING]

@@ -11,7 +11,7 @@ counted; rerunning the run and judge stages redoes what is missing.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,9 +33,11 @@ class ConversationIndex:
     any_files: bool = False
 
 
-def conversation_index(paths: RunPaths) -> ConversationIndex:
+def conversation_index(paths: RunPaths, on_valid: Callable[[dict[str, Any]], None] | None = None
+                       ) -> ConversationIndex:
     """Each conversation file read raw and validated (bad lines were announced by the stage readers);
-    a conversation id seen under two profiles is refused, with a warning."""
+    a conversation id seen under two profiles is refused, with a warning. ``on_valid`` sees every valid
+    record's dict as it is read (one line in memory at a time)."""
     index = ConversationIndex(any_files=bool(paths.conversation_files()))
     conflicting: dict[str, set[str]] = {}
     for path in paths.conversation_files():
@@ -43,15 +45,18 @@ def conversation_index(paths: RunPaths) -> ConversationIndex:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             raw = {str(data.get("conversation_id")) for data in iter_json_lines(path, stats, model=None)}
-            valid = list(iter_json_lines(path))
         if stats.skipped_corrupt or stats.truncated_tail:
             index.damaged_files.add(path)
-        for data in valid:
+        valid_ids = set()
+        for data in iter_json_lines(path):
             cid, pid = str(data.get("conversation_id")), str(data.get("profile_id", ""))
+            valid_ids.add(cid)
             if cid in index.profiles and index.profiles[cid] != pid:
                 conflicting.setdefault(cid, {index.profiles[cid]}).add(pid)
             index.profiles[cid] = pid
-        index.refused |= raw - {str(data.get("conversation_id")) for data in valid}
+            if on_valid is not None:
+                on_valid(data)
+        index.refused |= raw - valid_ids
     for cid, pids in sorted(conflicting.items()):
         warnings.warn(f"{paths.conversations_dir}: conversation {cid} appears under {len(pids)} profiles "
                       f"({', '.join(sorted(pids))}); refused: its judgments are not counted in the metrics",
@@ -61,11 +66,13 @@ def conversation_index(paths: RunPaths) -> ConversationIndex:
     return index
 
 
-def counted_judgments(paths: RunPaths) -> Iterator[tuple[Judgment, list[TurnLabels]]]:
+def counted_judgments(paths: RunPaths, index: ConversationIndex | None = None
+                      ) -> Iterator[tuple[Judgment, list[TurnLabels]]]:
     """Every judgment that counts, streamed file by file, with its labels. With no conversation files
     at all there is nothing to check a judgment against, and each counts as it stands; a judgment whose
-    transcript was lost to an unreadable line keeps counting (its labels, clinician and profile are intact)."""
-    index = conversation_index(paths)
+    transcript was lost to an unreadable line keeps counting (its labels, clinician and profile are intact).
+    ``index``: the conversations' index when the caller has read it already."""
+    index = index if index is not None else conversation_index(paths)
     for path in paths.judgment_files():
         skipped = {"orphan": 0, "refused": 0, "other_profile": 0, "repeated_turn": 0}
         for judgment, labels in iter_judgment_labels(path):

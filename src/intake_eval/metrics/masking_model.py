@@ -61,9 +61,14 @@ def _rng(seed: str):
     return np.random.default_rng(int(stable_hash(["masking-model", seed])[:16], 16))
 
 
+_DRAW_BLOCK = 500_000  # random values drawn (and held) at a time; the stream is the same as in one draw
+
+
 def _phenotype_draws(profiles: dict[str, list[float]], times: int, rng) -> tuple[Any, Any]:
     """``times`` resamples of one phenotype: profiles with replacement, then trials within each drawn
-    profile. Returns (sums, counts) of the drawn conversations' coverage, each of length ``times``."""
+    profile. Returns (sums, counts) of the drawn conversations' coverage, each of length ``times``.
+    Drawn in blocks of resamples (numpy's generator gives the same values in blocks as in one call), so
+    memory stays a few MB however many profiles the phenotype has."""
     import numpy as np
 
     groups = [profiles[key] for key in sorted(profiles)]
@@ -72,15 +77,24 @@ def _phenotype_draws(profiles: dict[str, list[float]], times: int, rng) -> tuple
     matrix = np.zeros((len(groups), width))
     for i, values in enumerate(groups):
         matrix[i, : len(values)] = values
-    picked = rng.integers(len(groups), size=(times, len(groups)))
-    k = counts[picked]
+    block = max(1, _DRAW_BLOCK // (len(groups) * width))
+    sums, drawn_counts = np.zeros(times), np.zeros(times)
     if width == 1:
-        drawn = matrix[picked, 0]
-        return drawn.sum(axis=1), k.sum(axis=1).astype(float)
-    trial = np.floor(rng.random((times, len(groups), width)) * k[..., None]).astype(int)
-    mask = np.arange(width)[None, None, :] < k[..., None]
-    drawn = matrix[picked[..., None], trial]
-    return np.where(mask, drawn, 0.0).sum(axis=(1, 2)), mask.sum(axis=(1, 2)).astype(float)
+        for start in range(0, times, block):
+            picked = rng.integers(len(groups), size=(min(block, times - start), len(groups)), dtype=np.int32)
+            sums[start:start + len(picked)] = matrix[picked, 0].sum(axis=1)
+            drawn_counts[start:start + len(picked)] = counts[picked].sum(axis=1)
+        return sums, drawn_counts
+    picked = rng.integers(len(groups), size=(times, len(groups)), dtype=np.int32)  # all before the trials' draws
+    for start in range(0, times, block):
+        rows = picked[start:start + block]
+        k = counts[rows]
+        trial = np.floor(rng.random((len(rows), len(groups), width)) * k[..., None]).astype(int)
+        mask = np.arange(width)[None, None, :] < k[..., None]
+        drawn = matrix[rows[..., None], trial]
+        sums[start:start + len(rows)] = np.where(mask, drawn, 0.0).sum(axis=(1, 2))
+        drawn_counts[start:start + len(rows)] = mask.sum(axis=(1, 2))
+    return sums, drawn_counts
 
 
 def _group_resamples(phenotypes: Nested, n_boot: int, rng):

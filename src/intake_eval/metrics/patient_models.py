@@ -26,9 +26,10 @@ def several_patient_models(rows: list[dict[str, Any]]) -> bool:
     return len({row.get("patient", "") for row in rows}) > 1
 
 
-def patient_model_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per arm and patient model over scored conversation rows (metrics/conversations.csv's)."""
-    if not several_patient_models(rows):
+def patient_model_rows(rows: list[dict[str, Any]], several: bool | None = None) -> list[dict[str, Any]]:
+    """One row per arm and patient model over scored conversation rows (metrics/conversations.csv's);
+    ``several``: whether the run has several patient models, when these rows are only part of it."""
+    if not (several if several is not None else several_patient_models(rows)):
         return []
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:

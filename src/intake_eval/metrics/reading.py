@@ -4,22 +4,42 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Iterator
+import os
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from intake_eval.core.numbers import csv_cell
 from intake_eval.core.records import Judgment
+from intake_eval.core.fs import remove_quietly
 from intake_eval.core.store import iter_records, write_text_atomic
-from intake_eval.metrics.figures import TurnLabels, turn_labels
+from intake_eval.metrics.figures import TurnLabels, turn_labels, turn_labels_from_data
+
+
+class _LabelledJudgment:
+    """A judgment line validated once, its turns read straight into labels when they are in the exact form the
+    model would accept unchanged (``figures.turn_labels_from_data``: most lines; the rest of the record still
+    goes through pydantic), else the whole line through pydantic. Raises pydantic's ValidationError like
+    ``Judgment.model_validate``, so the reader skips and names an invalid line as it does any record."""
+
+    @staticmethod
+    def model_validate(data: dict[str, Any]) -> tuple[Judgment, list[TurnLabels]]:
+        labels = turn_labels_from_data(data)
+        if labels is None:
+            judgment = Judgment.model_validate(data)
+            labels, judgment.turns = turn_labels(judgment), []
+            return judgment, labels
+        return Judgment.model_validate({**data, "turns": []}), labels
+
+
+_LabelledJudgment.__name__ = Judgment.__name__  # the reader's warnings name the record kind
 
 
 def iter_judgment_labels(path: Path) -> Iterator[tuple[Judgment, list[TurnLabels]]]:
     """Stream (judgment without its turns, its labels). Each line is validated once by the reader
     (a line that is not a valid Judgment is skipped there with ``file:line`` and the reason)."""
-    for judgment in iter_records(path, Judgment):
-        labels, judgment.turns = turn_labels(judgment), []
-        yield judgment, labels
+    reader: Any = _LabelledJudgment  # stands in for the record model: iter_records calls its model_validate
+    yield from iter_records(path, reader)
 
 
 def csv_text(columns: Iterable[str], rows: Iterable[dict[str, Any]]) -> str:
@@ -35,4 +55,22 @@ def csv_text(columns: Iterable[str], rows: Iterable[dict[str, Any]]) -> str:
 def write_csv(path: Path, columns: Iterable[str], rows: Iterable[dict[str, Any]]) -> Path:
     """``csv_text`` written atomically: every metrics/*.csv, report/headline.csv and the patient-QC tables."""
     write_text_atomic(path, csv_text(columns, rows))
+    return path
+
+
+def write_csv_rows(path: Path, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
+    """``write_csv``'s bytes for rows given as sequences in ``columns`` order, streamed to disk (a long table
+    is never held as one text) and moved into place at the end."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as handle:
+            writer = csv.writer(handle, lineterminator="\n")
+            writer.writerow(columns)
+            for row in rows:
+                writer.writerow([csv_cell(value) for value in row])
+        os.replace(tmp, path)
+    except BaseException:
+        remove_quietly(tmp)
+        raise
     return path

@@ -245,6 +245,7 @@ class Metric:
     headline: bool = False
     compared: bool = False
     generation: int = 1  # the column layout that added it (see the module docstring)
+    dtype: str = "float64"  # its column's type in metrics/conversations.parquet: float64, int64 or bool
 
     def header(self) -> str:
         """The headline's column label (page, summary.md)."""
@@ -267,7 +268,7 @@ class Metric:
 def _question_count(qtype: str) -> Metric:
     return Metric(f"n_{qtype}", f"clinician turns (turn ≥ 1) the judge labelled {qtype}.",
                   lambda judged: judged.figures.metrics.question_types.get(qtype, 0),
-                  f"{qtype.replace('_', ' ')} turns", scale=COUNT)
+                  f"{qtype.replace('_', ' ')} turns", scale=COUNT, dtype="int64")
 
 
 def _asked_rate(judged: Judged) -> float | None:
@@ -290,18 +291,18 @@ METRICS: tuple[Metric, ...] = (
            lambda judged: judged.figures.metrics.first_treatment_planning_turn, "first treatment-planning turn",
            tag="1st TP", scale=TURN, aggregate=MedianCountingUndefined("median_first_treatment_planning_turn",
                                                          "first_treatment_planning_undefined"),
-           short="first_tp", headline=True, compared=True),
+           short="first_tp", headline=True, compared=True, dtype="int64"),
     Metric("premature_closure_turn",
            "smallest t such that every turn from t to the last is treatment_planning or other.",
            lambda judged: judged.figures.metrics.premature_closure_turn, "premature closure turn",
            tag="closure", scale=TURN, aggregate=MedianCountingUndefined("median_premature_closure_turn", "premature_closure_undefined"),
-           short="closure", headline=True, compared=True),
+           short="closure", headline=True, compared=True, dtype="int64"),
     Metric("patient_leak_count", "turns the judge marked patient_faithful = false.",
            lambda judged: judged.figures.metrics.patient_leak_count, "patient leaks", tag="leaks", scale=COUNT,
            aggregate=TotalAndConversations("patient_leak_count", "conversations_leaking"), short="leak", unit="turns",
-           headline=True, compared=True),
+           headline=True, compared=True, dtype="int64"),
     Metric("n_turns", "clinician turns (turn ≥ 1) judged.", lambda judged: judged.figures.metrics.n_turns,
-           "clinician turns", scale=COUNT),
+           "clinician turns", scale=COUNT, dtype="int64"),
     *(_question_count(qtype) for qtype in QUESTION_TYPES),
     Metric("leak_adjusted_active_coverage_rate",
            "active coverage over the hidden domains whose first disclosure was asked about (leaked domains leave "
@@ -310,7 +311,7 @@ METRICS: tuple[Metric, ...] = (
            aggregate=Mean("mean_leak_adjusted_active_coverage"), generation=2),
     Metric("overshared", "some hidden domain was first disclosed on a turn that did not ask about it.",
            lambda judged: judged.figures.metrics.overshared, "overshared", scale=COUNT,
-           aggregate=CountTrue("conversations_overshared"), generation=2),
+           aggregate=CountTrue("conversations_overshared"), generation=2, dtype="bool"),
     Metric("hidden_asked_rate", "hidden domains with some turn where asked_about is true, ÷ hidden domains.",
            _asked_rate, "asked about", tag="asked", aggregate=MeanWithInterval("mean_hidden_asked_rate"), short="asked",
            headline=True, generation=3),

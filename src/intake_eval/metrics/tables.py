@@ -1,13 +1,14 @@
-"""metrics/*.csv from a run folder: the numbers the report and the paper read.
+"""metrics/*.csv (and the long tables' Parquet) from a run folder: the numbers the report and the paper read.
 
-Records stream from disk one at a time; what is kept per (conversation, judge) is a metrics row,
-per-domain outcomes, the coverage trajectory and the paired-label units (no transcripts). The
-latest record per conversation wins, so an uncompacted file (a crash mid-stage) gives the same
-tables as a compacted one. Judgments that are not ok are excluded from every rate and counted.
+The metrics pass (metrics/collect.py) streams the records once and writes what each table needs to Parquet;
+each table then reads only its columns, one judge × clinician arm at a time (one clinician for the agreement
+and the cost tables, one judge for the comparisons), so memory holds one arm's columns, not the run. Rows
+are taken in (conversation) order within an arm, so an uncompacted record file gives the same tables as a
+compacted one. Judgments that are not ok are excluded from every rate and counted.
 
-Files: turn_labels (Parquet, and CSV while it fits a spreadsheet: metrics/turn_labels.py), conversations, cells, domains, trajectories, agreement, clinicians, comparisons, masking, masking_model,
-intervals (which interval each figure states),
-domain_events, probe_curves, cost, cost_conversations, cost_per_domain.
+Files: turn_labels, conversations and domain_events (Parquet, and CSV while they fit a spreadsheet), cells,
+domains, trajectories, agreement, clinicians, comparisons, masking, masking_model, intervals (which interval
+each figure states), probe_curves, cost, cost_conversations, cost_per_domain.
 Every aggregate is per judge (the primary and each cross-check) and per clinician, condition and
 patient mode; an undefined value is an empty cell.
 """
@@ -16,39 +17,41 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from intake_eval.core.records import QUESTION_TYPES
 from intake_eval.core.stage_kinds import StageKinds
-from intake_eval.core.store import (
-    RunPaths,
-)
+from intake_eval.core.store import RunPaths
 from intake_eval.metrics import registry
-from intake_eval.metrics.agreement import (
-    CompactUnits,
-    PairedLabels,
-    agreement_rows,
-)
+from intake_eval.metrics.agreement import LABELS, PairedLabels, agreement_rows
 from intake_eval.metrics.answers import write_answer_tables
 from intake_eval.metrics.clinical import (
     RowCollector,
     load_default_catalog,
     write_diagnosis_metrics,
 )
-from intake_eval.metrics.collect import Collected, collect
+from intake_eval.metrics.collect import (
+    SEPARATOR,
+    Collected,
+    collected as collected_pass,
+    conversation_columns,
+    publish,
+)
+from intake_eval.metrics.columnar import distinct, read_columns, row_count, sorted_rows
+from intake_eval.metrics.columnar import sorted_rows_of as _rows
 from intake_eval.metrics.cost import COST_BILLED_COLUMNS, cost_billed_rows, cost_tables
-from intake_eval.metrics.curves import PROBE_CURVE_COLUMNS, probe_curve_rows
-from intake_eval.metrics.events import DOMAIN_EVENT_COLUMNS, domain_event_rows
+from intake_eval.metrics.curves import ALL_DOMAINS, PROBE_CURVE_COLUMNS, curve_rows
+from intake_eval.metrics.events import DOMAIN_EVENT_COLUMNS
 from intake_eval.metrics.forks import write_capacity_gap
 from intake_eval.metrics.intervals import COLUMNS as INTERVAL_COLUMNS
 from intake_eval.metrics.intervals import interval_rows
 from intake_eval.metrics.masking_model import COLUMNS as MASKING_MODEL_COLUMNS
 from intake_eval.metrics.masking_model import masking_model_rows
-from intake_eval.metrics.patient_models import PATIENT_MODEL_COLUMNS, patient_model_rows, several_patient_models
+from intake_eval.metrics.patient_models import PATIENT_MODEL_COLUMNS, patient_model_rows
 from intake_eval.metrics.patient_population import write_population_table
-from intake_eval.metrics.reading import write_csv
+from intake_eval.metrics.reading import write_csv, write_csv_rows
 from intake_eval.metrics.stats import (
     add_holm,
     mean_ci,
@@ -57,27 +60,14 @@ from intake_eval.metrics.stats import (
     paired_difference_ci,
 )
 from intake_eval.metrics.styles import write_style_tables
-from intake_eval.metrics.turn_labels import TURN_LABELS_TABLE, TurnLabelRows
+from intake_eval.metrics.turn_labels import SPREADSHEET_ROWS, TURN_LABELS_TABLE, TurnLabelRows
 
 GROUP = ("judge", "clinician", "condition", "patient_mode")
-_CONVERSATION_FACTS = ("conversation_id", "judge", "judge_mode", "clinician", "phenotype", "profile_id", "condition",
-                       "patient_mode", "trial", "alignment", "n_hidden", "status")
-_CONVERSATION_BOOKKEEPING = ("caught_domains", "missed_domains", "bled_domains", "judge_calls", "judge_prompt_tokens",
-                             "judge_completion_tokens", "judge_cost_usd", "judge_errors")
-
-
-def conversation_columns() -> list[str]:
-    """metrics/conversations.csv: the conversation's facts, the declared metrics (registry.METRICS) and the
-    judge's bookkeeping, each generation of columns after those published before it."""
-    return [*_CONVERSATION_FACTS, *registry.conversation_metric_columns(1, 1), *_CONVERSATION_BOOKKEEPING,
-            *registry.conversation_metric_columns(2, 2), "judge_cached_prompt_tokens",
-            *registry.conversation_metric_columns(3, 3), "patient", *registry.conversation_metric_columns(4)]
-
-
 CONVERSATION_COLUMNS = tuple(conversation_columns())  # the shipped declarations' layout
+Arm = tuple[str, str]  # (judge, clinician): the unit the tables read at a time
 
 
-# ---------------------------------------------------------------- tables
+# ---------------------------------------------------------------- reading the pass's tables
 
 
 def _group_key(row: dict[str, Any]) -> tuple:
@@ -88,6 +78,26 @@ def _group_dict(key: tuple) -> dict[str, Any]:
     return dict(zip(GROUP, key))
 
 
+def _arms(collected: Collected) -> list[Arm]:
+    return [(str(judge), str(clinician)) for judge, clinician in distinct(collected.conversations, ["judge", "clinician"])]
+
+
+_SUMMARY_COLUMNS = ("conversation_id", "judge", "judge_mode", "clinician", "condition", "patient_mode", "profile_id",
+                    "phenotype", "alignment", "status", "patient", "judge_calls", "judge_prompt_tokens",
+                    "judge_completion_tokens", "judge_cost_usd")
+
+
+def _arm_rows(collected: Collected, arm: Arm) -> list[dict[str, Any]]:
+    """The conversation rows of one arm with the columns the per-arm tables read, in conversation order."""
+    columns = [*_SUMMARY_COLUMNS, *(metric.name for metric in registry.METRICS)]
+    return [dict(zip(columns, row)) for row in _rows(collected.conversations, columns,
+                                                     {"judge": arm[0], "clinician": arm[1]})]
+
+
+def _ok(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [row for row in rows if row["status"] == "ok"]
+
+
 def _coverage_estimate(rows: list[dict[str, Any]], seed: str) -> dict[str, Any]:
     """Mean active coverage with its interval, n, n_profiles and ci_method: the declared headline aggregate."""
     coverage = registry.by_name()["active_coverage_rate"]
@@ -95,15 +105,11 @@ def _coverage_estimate(rows: list[dict[str, Any]], seed: str) -> dict[str, Any]:
     return coverage.aggregate.summarise(coverage.name, rows, seed)
 
 
-def _ok_rows(collected: Collected) -> list[dict[str, Any]]:
-    return [row for row in collected.rows.values() if row["status"] == "ok"]
-
-
-def repeated_trials(collected: Collected) -> bool:
+def repeated_trials(ok_rows: list[dict[str, Any]]) -> bool:
     """Does some profile have more than one scored conversation of one arm (by one judge)? Then every
     interval is the nested bootstrap (stats.mean_ci decides the same way, group by group)."""
     seen: set[tuple] = set()
-    for row in _ok_rows(collected):
+    for row in ok_rows:
         key = (*_group_key(row), row["profile_id"])
         if key in seen:
             return True
@@ -111,9 +117,9 @@ def repeated_trials(collected: Collected) -> bool:
     return False
 
 
-def cells_rows(collected: Collected) -> list[dict[str, Any]]:
+def cells_rows(ok_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     groups: dict[tuple, list] = defaultdict(list)
-    for row in _ok_rows(collected):
+    for row in ok_rows:
         groups[(*_group_key(row), row["phenotype"])].append(row)
     out = []
     for key in sorted(groups):
@@ -124,133 +130,191 @@ def cells_rows(collected: Collected) -> list[dict[str, Any]]:
     return out
 
 
-def domains_rows(collected: Collected) -> list[dict[str, Any]]:
+def _walk(path: Path, arm: Arm, group: Sequence[str], columns: Sequence[str]) -> Iterator[tuple[tuple, list[tuple]]]:
+    """One arm's rows group by group (``group`` columns, sorted), each group's rows in conversation order."""
+    rows = sorted_rows(path, [*group, *columns], (*group, "conversation_id"), where={"judge": arm[0], "clinician": arm[1]})
+    width = len(group)
+    for key, members in itertools.groupby(rows, key=lambda row: row[:width]):
+        yield key, [row[width:] for row in members]
+
+
+def domains_rows(collected: Collected, arm: Arm) -> list[dict[str, Any]]:
     """Per domain: rates over the conversations where it was hidden; the active-coverage rate with the
     interval every figure uses (stats.mean_ci over profiles, nested with trials)."""
-    tallies: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
-    surfaced: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for key, outcomes in collected.outcomes.items():
-        row = collected.rows[key]
-        for outcome in outcomes:
-            group = (*_group_key(row), outcome.domain)
-            tally = tallies[group]
-            tally[0] += 1
-            tally[1] += outcome.actively_covered
-            tally[2] += outcome.bled
-            tally[3] += outcome.first_asked_turn is not None
-            tally[4] += outcome.leaked
-            surfaced[group][row["profile_id"]].append(float(outcome.actively_covered))
     out = []
-    for key, (n, covered, bled, asked, leaked) in sorted(tallies.items()):
-        estimate = mean_ci(surfaced[key], seed="domains|" + "|".join(map(str, key)))
-        out.append({**_group_dict(key[:-1]), "domain": key[-1], "n": n, "active_coverage_rate": covered / n,
-                    "bleed_rate": bled / n, "asked_rate": asked / n, "leak_rate": leaked / n,
+    for (condition, mode, domain), rows in _walk(collected.domain_events, arm, ("condition", "patient_mode", "domain"),
+                                                 ("profile_id", "actively_covered", "bled", "first_asked_turn",
+                                                  "first_disclosure_unasked")):
+        key = (*arm, condition, mode, domain)
+        surfaced: dict[str, list[float]] = defaultdict(list)
+        for profile, covered, _bled, _asked, _leaked in rows:
+            surfaced[profile].append(float(covered))
+        n = len(rows)
+        estimate = mean_ci(surfaced, seed="domains|" + "|".join(map(str, key)))
+        out.append({**_group_dict(key[:-1]), "domain": domain, "n": n,
+                    "active_coverage_rate": sum(row[1] for row in rows) / n,
+                    "bleed_rate": sum(row[2] for row in rows) / n,
+                    "asked_rate": sum(row[3] is not None for row in rows) / n,
+                    "leak_rate": sum(row[4] for row in rows) / n,
                     "active_coverage_ci_low": estimate.ci_low, "active_coverage_ci_high": estimate.ci_high,
                     "ci_method": estimate.method})
     return out
 
 
-def trajectories_rows(collected: Collected) -> list[dict[str, Any]]:
+def trajectories_rows(collected: Collected, arm: Arm) -> list[dict[str, Any]]:
     """Mean cumulative coverage per turn with its 95 % CI (stats.mean_ci: profiles, nested with trials), and the question mix."""
-    by_profile: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    mix: dict[tuple, dict[str, int]] = defaultdict(lambda: dict.fromkeys(QUESTION_TYPES, 0))
-    for key, points in collected.trajectories.items():
-        row = collected.rows[key]
-        group = _group_key(row)
-        for turn, coverage in points:
-            if coverage is not None:
-                by_profile[(*group, turn)][row["profile_id"]].append(coverage)
-        for turn, qtype in collected.qtypes[key].items():
-            mix[(*group, turn)][qtype] += 1
     out = []
-    for key in sorted(set(by_profile) | set(mix)):
-        estimate = mean_ci(by_profile.get(key, {}), seed="trajectory-band|" + "|".join(map(str, key[1:])))
-        counts = mix.get(key, dict.fromkeys(QUESTION_TYPES, 0))
+    for (condition, mode, turn), rows in _walk(collected.turns, arm, ("condition", "patient_mode", "turn"),
+                                               ("profile_id", "coverage", "question_type")):
+        key = (*arm, condition, mode, turn)
+        by_profile: dict[str, list[float]] = defaultdict(list)
+        counts = dict.fromkeys(QUESTION_TYPES, 0)
+        for profile, coverage, qtype in rows:
+            if coverage is not None:
+                by_profile[profile].append(coverage)
+            if qtype is not None:
+                counts[qtype] += 1
+        if not by_profile and not any(qtype is not None for _p, _c, qtype in rows):
+            continue  # neither a coverage point nor a question at this turn
+        estimate = mean_ci(by_profile, seed="trajectory-band|" + "|".join(map(str, key[1:])))
         asked = sum(counts.values())
-        out.append({**_group_dict(key[:-1]), "turn": key[-1], "n": estimate.n,
+        out.append({**_group_dict(key[:-1]), "turn": turn, "n": estimate.n,
                     "mean_cumulative_coverage": estimate.mean, "mean_cumulative_coverage_ci_low": estimate.ci_low,
                     "mean_cumulative_coverage_ci_high": estimate.ci_high, "ci_method": estimate.method,
                     **{f"share_{q}": (counts[q] / asked if asked else None) for q in QUESTION_TYPES}})
     return out
 
 
+def _unit_values(label: str, text: str) -> list[Any]:
+    if label == "question_type":
+        return text.split(SEPARATOR) if text else []
+    return [flag == "1" for flag in text]
+
+
 def agreement_table(collected: Collected) -> list[dict[str, Any]]:
-    by_judge: dict[str, dict[str, CompactUnits]] = defaultdict(dict)
-    for (judge, conversation_id), units in collected.units.items():
-        by_judge[judge][conversation_id] = units
+    """Cohen's κ per label between every two judges, on the conversations both labelled successfully;
+    read one clinician at a time (a conversation's judgments all name its clinician), conversation by conversation."""
+    pairs: dict[tuple[str, str], PairedLabels] = {}
+    judges = sorted(str(judge) for (judge,) in distinct(collected.units, ["judge"]))
+    for judge_a, judge_b in itertools.combinations(judges, 2):
+        pairs[(judge_a, judge_b)] = PairedLabels.empty()
+    columns = ["conversation_id", "judge", *(f"{label}_{part}" for label in LABELS for part in ("keys", "values"))]
+    for (clinician,) in distinct(collected.units, ["clinician"]):
+        rows = sorted_rows(collected.units, columns, ("conversation_id", "judge"), where={"clinician": clinician})
+        for _conversation, judged in itertools.groupby(rows, key=lambda row: row[0]):
+            cells = {row[1]: row[2:] for row in judged}
+            for judge_a, judge_b in itertools.combinations(sorted(cells), 2):
+                _add_pair(pairs[(judge_a, judge_b)], cells[judge_a], cells[judge_b])
     out = []
-    for judge_a, judge_b in itertools.combinations(sorted(by_judge), 2):
-        pairs = PairedLabels.empty()
-        for conversation_id in sorted(by_judge[judge_a].keys() & by_judge[judge_b].keys()):
-            pairs.add_compact(by_judge[judge_a][conversation_id], by_judge[judge_b][conversation_id])
-        for row in agreement_rows(pairs):
-            out.append({"judge_a": judge_a, "judge_b": judge_b, "conversations": pairs.conversations,
+    for (judge_a, judge_b), paired in pairs.items():
+        for row in agreement_rows(paired):
+            out.append({"judge_a": judge_a, "judge_b": judge_b, "conversations": paired.conversations,
                         **row.__dict__})
     return out
 
 
-def clinicians_rows(collected: Collected) -> list[dict[str, Any]]:
+def _add_pair(pairs: PairedLabels, cells_a: tuple, cells_b: tuple) -> None:
+    """One conversation's labels by two judges, paired on the units both labelled (a judge's unit keys and
+    values as the metrics pass wrote them: most pairs share their keys, so the values are zipped)."""
+    pairs.conversations += 1
+    for index, label in enumerate(LABELS):
+        keys_a, values_a = cells_a[2 * index], _unit_values(label, cells_a[2 * index + 1])
+        keys_b, values_b = cells_b[2 * index], _unit_values(label, cells_b[2 * index + 1])
+        if keys_a == keys_b:
+            pairs.joint[label].update(zip(values_a, values_b))
+        else:
+            a = dict(zip(keys_a.split(SEPARATOR), values_a))
+            b = dict(zip(keys_b.split(SEPARATOR), values_b))
+            pairs.joint[label].update((a[key], b[key]) for key in a.keys() & b.keys())
+
+
+def clinicians_rows(arm_rows: list[dict[str, Any]], spend: dict[tuple, list[Any]]) -> list[dict[str, Any]]:
+    """One arm's rows per (condition, patient mode); ``spend``: (clinician, condition, patient mode) →
+    [conversation failures, clinician tokens, clinician dollars] over the arm's conversations."""
     groups: dict[tuple, list] = defaultdict(list)
-    for row in collected.rows.values():
+    for row in arm_rows:
         groups[_group_key(row)].append(row)
-    failures: dict[tuple, int] = defaultdict(int)
-    clinician_spend: dict[tuple, list[float]] = defaultdict(lambda: [0, 0.0])
-    for meta in collected.conversations.values():
-        group = (meta["clinician"], meta["condition"], meta["patient_mode"])
-        failures[group] += meta["status"] != "ok"
-        clinician_spend[group][0] += meta["tokens"]
-        clinician_spend[group][1] += meta["cost"]
     out = []
     for key in sorted(groups):
         rows = groups[key]
         ok = [r for r in rows if r["status"] == "ok"]
         costs = [r["judge_cost_usd"] for r in rows]
+        failures, tokens, dollars = spend.get(key[1:], (0, 0, 0.0))
         out.append({
             **_group_dict(key), "judge_mode": rows[0]["judge_mode"], "judged": len(rows),
             **registry.summarise(ok, "clinicians|" + "|".join(map(str, key))),
-            "conversation_failures": failures.get(key[1:], 0),
+            "conversation_failures": failures,
             "judge_errors": sum(1 for r in rows if r["status"] == "judge_error"),
             "judge_provider_errors": sum(1 for r in rows if r["status"] not in ("ok", "judge_error")),
             "judge_tokens": sum(r["judge_prompt_tokens"] + r["judge_completion_tokens"] for r in rows),
             "judge_tokens_per_conversation": mean_or_none([r["judge_prompt_tokens"] + r["judge_completion_tokens"] for r in rows]),
             "judge_cost_usd": sum(c for c in costs if c is not None) if all(c is not None for c in costs) else None,
-            "clinician_tokens": clinician_spend.get(key[1:], [0, 0.0])[0],
-            "clinician_cost_usd": clinician_spend.get(key[1:], [0, 0.0])[1],
+            "clinician_tokens": tokens,
+            "clinician_cost_usd": dollars,
         })
     return out
 
 
-def comparisons_rows(collected: Collected, metrics: Iterable[str] = ("active_coverage_rate", "bleed_rate")) -> list[dict[str, Any]]:
+def _clinician_spend(collected: Collected) -> dict[tuple, list[Any]]:
+    """(clinician, condition, patient mode) → [failed conversations, clinician tokens, clinician dollars],
+    summed in conversation order."""
+    spend: dict[tuple, list[Any]] = defaultdict(lambda: [0, 0, 0.0])
+    columns = ("clinician", "condition", "patient_mode", "status", "clinician_tokens", "clinician_cost")
+    for (clinician,) in distinct(collected.meta, ["clinician"]):
+        for _clinician, condition, mode, status, tokens, dollars in _rows(collected.meta, columns,
+                                                                          {"clinician": clinician}):
+            tally = spend[(clinician, condition, mode)]
+            tally[0] += status != "ok"
+            tally[1] += tokens
+            tally[2] += dollars
+    return spend
+
+
+def comparisons_rows(collected: Collected, judge: str,
+                     metrics: Iterable[str] = ("active_coverage_rate", "bleed_rate")) -> list[dict[str, Any]]:
     """Paired tests between every two clinicians on the profiles both were run on (trials averaged for
     the tests; A − B with its CI from stats.paired_difference_ci, nested with trials). Every test of one
-    judge is one family: its p-values are Holm-adjusted together (``*_holm``)."""
-    per_clinician: dict[tuple, dict[str, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(dict))
-    for metric in metrics:
-        for row in _ok_rows(collected):
-            if row[metric] is None:
+    judge is one family: its p-values are Holm-adjusted together (``*_holm``). Read one (condition,
+    patient mode) of the judge at a time."""
+    compared = list(metrics)
+    out: list[dict[str, Any]] = []
+    rows = sorted_rows(collected.conversations, ["condition", "patient_mode", "status", "clinician", "profile_id",
+                                                 *compared], ("condition", "patient_mode", "conversation_id"),
+                       where={"judge": judge})
+    for (condition, mode), members in itertools.groupby(rows, key=lambda row: row[:2]):  # scopes come sorted
+        per_metric: dict[str, dict[str, dict[str, list[float]]]] = {metric: defaultdict(dict) for metric in compared}
+        for row in members:
+            if row[2] != "ok":
                 continue
-            scope = (row["judge"], row["condition"], row["patient_mode"], metric)
-            per_clinician[scope][row["clinician"]].setdefault(row["profile_id"], []).append(float(row[metric]))
-    out = []
-    for scope in sorted(per_clinician):
-        clinicians = per_clinician[scope]
-        for a, b in itertools.combinations(sorted(clinicians), 2):
-            values_a = {p: sum(v) / len(v) for p, v in clinicians[a].items()}
-            values_b = {p: sum(v) / len(v) for p, v in clinicians[b].items()}
-            seed = "|".join((*scope, a, b))
-            result = paired_comparison(values_a, values_b, seed=seed)
-            interval = paired_difference_ci(clinicians[a], clinicians[b], seed=f"difference|{seed}")
-            out.append({"judge": scope[0], "condition": scope[1], "patient_mode": scope[2], "metric": scope[3],
-                        "clinician_a": a, "clinician_b": b, **result.__dict__,
-                        "difference_ci_low": interval.ci_low, "difference_ci_high": interval.ci_high,
-                        "ci_method": interval.method})
+            for metric, value in zip(compared, row[5:]):
+                if value is not None:
+                    per_metric[metric][row[3]].setdefault(row[4], []).append(float(value))
+        for metric in sorted(compared):
+            out += _paired_tests((judge, condition, mode, metric), per_metric[metric])
     add_holm(out, ("wilcoxon_p", "permutation_p"), family=("judge",))
     return out
 
 
-def masking_rows(collected: Collected) -> list[dict[str, Any]]:
+def _paired_tests(scope: tuple[str, str, str, str], clinicians: dict[str, dict[str, list[float]]]
+                  ) -> list[dict[str, Any]]:
+    """Every two clinicians of one (judge, condition, patient mode, metric): clinician → profile → values."""
+    out = []
+    for a, b in itertools.combinations(sorted(clinicians), 2):
+        values_a = {p: sum(v) / len(v) for p, v in clinicians[a].items()}
+        values_b = {p: sum(v) / len(v) for p, v in clinicians[b].items()}
+        seed = "|".join((*scope, a, b))
+        result = paired_comparison(values_a, values_b, seed=seed)
+        interval = paired_difference_ci(clinicians[a], clinicians[b], seed=f"difference|{seed}")
+        out.append({"judge": scope[0], "condition": scope[1], "patient_mode": scope[2], "metric": scope[3],
+                    "clinician_a": a, "clinician_b": b, **result.__dict__,
+                    "difference_ci_low": interval.ci_low, "difference_ci_high": interval.ci_high,
+                    "ci_method": interval.method})
+    return out
+
+
+def masking_rows(ok_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     groups: dict[tuple, list] = defaultdict(list)
-    for row in _ok_rows(collected):
+    for row in ok_rows:
         groups[(*_group_key(row), row["alignment"] or "unknown")].append(row)
     out = []
     for key in sorted(groups):
@@ -264,6 +328,24 @@ def masking_rows(collected: Collected) -> list[dict[str, Any]]:
                                         if row["alignment"] == "masked" and reference is not None
                                         and row["mean_active_coverage"] is not None else None)
     return out
+
+
+def probe_curve_rows(collected: Collected, arm: Arm) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One arm's (not yet asked, still probing) curve rows (metrics/curves.py)."""
+    where = {"judge": arm[0], "clinician": arm[1]}
+    asked: dict[tuple, list[tuple[int, bool]]] = defaultdict(list)
+    probing: dict[tuple, list[tuple[int, bool]]] = defaultdict(list)
+    for condition, mode, domain, first_asked, last in sorted_rows(
+            collected.domain_events, ("condition", "patient_mode", "domain", "first_asked_turn", "last_turn"),
+            ("conversation_id",), where=where):
+        unit = (first_asked, True) if first_asked is not None else (last, False)
+        asked[(*arm, condition, mode, ALL_DOMAINS)].append(unit)
+        asked[(*arm, condition, mode, domain)].append(unit)
+    for condition, mode, closure, last in sorted_rows(collected.units, ("condition", "patient_mode",
+                                                                         "premature_closure", "last_turn"),
+                                                      ("conversation_id",), where=where):
+        probing[(*arm, condition, mode, ALL_DOMAINS)].append((closure, True) if closure is not None else (last, False))
+    return curve_rows(asked, probing)
 
 
 _GROUP_COLUMNS = list(GROUP)
@@ -307,44 +389,91 @@ def write_metrics(paths: RunPaths, kinds: StageKinds) -> dict[str, Path]:
         turn_labels.add(*seen)
 
     try:
-        return _write_tables(paths, kinds, collect(paths, also=also), diagnosis, turn_labels)
+        with collected_pass(paths, also=also) as collected:
+            return _write_tables(paths, kinds, collected, diagnosis, turn_labels)
     except BaseException:
         turn_labels.discard()  # no partial Parquet file is left beside the tables
         raise
 
 
+def write_long_csv(source: Path, target: Path, columns: Sequence[str]) -> Path:
+    """A long table's CSV, sorted by (judge, conversation), while it fits a spreadsheet; beyond, Parquet only
+    (an older, shorter CSV is removed: it would disagree). Returns the table's main file."""
+    if row_count(source) > SPREADSHEET_ROWS:
+        target.unlink(missing_ok=True)
+        return target.with_suffix(".parquet")
+    return write_csv_rows(target, columns, sorted_rows(source, columns, ("judge", "conversation_id"), "judge"))
+
+
+class _ArmTables:
+    """The tables built one judge × clinician arm at a time, each arm's rows appended in arm order."""
+
+    NAMES = ("cells", "domains", "trajectories", "clinicians", "masking", "masking_model", "patient_models")
+
+    def __init__(self) -> None:
+        self.rows: dict[str, list[dict[str, Any]]] = {name: [] for name in self.NAMES}
+        self.not_yet_asked: list[dict[str, Any]] = []
+        self.still_probing: list[dict[str, Any]] = []
+        self.repeated = False
+        self.patients: set[str] = set()
+
+    def add(self, collected: Collected, arm: Arm, spend: dict[tuple, list[Any]], pooled: bool) -> None:
+        rows = _arm_rows(collected, arm)
+        ok = _ok(rows)
+        self.repeated = self.repeated or repeated_trials(ok)
+        self.rows["cells"] += cells_rows(ok)
+        self.rows["clinicians"] += clinicians_rows(rows, spend)
+        self.rows["masking"] += masking_rows(ok)
+        self.rows["masking_model"] += masking_model_rows(ok)
+        if pooled:
+            self.rows["patient_models"] += patient_model_rows(ok, several=True)
+        del rows, ok
+        self.rows["domains"] += domains_rows(collected, arm)
+        self.rows["trajectories"] += trajectories_rows(collected, arm)
+        asked, probing = probe_curve_rows(collected, arm)
+        self.not_yet_asked += asked
+        self.still_probing += probing
+
+
+def _several_patient_models(collected: Collected) -> bool:
+    statuses = read_columns(collected.conversations, ["status", "patient"])
+    return len(set(statuses["patient"][statuses["status"] == "ok"].tolist())) > 1
+
+
 def _write_tables(paths: RunPaths, kinds: StageKinds, collected: Collected, diagnosis: RowCollector,
                   turn_labels: TurnLabelRows) -> dict[str, Path]:
-    # Each table is built, written and dropped in turn: only one table's rows are held beside the collected
-    # figures (the long ones, conversations and domain_events, have a row per judgment or more).
-    builders: dict[str, Callable[[], tuple[Sequence[str], list[dict[str, Any]]]]] = {
-        "conversations": lambda: (conversation_columns(), [collected.rows[key] for key in sorted(collected.rows)]),
-        "cells": lambda: (TABLE_COLUMNS["cells"], cells_rows(collected)),
-        "domains": lambda: (TABLE_COLUMNS["domains"], domains_rows(collected)),
-        "trajectories": lambda: (TABLE_COLUMNS["trajectories"], trajectories_rows(collected)),
-        "agreement": lambda: (TABLE_COLUMNS["agreement"], agreement_table(collected)),
-        "clinicians": lambda: (clinician_columns(), clinicians_rows(collected)),
-        "comparisons": lambda: (TABLE_COLUMNS["comparisons"], comparisons_rows(collected)),
-        "masking": lambda: (TABLE_COLUMNS["masking"], masking_rows(collected)),
-        "masking_model": lambda: (MASKING_MODEL_COLUMNS, masking_model_rows(_ok_rows(collected))),
-        "intervals": lambda: (INTERVAL_COLUMNS, interval_rows(
-            repeated_trials(collected), pooled_patients=several_patient_models(_ok_rows(collected)))),
-        "domain_events": lambda: (DOMAIN_EVENT_COLUMNS, domain_event_rows(collected.rows, collected.outcomes,
-                                                                          collected.last_turns)),
-        "probe_curves": lambda: (PROBE_CURVE_COLUMNS, probe_curve_rows(collected.rows, collected.outcomes,
-                                                                       collected.last_turns)),
-    }
     written = {}
-    for name, build in builders.items():
-        columns, rows = build()
-        written[name] = write_csv(paths.metrics(name), columns, rows)
-        del rows
-    for name, (columns, rows) in cost_tables(collected.conversations, collected.rows, collected.outcomes).items():
-        written[name] = write_csv(paths.metrics(name), columns, rows)
+    written["conversations"] = write_long_csv(collected.conversations, paths.metrics("conversations"),
+                                              conversation_columns())
+    pooled = _several_patient_models(collected)
+    spend = _clinician_spend(collected)
+    arm_tables = _ArmTables()
+    for arm in _arms(collected):
+        arm_tables.add(collected, arm, spend, pooled)
+    columns = {"cells": TABLE_COLUMNS["cells"], "domains": TABLE_COLUMNS["domains"],
+               "trajectories": TABLE_COLUMNS["trajectories"], "clinicians": clinician_columns(),
+               "masking": TABLE_COLUMNS["masking"], "masking_model": MASKING_MODEL_COLUMNS}
+    for name, table_columns in columns.items():
+        written[name] = write_csv(paths.metrics(name), table_columns, arm_tables.rows[name])
+    written["agreement"] = write_csv(paths.metrics("agreement"), TABLE_COLUMNS["agreement"], agreement_table(collected))
+    judges = [str(judge) for (judge,) in distinct(collected.conversations, ["judge"])]
+    written["comparisons"] = write_csv(paths.metrics("comparisons"), TABLE_COLUMNS["comparisons"],
+                                       [row for judge in judges for row in comparisons_rows(collected, judge)])
+    written["intervals"] = write_csv(paths.metrics("intervals"), INTERVAL_COLUMNS,
+                                     interval_rows(arm_tables.repeated, pooled_patients=pooled))
+    written["domain_events"] = write_long_csv(collected.domain_events, paths.metrics("domain_events"),
+                                              DOMAIN_EVENT_COLUMNS)
+    written["probe_curves"] = write_csv(paths.metrics("probe_curves"), PROBE_CURVE_COLUMNS,
+                                        [*arm_tables.not_yet_asked, *arm_tables.still_probing])
+    for name, (cost_columns, cost_rows) in cost_tables(collected, judges).items():
+        written[name] = write_csv_rows(paths.metrics(name), cost_columns, cost_rows)
     written["cost_billed"] = write_csv(paths.metrics("cost_billed"), COST_BILLED_COLUMNS, cost_billed_rows(paths, kinds))
-    by_patient = patient_model_rows(_ok_rows(collected))
-    if by_patient:  # a run with several patient models: the breakdown beside the pooled headline
-        written["patient_models"] = write_csv(paths.metrics("patient_models"), PATIENT_MODEL_COLUMNS, by_patient)
+    if arm_tables.rows["patient_models"]:  # a run with several patient models: the breakdown beside the pooled headline
+        written["patient_models"] = write_csv(paths.metrics("patient_models"), PATIENT_MODEL_COLUMNS,
+                                              arm_tables.rows["patient_models"])
+    published = publish(collected, paths)  # conversations.parquet, domain_events.parquet
+    if not paths.metrics("conversations").exists():
+        written["conversations"] = published["conversations"]
     written[TURN_LABELS_TABLE] = turn_labels.write(paths)  # .parquet, and .csv while it fits a spreadsheet
     # safety.csv (+ diagnosis.csv when conversations carry formulations), see metrics/clinical.py
     written.update(write_diagnosis_metrics(paths, collector=diagnosis))
