@@ -14,6 +14,8 @@ A conversation that failed is counted here and never scored (metrics/tables read
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from pydantic import Field
 
 from intake_eval.core.records import Conversation, PatientMode, Record, arm_condition
 from intake_eval.core.store import RunPaths, iter_records
-from intake_eval.metrics.reading import write_csv
+from intake_eval.metrics.reading import write_csv, write_csv_rows
 
 ANSWER_ROLES: tuple[str, ...] = ("clinician", "patient", "tracker", "formulation")
 UNUSABLE: tuple[str, ...] = ("refused", "empty_answer")
@@ -108,76 +110,125 @@ def _share(part: int, whole: int) -> float | None:
     return part / whole if whole else None
 
 
-def answer_rows(conversation_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per clinician arm, sorted."""
-    arms: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for row in conversation_rows:
-        arms.setdefault((row["clinician"], row["condition"], row["patient_mode"]), []).append(row)
-    out = []
-    for (clinician, condition, patient_mode), rows in sorted(arms.items()):
-        def total(column: str) -> int:
-            return sum(int(r[column]) for r in rows)
+class _ArmAnswers:
+    """One clinician arm's answer figures, added conversation row by conversation row (no row is kept)."""
 
-        def failed(role: str, status: str) -> int:
-            return sum(1 for r in rows if r["failed_role"] == role and r["status"] == status)
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = defaultdict(int)
 
-        out.append({
+    def add(self, row: dict[str, Any]) -> None:
+        counts = self.counts
+        counts["conversations"] += 1
+        counts["ok"] += row["status"] == "ok"
+        counts["failed"] += row["status"] != "ok"
+        for role in ("clinician", "patient", "tracker"):
+            for kind in UNUSABLE:
+                counts[f"{role}_{kind}"] += row["failed_role"] == role and row["status"] == kind
+        counts["failed_truncated"] += row["status"] == "truncated"
+        for column in ("clinician_answers", "clinician_truncated", "patient_answers", "patient_truncated",
+                       "tracker_truncated", "formulation_truncated"):
+            counts[column] += int(row[column])
+        counts["formulation_refused"] += row["formulation_status"] == "refused"
+
+    def row(self, clinician: str, condition: str, patient_mode: str) -> dict[str, Any]:
+        counts = self.counts
+        return {
             "clinician": clinician, "condition": condition, "patient_mode": patient_mode,
-            "conversations": len(rows), "ok": sum(1 for r in rows if r["status"] == "ok"),
-            "failed": sum(1 for r in rows if r["status"] != "ok"),
-            **{f"{role}_{kind}": failed(role, kind) for role in ("clinician", "patient", "tracker") for kind in UNUSABLE},
-            "failed_truncated": sum(1 for r in rows if r["status"] == "truncated"),
-            "clinician_answers": total("clinician_answers"), "clinician_truncated": total("clinician_truncated"),
-            "clinician_truncated_share": _share(total("clinician_truncated"), total("clinician_answers")),
-            "patient_answers": total("patient_answers"), "patient_truncated": total("patient_truncated"),
-            "patient_truncated_share": _share(total("patient_truncated"), total("patient_answers")),
-            "tracker_truncated": total("tracker_truncated"),
-            "formulation_refused": sum(1 for r in rows if r["formulation_status"] == "refused"),
-            "formulation_truncated": total("formulation_truncated"),
-        })
-    return out
+            "conversations": counts["conversations"], "ok": counts["ok"], "failed": counts["failed"],
+            **{f"{role}_{kind}": counts[f"{role}_{kind}"] for role in ("clinician", "patient", "tracker")
+               for kind in UNUSABLE},
+            "failed_truncated": counts["failed_truncated"],
+            "clinician_answers": counts["clinician_answers"], "clinician_truncated": counts["clinician_truncated"],
+            "clinician_truncated_share": _share(counts["clinician_truncated"], counts["clinician_answers"]),
+            "patient_answers": counts["patient_answers"], "patient_truncated": counts["patient_truncated"],
+            "patient_truncated_share": _share(counts["patient_truncated"], counts["patient_answers"]),
+            "tracker_truncated": counts["tracker_truncated"],
+            "formulation_refused": counts["formulation_refused"],
+            "formulation_truncated": counts["formulation_truncated"],
+        }
 
 
-def judge_answer_rows(judgments: list[JudgmentAnswers]) -> list[dict[str, Any]]:
-    groups: dict[tuple[str, str], list[JudgmentAnswers]] = {}
+class _AnswerTotals:
+    """Per clinician arm, the figures of the conversation rows seen so far."""
+
+    def __init__(self) -> None:
+        self.arms: dict[tuple[str, str, str], _ArmAnswers] = defaultdict(_ArmAnswers)
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.arms[(row["clinician"], row["condition"], row["patient_mode"])].add(row)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [arm.row(*key) for key, arm in sorted(self.arms.items())]
+
+
+def answer_rows(conversation_rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per clinician arm, sorted."""
+    totals = _AnswerTotals()
+    for row in conversation_rows:
+        totals.add(row)
+    return totals.rows()
+
+
+def judge_answer_rows(judgments: Iterable[JudgmentAnswers]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for judgment in judgments:
-        groups.setdefault((judgment.judge, judgment.clinician), []).append(judgment)
-    return [{
-        "judge": judge, "clinician": clinician, "judgments": len(rows),
-        "ok": sum(1 for j in rows if j.ok), "refused": sum(1 for j in rows if j.status == "refused"),
-        "judge_error": sum(1 for j in rows if j.status == "judge_error"),
-        "provider_error": sum(1 for j in rows if j.status.startswith("provider_error")),
-        "truncated_answers": sum(j.truncated for j in rows),
-    } for (judge, clinician), rows in sorted(groups.items())]
+        counts = groups[(judgment.judge, judgment.clinician)]
+        counts["judgments"] += 1
+        counts["ok"] += judgment.ok
+        counts["refused"] += judgment.status == "refused"
+        counts["judge_error"] += judgment.status == "judge_error"
+        counts["provider_error"] += judgment.status.startswith("provider_error")
+        counts["truncated_answers"] += judgment.truncated
+    return [{"judge": judge, "clinician": clinician, "judgments": counts["judgments"], "ok": counts["ok"],
+             "refused": counts["refused"], "judge_error": counts["judge_error"],
+             "provider_error": counts["provider_error"], "truncated_answers": counts["truncated_answers"]}
+            for (judge, clinician), counts in sorted(groups.items())]
+
+
+def _latest_answer_rows(path: Path) -> list[dict[str, Any]]:
+    """One conversation file's latest record per conversation, as answer rows sorted by id."""
+    latest: dict[str, dict[str, Any]] = {}  # a later line supersedes (a retried failure, its success)
+    for record in iter_records(path, ConversationAnswers):
+        latest[record.conversation_id] = conversation_answer_row(record)
+    return [latest[key] for key in sorted(latest)]
+
+
+def iter_conversation_answers(paths: RunPaths) -> Iterator[dict[str, Any]]:
+    """Every conversation's latest record on disk (safe while a run appends), as answer rows, a file at a time."""
+    for path in paths.conversation_files():
+        yield from _latest_answer_rows(path)
 
 
 def conversation_answers(paths: RunPaths) -> list[dict[str, Any]]:
-    """Every conversation's latest record on disk (safe while a run appends), as answer rows."""
-    rows: list[dict[str, Any]] = []
-    for path in paths.conversation_files():
-        latest: dict[str, dict[str, Any]] = {}  # a later line supersedes (a retried failure, its success)
-        for record in iter_records(path, ConversationAnswers):
-            latest[record.conversation_id] = conversation_answer_row(record)
-        rows.extend(latest[key] for key in sorted(latest))
-    return rows
+    """Every conversation's latest record on disk, as answer rows."""
+    return list(iter_conversation_answers(paths))
 
 
-def judge_answers(paths: RunPaths) -> list[dict[str, Any]]:
-    judgments: list[JudgmentAnswers] = []
+def _judge_answers(paths: RunPaths) -> Iterator[JudgmentAnswers]:
     for path in paths.judgment_files():
         latest: dict[str, JudgmentAnswers] = {}
         for judgment in iter_records(path, JudgmentAnswers):
             latest[judgment.conversation_id] = judgment
-        judgments.extend(latest.values())
-    return judge_answer_rows(judgments)
+        yield from latest.values()
+
+
+def judge_answers(paths: RunPaths) -> list[dict[str, Any]]:
+    return judge_answer_rows(_judge_answers(paths))
 
 
 def write_answer_tables(paths: RunPaths) -> dict[str, Path]:
-    per_conversation = conversation_answers(paths)
+    """answers_by_conversation streamed a conversation file at a time, the arm totals added as it goes."""
+    totals = _AnswerTotals()
+
+    def cells() -> Iterator[list[Any]]:
+        for row in iter_conversation_answers(paths):
+            totals.add(row)
+            yield [row.get(column) for column in CONVERSATION_ANSWER_COLUMNS]
+
+    by_conversation = write_csv_rows(paths.metrics("answers_by_conversation"), CONVERSATION_ANSWER_COLUMNS, cells())
     return {
-        "answers": write_csv(paths.metrics("answers"), ANSWER_COLUMNS, answer_rows(per_conversation)),
-        "answers_by_conversation": write_csv(paths.metrics("answers_by_conversation"), CONVERSATION_ANSWER_COLUMNS,
-                                             per_conversation),
+        "answers": write_csv(paths.metrics("answers"), ANSWER_COLUMNS, totals.rows()),
+        "answers_by_conversation": by_conversation,
         "answers_by_judge": write_csv(paths.metrics("answers_by_judge"), JUDGE_ANSWER_COLUMNS, judge_answers(paths)),
     }
 
