@@ -46,7 +46,7 @@ def kaplan_meier(times: Sequence[int], observed: Sequence[bool], horizon: int) -
     """The survival curve at turns 0..horizon: ``times[i]`` is unit i's event turn when
     ``observed[i]``, else the turn it was last seen (right-censored)."""
     import numpy as np
-    from scipy import stats
+    from scipy import stats  # type: ignore[import-untyped]  # scipy ships no type stubs
 
     events = [t for t, seen in zip(times, observed) if seen]
     censored = [t for t, seen in zip(times, observed) if not seen]

@@ -25,7 +25,7 @@ def table_columns(csv_path: Path) -> list[str] | None:
             return list(next(csv.reader(handle), []))
     parquet = csv_path.with_suffix(".parquet")
     if parquet.exists():
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]  # pyarrow ships no type information
 
         return list(pq.read_schema(parquet).names)
     return None

@@ -48,7 +48,7 @@ def _primary(data: RunData) -> str | None:
 
 
 def _read(data: RunData, name: str):
-    import pandas as pd
+    import pandas as pd  # type: ignore[import-untyped]  # pandas-stubs is not installed
 
     path = data.paths.metrics(name)
     if not path.exists():

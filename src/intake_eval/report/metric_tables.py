@@ -55,12 +55,12 @@ class MetricTables(Mapping[str, Any]):
         return self._read(name, list(wanted))
 
     def _read(self, name: str, wanted: list[str] | None) -> Any:
-        import pandas as pd
+        import pandas as pd  # type: ignore[import-untyped]  # pandas-stubs is not installed
 
         path = self._files[name]
         try:
             if path.suffix == ".parquet":
-                import pyarrow.parquet as parquet
+                import pyarrow.parquet as parquet  # type: ignore[import-untyped]  # pyarrow ships no type information
 
                 if wanted is not None:
                     present = set(parquet.read_schema(path).names)
