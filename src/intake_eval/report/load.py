@@ -286,9 +286,10 @@ def metrics_stale(paths: RunPaths) -> bool:
     files = [table_file(paths, name) for name in METRIC_TABLES]
     if any(path is None for path in files):
         return True
-    target = table_file(paths, "conversations")
-    assert target is not None  # "conversations" is one of METRIC_TABLES, all present
-    built = target.stat().st_mtime
+    # The per-conversation table, as each of its files was written (its CSV and its Parquet file): the older counts.
+    written = [path for path in (paths.metrics("conversations"), paths.metrics("conversations").with_suffix(".parquet"))
+               if path.exists()]
+    built = min(path.stat().st_mtime for path in written)
     sources = [paths.profiles, *paths.conversation_files(), *paths.judgment_files()]
     return any(src.exists() and src.stat().st_mtime > built for src in sources)
 
