@@ -64,9 +64,15 @@ def cell_params(link) -> dict[str, str]:
 
 
 def listed(page) -> list[str]:
+    """The conversations the viewer lists, read in one step once the list matches its count (a click
+    re-renders the list, so reading it link by link could meet the list half replaced)."""
     page.locator("#tv-filter").wait_for(state="visible", timeout=5000)
-    count = int(page.locator("#tv-count").get_attribute("data-count"))
-    ids = [a.get_attribute("data-conv") for a in page.locator("#tv-list .conv-link").all()]
+    page.wait_for_function("() => { const count = document.querySelector('#tv-count');"
+                           " return count !== null && count.dataset.count !== undefined"
+                           " && document.querySelectorAll('#tv-list .conv-link').length"
+                           " === Number(count.dataset.count); }", timeout=10000)
+    count, ids = page.evaluate("() => [Number(document.querySelector('#tv-count').dataset.count),"
+                               " [...document.querySelectorAll('#tv-list .conv-link')].map(a => a.dataset.conv)]")
     assert len(ids) == count
     return ids
 
