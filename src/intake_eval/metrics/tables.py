@@ -25,7 +25,6 @@ from intake_eval.core.records import QUESTION_TYPES
 from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import RunPaths
 from intake_eval.metrics import registry
-from intake_eval.metrics.agreement import LABELS, PairedLabels, agreement_rows
 from intake_eval.metrics.answers import write_answer_tables
 from intake_eval.metrics.clinical import (
     RowCollector,
@@ -33,34 +32,38 @@ from intake_eval.metrics.clinical import (
     write_diagnosis_metrics,
 )
 from intake_eval.metrics.collect import (
-    SEPARATOR,
     Collected,
-    collected as collected_pass,
     conversation_columns,
     publish,
 )
+from intake_eval.metrics.collect import (
+    collected as collected_pass,
+)
 from intake_eval.metrics.columnar import distinct, read_columns, row_count, sorted_rows
 from intake_eval.metrics.columnar import sorted_rows_of as _rows
+from intake_eval.metrics.comparisons import comparisons_rows
 from intake_eval.metrics.cost import COST_BILLED_COLUMNS, cost_billed_rows, cost_tables
 from intake_eval.metrics.curves import ALL_DOMAINS, PROBE_CURVE_COLUMNS, curve_rows
 from intake_eval.metrics.events import DOMAIN_EVENT_COLUMNS
 from intake_eval.metrics.forks import write_capacity_gap
 from intake_eval.metrics.intervals import COLUMNS as INTERVAL_COLUMNS
 from intake_eval.metrics.intervals import interval_rows
+from intake_eval.metrics.judge_agreement import agreement_table
 from intake_eval.metrics.masking_model import COLUMNS as MASKING_MODEL_COLUMNS
 from intake_eval.metrics.masking_model import masking_model_rows
 from intake_eval.metrics.patient_models import PATIENT_MODEL_COLUMNS, patient_model_rows
 from intake_eval.metrics.patient_population import write_population_table
 from intake_eval.metrics.reading import write_csv, write_csv_rows
 from intake_eval.metrics.stats import (
-    add_holm,
     mean_ci,
     mean_or_none,
-    paired_comparison,
-    paired_difference_ci,
 )
 from intake_eval.metrics.styles import write_style_tables
-from intake_eval.metrics.turn_labels import SPREADSHEET_ROWS, TURN_LABELS_TABLE, TurnLabelRows
+from intake_eval.metrics.turn_labels import (
+    SPREADSHEET_ROWS,
+    TURN_LABELS_TABLE,
+    TurnLabelRows,
+)
 
 GROUP = ("judge", "clinician", "condition", "patient_mode")
 CONVERSATION_COLUMNS = tuple(conversation_columns())  # the shipped declarations' layout
@@ -185,49 +188,6 @@ def trajectories_rows(collected: Collected, arm: Arm) -> list[dict[str, Any]]:
     return out
 
 
-def _unit_values(label: str, text: str) -> list[Any]:
-    if label == "question_type":
-        return text.split(SEPARATOR) if text else []
-    return [flag == "1" for flag in text]
-
-
-def agreement_table(collected: Collected) -> list[dict[str, Any]]:
-    """Cohen's κ per label between every two judges, on the conversations both labelled successfully;
-    read one clinician at a time (a conversation's judgments all name its clinician), conversation by conversation."""
-    pairs: dict[tuple[str, str], PairedLabels] = {}
-    judges = sorted(str(judge) for (judge,) in distinct(collected.units, ["judge"]))
-    for judge_a, judge_b in itertools.combinations(judges, 2):
-        pairs[(judge_a, judge_b)] = PairedLabels.empty()
-    columns = ["conversation_id", "judge", *(f"{label}_{part}" for label in LABELS for part in ("keys", "values"))]
-    for (clinician,) in distinct(collected.units, ["clinician"]):
-        rows = sorted_rows(collected.units, columns, ("conversation_id", "judge"), where={"clinician": clinician})
-        for _conversation, judged in itertools.groupby(rows, key=lambda row: row[0]):
-            cells = {row[1]: row[2:] for row in judged}
-            for judge_a, judge_b in itertools.combinations(sorted(cells), 2):
-                _add_pair(pairs[(judge_a, judge_b)], cells[judge_a], cells[judge_b])
-    out = []
-    for (judge_a, judge_b), paired in pairs.items():
-        for row in agreement_rows(paired):
-            out.append({"judge_a": judge_a, "judge_b": judge_b, "conversations": paired.conversations,
-                        **row.__dict__})
-    return out
-
-
-def _add_pair(pairs: PairedLabels, cells_a: tuple, cells_b: tuple) -> None:
-    """One conversation's labels by two judges, paired on the units both labelled (a judge's unit keys and
-    values as the metrics pass wrote them: most pairs share their keys, so the values are zipped)."""
-    pairs.conversations += 1
-    for index, label in enumerate(LABELS):
-        keys_a, values_a = cells_a[2 * index], _unit_values(label, cells_a[2 * index + 1])
-        keys_b, values_b = cells_b[2 * index], _unit_values(label, cells_b[2 * index + 1])
-        if keys_a == keys_b:
-            pairs.joint[label].update(zip(values_a, values_b))
-        else:
-            a = dict(zip(keys_a.split(SEPARATOR), values_a))
-            b = dict(zip(keys_b.split(SEPARATOR), values_b))
-            pairs.joint[label].update((a[key], b[key]) for key in a.keys() & b.keys())
-
-
 def clinicians_rows(arm_rows: list[dict[str, Any]], spend: dict[tuple, list[Any]]) -> list[dict[str, Any]]:
     """One arm's rows per (condition, patient mode); ``spend``: (clinician, condition, patient mode) →
     [conversation failures, clinician tokens, clinician dollars] over the arm's conversations."""
@@ -268,48 +228,6 @@ def _clinician_spend(collected: Collected) -> dict[tuple, list[Any]]:
             tally[1] += tokens
             tally[2] += dollars
     return spend
-
-
-def comparisons_rows(collected: Collected, judge: str,
-                     metrics: Iterable[str] = ("active_coverage_rate", "bleed_rate")) -> list[dict[str, Any]]:
-    """Paired tests between every two clinicians on the profiles both were run on (trials averaged for
-    the tests; A − B with its CI from stats.paired_difference_ci, nested with trials). Every test of one
-    judge is one family: its p-values are Holm-adjusted together (``*_holm``). Read one (condition,
-    patient mode) of the judge at a time."""
-    compared = list(metrics)
-    out: list[dict[str, Any]] = []
-    rows = sorted_rows(collected.conversations, ["condition", "patient_mode", "status", "clinician", "profile_id",
-                                                 *compared], ("condition", "patient_mode", "conversation_id"),
-                       where={"judge": judge})
-    for (condition, mode), members in itertools.groupby(rows, key=lambda row: row[:2]):  # scopes come sorted
-        per_metric: dict[str, dict[str, dict[str, list[float]]]] = {metric: defaultdict(dict) for metric in compared}
-        for row in members:
-            if row[2] != "ok":
-                continue
-            for metric, value in zip(compared, row[5:]):
-                if value is not None:
-                    per_metric[metric][row[3]].setdefault(row[4], []).append(float(value))
-        for metric in sorted(compared):
-            out += _paired_tests((judge, condition, mode, metric), per_metric[metric])
-    add_holm(out, ("wilcoxon_p", "permutation_p"), family=("judge",))
-    return out
-
-
-def _paired_tests(scope: tuple[str, str, str, str], clinicians: dict[str, dict[str, list[float]]]
-                  ) -> list[dict[str, Any]]:
-    """Every two clinicians of one (judge, condition, patient mode, metric): clinician → profile → values."""
-    out = []
-    for a, b in itertools.combinations(sorted(clinicians), 2):
-        values_a = {p: sum(v) / len(v) for p, v in clinicians[a].items()}
-        values_b = {p: sum(v) / len(v) for p, v in clinicians[b].items()}
-        seed = "|".join((*scope, a, b))
-        result = paired_comparison(values_a, values_b, seed=seed)
-        interval = paired_difference_ci(clinicians[a], clinicians[b], seed=f"difference|{seed}")
-        out.append({"judge": scope[0], "condition": scope[1], "patient_mode": scope[2], "metric": scope[3],
-                    "clinician_a": a, "clinician_b": b, **result.__dict__,
-                    "difference_ci_low": interval.ci_low, "difference_ci_high": interval.ci_high,
-                    "ci_method": interval.method})
-    return out
 
 
 def masking_rows(ok_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
