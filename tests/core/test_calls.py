@@ -113,3 +113,29 @@ def test_repeated_lines_count_once_and_an_unread_answer_is_priced_by_a_later_ans
     assert (late.requests, late.answers) == (1, 1)
     assert doc.billed_usd == pytest.approx(0.05 + 0.30) and doc.estimated_usd == pytest.approx(0.30)
     assert totals.billed_usd == pytest.approx(0.65)
+
+
+def test_an_unread_request_is_priced_from_the_ledger_as_it_was_first_read(tmp_path):
+    from intake_eval.core.calls import _request_prices
+
+    path = tmp_path / "calls.jsonl"
+    write(path, [sent("p-1", "r1"), answer("p-1", "r1", 0.0, error="timeout"),
+                 answer("p-2", "r1", 0.25, cache_hit=True), answer("p-3", "r1", 0.40)])
+    first_read_end = len(path.read_bytes())
+    with path.open("a") as ledger:  # a live stage appends after the first read
+        ledger.write(json.dumps(answer("p-4", "r1", 9.0)) + "\n")
+    assert _request_prices(path, {"r1"}, first_read_end) == {"r1": 0.40}  # billed beats the earlier cache hit
+    assert _request_prices(path, {"r1"}, len(path.read_bytes())) == {"r1": 9.0}
+    assert _request_prices(path, {"r2"}, len(path.read_bytes())) == {}
+
+
+def test_the_second_read_parses_only_lines_that_may_answer_a_wanted_request():
+    from intake_eval.core.calls import _may_name
+
+    wanted = {b"r1"}
+    assert _may_name(b'{"event":"answer","request":"r1"}\n', wanted)
+    assert _may_name(b'{"event": "answer", "request" : "r1"}\n', wanted)
+    assert not _may_name(b'{"event":"answer","request":"r2","error":"bad_request"}\n', wanted)
+    assert not _may_name(b'{"event":"opened"}\n', wanted)
+    assert _may_name(b'{"event":"answer","request":"r\\"1"}\n', wanted)  # escaped: read by parsing it
+    assert _may_name(b'{"meta":{"request":"r9"},"request":"r1"}\n', wanted)  # any field naming it

@@ -24,12 +24,15 @@ dropped connections, garbled bodies).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import json
+import re
+from collections.abc import Callable, Collection, Container, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from intake_eval.core.lines import iter_json_lines
+from intake_eval.core.call_flags import ANSWERED, SENT, CallFlags
+from intake_eval.core.lines import iter_json_lines_at
 from intake_eval.core.record_facts import FolderFacts
 from intake_eval.core.stage_kinds import StageKinds
 
@@ -141,20 +144,64 @@ def _number(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
-_SENT, _ANSWERED = 1, 2  # a call id's flags while the ledger is read
 SENT_KEYS = ("alias", "stage", "request", "prompt_chars", "estimate_usd")  # what a sent line is read again for
 
 
+def _note_price(line: Mapping[str, Any], prices: dict[str, float], wanted: Container[str]) -> None:
+    """What an answer line (the first of its call) says one request costs, for the requests ``wanted``:
+    a billed, priced answer's dollars, else the first priced cache hit's."""
+    request = str(line.get("request", ""))
+    if request not in wanted or not line.get("cost_known", True):
+        return
+    if line.get("cache_hit"):
+        prices.setdefault(request, _number(line.get("dollars")))
+    elif line.get("billed") and line.get("error") not in UNREAD_BILLED:
+        prices[request] = _number(line.get("dollars"))
+
+
+def _request_prices(path: Path, wanted: Collection[str], end: int) -> dict[str, float]:
+    """request hash → its price (``_note_price``) for the requests ``wanted``: a second read of the ledger up
+    to byte ``end`` (where the first read stopped: a live stage may be appending), made only when some request
+    was billed unread, so that no price is held per request while reading."""
+    prices: dict[str, float] = {}
+    flags = CallFlags()
+    wanted_bytes = {request.encode() for request in wanted}
+    offset = 0
+    with path.open("rb") as ledger:
+        for raw in ledger:
+            offset += len(raw)
+            if offset > end:
+                break
+            if not _may_name(raw, wanted_bytes):
+                continue  # (most lines: not parsed again)
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue  # the first read warned of it
+            if isinstance(line, dict) and line.get("event") == "answer" \
+                    and not flags.mark(line.get("call"), ANSWERED) & ANSWERED:
+                _note_price(line, prices, wanted)
+    return prices
+
+
+_REQUEST_FIELD = re.compile(rb'"request"\s*:\s*"([^"\\]*)"')
+
+
+def _may_name(raw: bytes, wanted: Container[bytes]) -> bool:
+    """Whether a raw ledger line may be an answer to a ``wanted`` request: some "request" field of it holds a
+    wanted hash, or one it holds cannot be read without parsing the line (an escaped text)."""
+    matches = _REQUEST_FIELD.findall(raw)
+    return any(value in wanted for value in matches) or raw.count(b'"request"') != len(matches)
+
+
 def _count_answer(line: Mapping[str, Any], request: Mapping[str, Any] | None,
-                  counted: Callable[[Mapping[str, Any]], list[AliasCalls]], priced_hash: dict[str, float],
+                  counted: Callable[[Mapping[str, Any]], list[AliasCalls]],
                   rate: dict[str, list[float]], answered_by: dict[str, InFlightOdds],
                   unread: list[tuple[Any, Any, bool]]) -> None:
     """One answer line (the first of its call) into the totals; ``request``: its sent line, if read."""
     raw_usage = line.get("usage")
     dollars, usage = _number(line.get("dollars")), raw_usage if isinstance(raw_usage, dict) else {}
-    if line.get("cache_hit") and line.get("cost_known", True):
-        priced_hash.setdefault(str(line.get("request", "")), dollars)
-    elif not line.get("cache_hit"):
+    if not line.get("cache_hit"):
         answered_by.setdefault(str(line.get("alias", "")), InFlightOdds()).add(
             bool(line.get("billed")), _number(line.get("latency_s")))
     for calls in counted(line):
@@ -183,7 +230,6 @@ def _count_answer(line: Mapping[str, Any], request: Mapping[str, Any] | None,
         calls.prompt_tokens += int(_number(usage.get("prompt_tokens")))
         calls.completion_tokens += int(_number(usage.get("completion_tokens")))
     if line.get("cost_known", True):
-        priced_hash[str(line.get("request", ""))] = dollars
         if request is not None and _number(request.get("prompt_chars")) > 0:
             pair = rate.setdefault(str(line.get("alias", "")), [0.0, 0.0])
             pair[0] += dollars
@@ -215,12 +261,11 @@ def read_ledger(path: Path, in_flight: str | None = None, *, unanswered_billed: 
     totals = LedgerTotals()
     # Streamed, holding no line once read: a sent line waits in ``pending`` until its answer is read; each
     # call id keeps two flags (sent, answered) so a repeated line counts once.
-    flags: dict[Any, int] = {}
+    flags = CallFlags()
     pending: dict[str, dict[str, Any]] = {}  # call → what its sent line says that is read again (SENT_KEYS)
     unread_answers: list[tuple[dict[str, Any], dict[str, Any], bool]] = []
     sent_first: dict[str, None] = {}  # aliases, stages and (stage, alias) as sent lines first name them
     before = 0.0  # what records made before the ledger existed cost (its "opened" line)
-    priced_hash: dict[str, float] = {}
     rate: dict[str, list[float]] = {}  # alias → [dollars, characters] over answered, priced calls
     answered_by: dict[str, InFlightOdds] = {}  # alias → how often, and how long, its answers were billed
 
@@ -229,24 +274,26 @@ def read_ledger(path: Path, in_flight: str | None = None, *, unanswered_billed: 
         return [totals.by_alias.setdefault(alias, AliasCalls()), totals.by_stage.setdefault(stage, AliasCalls()),
                 totals.by_stage_alias.setdefault((stage, alias), AliasCalls())]
 
-    for line in iter_json_lines(path, model=None):
+    end = 0  # where the last line read ends
+    for line, start, length in iter_json_lines_at(path, model=None):
+        end = start + length
         event = line.get("event")
         if event == "opened":
             before += _number(line.get("records_cost_usd"))
         elif event == "sent" and isinstance(line.get("call"), str):
-            call, seen = line["call"], flags.get(line["call"], 0)
-            if not seen & _SENT:
+            call = line["call"]
+            seen = flags.mark(call, SENT)
+            if not seen & SENT:
                 alias, stage = str(line.get("alias", "")), str(line.get("stage", ""))
                 sent_first.update({f"a{alias}": None, f"s{stage}": None, f"p{stage}\0{alias}": None})
                 for calls in counted(line):
                     calls.requests += 1
-            flags[call] = seen | _SENT
-            if not seen & _ANSWERED:
+            if not seen & ANSWERED:
                 pending[call] = {key: line[key] for key in SENT_KEYS if key in line}  # the latest sent line
-        elif event == "answer" and not flags.get(line.get("call"), 0) & _ANSWERED:
-            flags[line.get("call")] = flags.get(line.get("call"), 0) | _ANSWERED  # a batch answer used again: one call
+        elif event == "answer" and not flags.mark(line.get("call"), ANSWERED) & ANSWERED:
+            # (a batch answer used again is one call: only its first line counts)
             request = pending.pop(str(line.get("call")), None)
-            _count_answer(line, request, counted, priced_hash, rate, answered_by, unread_answers)
+            _count_answer(line, request, counted, rate, answered_by, unread_answers)
     unread: list[tuple[dict[str, Any], dict[str, Any], bool]] = []  # (sent line, counted under, never answered)
     for call, request in pending.items():
         for calls in counted(request):
@@ -259,6 +306,8 @@ def read_ledger(path: Path, in_flight: str | None = None, *, unanswered_billed: 
         earlier = totals.by_alias.setdefault(BEFORE_LEDGER, AliasCalls())
         earlier.billed_usd += before
         earlier.estimated_usd += before
+    unread_requests = {str(request.get("request", "")) for request, _, _ in unread}
+    priced_hash = _request_prices(path, unread_requests, end) if unread else {}
     for request, line, unanswered in unread:
         alias = str(line.get("alias", ""))
         billed_share = 1.0  # an answer that arrived unread (a garbled 200, a timeout) was billed
