@@ -22,7 +22,7 @@ DEFINITIONS = (
     "tests (permutation test over profiles, p < 0.05 after Holm's adjustment over each judge's pairs) whose conclusion "
     "changes. Tied clinicians share a rank (=k).")
 # What the rankings read of metrics/conversations (a long table: only these columns are loaded).
-SENSITIVITY_COLUMNS = ("conversation_id", "judge", "status", "condition", "patient_mode", "clinician", "profile_id",
+SENSITIVITY_COLUMNS = ("judge", "status", "condition", "patient_mode", "clinician", "profile_id",
                        "active_coverage_rate", "patient")
 HEADER = ["Condition · patient mode", "Judge", "Ranking by active coverage", "Kendall's τ vs primary", "Verdict"]
 
@@ -32,7 +32,8 @@ def sensitivity_rows(data: RunData) -> list[list[str]]:
     if table is None or not len(table) or "judge" not in table.columns:
         return []
     table = table[table["status"] == "ok"]
-    judged = {str(j): list(group["conversation_id"]) for j, group in table.groupby("judge")}
+    # judge → its rows, as a sized stand-in (order_judges ranks undeclared judges by how much they judged)
+    judged = {str(j): range(int(n)) for j, n in table.groupby("judge").size().items()}
     if len(judged) < 2:
         return []
     judges = order_judges(judged, data.manifest, data.primary_judge)
