@@ -235,7 +235,8 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
     shard_of = viewer.write_shards(paths.report_shards_dir, data.profiles, data.conversations, data.index, judges,
                                    progress=shard_progress,
                                    fingerprint=fingerprint, diagnosis=viewer.diagnosis_facts(
-                                       read_columns(data.tables, "diagnosis", viewer.DIAGNOSIS_FACT_COLUMNS)))
+                                       read_columns(data.tables, "diagnosis", viewer.DIAGNOSIS_FACT_COLUMNS),
+                                       into=SpilledRows(spill_store(data))))
     step("writing index.html and summary.md")
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     n_profiles = count_profiles(data)

@@ -26,7 +26,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -94,8 +94,8 @@ class _SpilledTable:
         return isinstance(key, str) and self._query("SELECT 1 FROM {table} WHERE key = ?", (key,)).fetchone() is not None
 
 
-class SpilledRows(_SpilledTable, Mapping[str, Any]):
-    """key → row dict or other JSON value (read back afresh on each access)."""
+class SpilledRows(_SpilledTable, MutableMapping[str, Any]):
+    """key → row dict or other JSON value (read back afresh on each access: change a row by putting it again)."""
 
     def __init__(self, store: SpillStore) -> None:
         super().__init__(store, "body TEXT NOT NULL")
@@ -103,6 +103,13 @@ class SpilledRows(_SpilledTable, Mapping[str, Any]):
     def put(self, key: str, row: Any) -> None:
         self._query("INSERT INTO {table} (key, body) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET body = excluded.body",
                     (key, json.dumps(row, separators=(",", ":"))))
+
+    def __setitem__(self, key: str, row: Any) -> None:
+        self.put(key, row)
+
+    def __delitem__(self, key: str) -> None:
+        if self._query("DELETE FROM {table} WHERE key = ?", (key,)).rowcount == 0:
+            raise KeyError(key)
 
     def __getitem__(self, key: str) -> Any:
         found = self._query("SELECT body FROM {table} WHERE key = ?", (key,)).fetchone() if isinstance(key, str) else None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -101,26 +101,29 @@ ERROR_SHOWN, ANSWER_SHOWN = 300, 400  # characters of a failed formulation's err
 DIAGNOSIS_FACT_COLUMNS = ("conversation_id", "judge", "mapping", "unearned_domains", "principal_domain", "principal_hit")
 
 
-def diagnosis_facts(table) -> dict[str, dict[str, Any]]:
+def diagnosis_facts(table, into: MutableMapping[str, dict[str, Any]] | None = None) -> MutableMapping[str, dict[str, Any]]:
     """metrics/diagnosis.csv → conversation_id → {"map": [[slot, name, icd10, domain | None, method], …],
     "unearned": {judge: [domain, …]}, "core": the phenotype's principal domain, "hit": whether the principal
-    diagnosis maps to it} (judges whose row was scored; mapping and principal hit are the same for every judge)."""
+    diagnosis maps to it} (judges whose row was scored; mapping and principal hit are the same for every judge).
+    Written into ``into`` (e.g. ``spill.SpilledRows``, so a long table holds no dict per conversation) or a new dict."""
+    out: MutableMapping[str, dict[str, Any]] = {} if into is None else into
     needed = DIAGNOSIS_FACT_COLUMNS
     if table is None or not set(needed) <= set(table.columns):
-        return {}
-    out: dict[str, dict[str, Any]] = {}
+        return out
     for cid, judge, mapping, unearned, core, hit in zip(*(table[c] for c in needed)):
         if not isinstance(mapping, str) or not mapping:
             continue  # judgment not ok or formulation not scored: nothing mapped from this row
-        facts = out.setdefault(str(cid), {"map": None, "unearned": {}})
+        facts = out.get(str(cid)) or {"map": None, "unearned": {}}
         if facts["map"] is None:
             try:
                 facts["map"] = [[m.get("slot", ""), m.get("name", ""), m.get("icd10", ""), m.get("domain"),
                                  m.get("method", "")] for m in json.loads(mapping)]
             except (ValueError, AttributeError):
+                out[str(cid)] = facts
                 continue
             facts.update(core=str(core), hit=str(hit).lower() == "true")
         facts["unearned"][str(judge)] = [d for d in unearned.split(";") if d] if isinstance(unearned, str) else []
+        out[str(cid)] = facts
     return out
 
 
@@ -286,7 +289,7 @@ def _batches(shards: Iterator[Shard], size: int = 8) -> Iterator[list[Shard]]:
 
 def write_shards(target: Path, profiles: Mapping[str, dict[str, Any]], conversations: Mapping[str, dict[str, Any]],
                  index: Any, judges: list[str], progress: Callable[[int], None] | None = None,
-                 fingerprint: str | None = None, diagnosis: dict[str, dict[str, Any]] | None = None) -> ShardAssignment:
+                 fingerprint: str | None = None, diagnosis: Mapping[str, dict[str, Any]] | None = None) -> ShardAssignment:
     """Write conversations/<shard>.js files (in parallel on big runs); returns conversation_id -> shard name.
 
     ``conversations`` only needs each conversation's ``profile_id``; the full conversation and judgment
