@@ -15,6 +15,7 @@ from typing import Any
 
 from intake_eval.core.store import RunPaths
 
+BATCH_ROWS = 5_000  # rows of a long Parquet table converted to a DataFrame at a time (``column_batches``)
 # Tables with a row per conversation × judge (or per label): read for each use, only the columns asked for.
 LONG_TABLES = frozenset({"conversations", "safety", "diagnosis", "domain_events", "answers_by_conversation"})
 
@@ -54,13 +55,37 @@ class MetricTables(Mapping[str, Any]):
             return None
         return self._read(name, list(wanted))
 
+    def column_batches(self, name: str, wanted: Iterable[str], rows: int = BATCH_ROWS) -> Iterator[Any]:
+        """Only ``wanted`` columns of a table, as DataFrames of at most ``rows`` rows in table order when
+        the table is Parquet (a CSV comes whole: its column types are inferred from the whole file);
+        nothing when the folder has no such table."""
+        if name not in self._files or name in self._unreadable:
+            return
+        path = self._files[name]
+        if path.suffix != ".parquet":
+            frame = self._read(name, list(wanted))
+            if frame is not None:
+                yield frame
+            return
+        import pyarrow.parquet as parquet
+
+        try:
+            source = parquet.ParquetFile(path)
+            present = set(source.schema_arrow.names)
+            batches = source.iter_batches(batch_size=rows, columns=[column for column in wanted if column in present])
+            for batch in batches:
+                yield batch.to_pandas()
+        except (ValueError, OSError) as exc:  # pyarrow's errors are ValueErrors
+            self._unreadable.add(name)
+            self._notes.append(f"metrics/{path.name} is unreadable ({exc.__class__.__name__}); left out")
+
     def _read(self, name: str, wanted: list[str] | None) -> Any:
-        import pandas as pd  # type: ignore[import-untyped]  # pandas-stubs is not installed
+        import pandas as pd
 
         path = self._files[name]
         try:
             if path.suffix == ".parquet":
-                import pyarrow.parquet as parquet  # type: ignore[import-untyped]  # pyarrow ships no type information
+                import pyarrow.parquet as parquet
 
                 if wanted is not None:
                     present = set(parquet.read_schema(path).names)

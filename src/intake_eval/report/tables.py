@@ -62,17 +62,19 @@ def table_rows(data: RunData, name: str, judge: str | None = None) -> list[dict[
 
 def conversation_coverage(data: RunData, judge: str | None) -> Mapping[str, float | None]:
     """conversation_id → active coverage by ``judge``, reading only the three columns it needs of the long
-    metrics/conversations table; held in the run's spill store (a later row of a conversation wins)."""
+    metrics/conversations table, a batch of rows at a time; held in the run's spill store (a later row of a
+    conversation wins)."""
     wanted = ("conversation_id", "judge", "active_coverage_rate")
-    columns = getattr(data.tables, "columns", None)
-    table = columns("conversations", wanted) if columns is not None else data.tables.get("conversations")
-    if table is None or not len(table) or not {"conversation_id", "active_coverage_rate"} <= set(table.columns):
-        return {}
-    if judge is not None and "judge" in table.columns:
-        table = table[table["judge"].astype(str) == judge]
+    batches = getattr(data.tables, "column_batches", None)
+    frames = batches("conversations", wanted) if batches is not None else [data.tables.get("conversations")]
     coverage = SpilledRows(spill_store(data))
-    for cid, value in zip(table["conversation_id"], table["active_coverage_rate"]):
-        coverage.put(str(cid), _num(value))
+    for table in frames:
+        if table is None or not len(table) or not {"conversation_id", "active_coverage_rate"} <= set(table.columns):
+            continue
+        if judge is not None and "judge" in table.columns:
+            table = table[table["judge"].astype(str) == judge]
+        for cid, value in zip(table["conversation_id"], table["active_coverage_rate"]):
+            coverage.put(str(cid), _num(value))
     spill_store(data).commit()
     return coverage
 
