@@ -125,3 +125,15 @@ def test_what_the_report_holds_does_not_grow_with_the_conversations(tmp_path: Pa
     grown = _held_bytes(large.root) - _held_bytes(small.root)
     per_conversation = grown / (2 * (100 - 20))
     assert per_conversation < 100, f"{per_conversation:.0f} bytes held per extra conversation"
+
+
+def test_a_store_left_open_is_removed_when_collected():
+    import gc
+
+    spill = SpillStore()
+    SpilledRows(spill).put("k", {})
+    folder = spill.path.parent
+    assert folder.exists()
+    del spill
+    gc.collect()
+    assert not folder.exists()

@@ -306,9 +306,13 @@ def load_run(paths: RunPaths, *, refresh: bool = True) -> RunData:
             f"{paths.root}: no conversations yet (conversations/*.jsonl); run `intake-eval run --clinician ALIAS` first"
         )
     notes: list[str] = list(damage)  # damaged files first: the counts below are short by those records
-    tables = read_tables(paths, notes)
-    data = RunData(paths, manifest, profiles, conversations, judgments, tables, notes, index=index)
-    data.notes.extend(missing_notes(data))
+    data = RunData(paths, manifest, profiles, conversations, judgments, {}, notes, index=index)
+    try:
+        data.tables = read_tables(paths, notes)
+        data.notes.extend(missing_notes(data))
+    except BaseException:
+        data.close()
+        raise
     return data
 
 

@@ -26,6 +26,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import weakref
 from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -33,11 +34,18 @@ from typing import Any
 _PAGE_CACHE_KIB = 8192  # SQLite's page cache per connection: the memory the rows cost, whatever their number
 
 
+def _remove_folder(folder: Path, creator: int) -> None:
+    if os.getpid() == creator:  # never from a forked worker: the folder is its parent's
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 class SpillStore:
-    """One temporary SQLite file holding every spilled table of a report; ``close`` removes it."""
+    """One temporary SQLite file holding every spilled table of a report (in the temporary folder, $TMPDIR);
+    ``close`` removes it, as does garbage collection or the interpreter's exit when a caller forgot to."""
 
     def __init__(self) -> None:
         self._folder = Path(tempfile.mkdtemp(prefix="intake-eval-report-"))
+        self._removal = weakref.finalize(self, _remove_folder, self._folder, os.getpid())
         self.path = self._folder / "rows.sqlite"
         self._connection: sqlite3.Connection | None = None
         self._inherited: list[sqlite3.Connection] = []  # a parent's connection, never used nor closed after a fork
@@ -71,7 +79,7 @@ class SpillStore:
         if self._connection is not None and self._owner == os.getpid():
             self._connection.close()
         self._connection = None
-        shutil.rmtree(self._folder, ignore_errors=True)
+        self._removal()
 
 
 class _SpilledTable:
