@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from intake_eval.report.spill import SpilledLocations, SpilledRows, SpilledSet, SpillStore
+from intake_eval.report.spill import (
+    SpilledLocations,
+    SpilledRows,
+    SpilledSet,
+    SpillStore,
+)
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ headline.csv and the viewer's conversation shards."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,7 +27,13 @@ from intake_eval.report import (
     viewer,
 )
 from intake_eval.report.conversation_index import place_index
-from intake_eval.report.load import RunData, domain_labels, load_run, order_judges, spill_store
+from intake_eval.report.load import (
+    RunData,
+    domain_labels,
+    load_run,
+    order_judges,
+    spill_store,
+)
 from intake_eval.report.metric_tables import read_columns
 from intake_eval.report.spill import SpilledRows, SpilledSet
 from intake_eval.report.tables import arm_of, judged_outcomes
@@ -80,8 +86,6 @@ def build_views(data: RunData, judges: list[str]) -> dict[str, Any]:
     max_turn = max([max_turn] + [c.get("n_turns", 0) for c in data.conversations.values()])
     return {
         "primary": primary, "judges": judges, "arms": arms, "arm_labels": labels,
-        "outcomes": tables.conversation_outcomes(data, primary),
-        "coverage": tables.conversation_coverage(data, primary),
         "headline": tables.headline(data, arms, labels, primary),
         "answers": tables.answer_banner(data),
         "matrix": tables.matrix(data, arms, labels, primary),
@@ -144,8 +148,8 @@ def headline_csv(rows: list[dict[str, Any]]) -> str:
     return csv_text(headline_columns(), rows)
 
 
-def _viewer_rows(data: RunData, views: dict[str, Any],
-                 shard_of: ShardAssignment) -> Iterator[tuple[list[Any], str | None]]:
+def _viewer_rows(data: RunData, views: dict[str, Any], shard_of: ShardAssignment,
+                 coverage: Mapping[str, float | None]) -> Iterator[tuple[list[Any], str | None]]:
     """Per conversation in id order: its viewer entry [id, shard, arm, profile, status, drill-down codes,
     trial, coverage] and its bleed flags per hidden domain when it bled (shown on the drill-down squares,
     caught ones too), else None."""
@@ -165,7 +169,7 @@ def _viewer_rows(data: RunData, views: dict[str, Any],
         if judged is not None and status == "ok" and "1" in (bleed := bleed_flags(judged.get("sig", ""), len(hidden))):
             flags = bleed
         yield ([cid, shard_of.of_profile(conv.get("profile_id", "")), arm_index[arm_of(conv)], conv.get("profile_id", ""),
-                status, outcome_codes(outcomes, hidden), conv.get("trial", 0), views["coverage"].get(cid)], flags)
+                status, outcome_codes(outcomes, hidden), conv.get("trial", 0), coverage.get(cid)], flags)
 
 
 def count_profiles(data: RunData) -> int:
@@ -178,7 +182,8 @@ def count_profiles(data: RunData) -> int:
 
 def viewer_index(data: RunData, views: dict[str, Any], shard_of: ShardAssignment, labels: dict[str, str],
                  names: dict[str, str], report_dir: Path, n_profiles: int) -> dict[str, Any]:
-    """The viewer's index as index.html carries it (``conversation_index.place_index``: paged when large)."""
+    """The viewer's index as index.html carries it (``conversation_index.place_index``: paged when large),
+    with each conversation's active coverage by the primary judge (``tables.conversation_coverage``)."""
 
     def profile_entry(pid: str) -> list[Any]:
         profile = data.profiles.get(pid, {})
@@ -189,7 +194,8 @@ def viewer_index(data: RunData, views: dict[str, Any], shard_of: ShardAssignment
                 [d["domain"] for d in profile.get("hidden", [])],
                 " · ".join(x for x in (who, f"presents with {labels.get(presenting, presenting)}" if presenting else "") if x)]
 
-    placed = place_index(_viewer_rows(data, views, shard_of), n_profiles, profile_entry, report_dir,
+    coverage = tables.conversation_coverage(data, views["primary"])
+    placed = place_index(_viewer_rows(data, views, shard_of, coverage), n_profiles, profile_entry, report_dir,
                          len(data.conversations))
     return {"judges": views["judges"], "primary": views["primary"], "labels": labels, "convs": placed.convs,
             "bled": placed.bled, "profiles": placed.profiles,

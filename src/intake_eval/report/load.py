@@ -31,7 +31,12 @@ from intake_eval.metrics.answers import write_answer_tables
 from intake_eval.metrics.tables import write_metrics
 from intake_eval.metrics.trials import write_trial_metrics
 from intake_eval.report.metric_tables import MetricTables, table_file
-from intake_eval.report.spill import SpilledLocations, SpilledRows, SpilledSet, SpillStore
+from intake_eval.report.spill import (
+    SpilledLocations,
+    SpilledRows,
+    SpilledSet,
+    SpillStore,
+)
 from intake_eval.report.viewer import domain_outcomes
 from intake_eval.stage_kinds import REPORT_STAGE, stage_kinds
 

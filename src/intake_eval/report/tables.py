@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from intake_eval.core.records import QUESTION_TYPES
@@ -279,28 +279,6 @@ def comparisons(data: RunData, primary: str | None) -> list[dict[str, Any]]:
     return [r for r in table_rows(data, "comparisons", primary)]
 
 
-class ConversationOutcomes(Mapping[str, dict[str, str] | None]):
-    """conversation_id -> per hidden domain state (active/bleed/asked/missed) by ``judge``; None if not judged
-    ok. Read from the slim judgments on each access (load.slim_judgment: domain_outcomes), nothing held."""
-
-    def __init__(self, data: RunData, judge: str | None) -> None:
-        self._conversations = data.conversations
-        self._done: Mapping[str, Any] = data.judgments.get(judge, {}) if judge else {}
-
-    def __getitem__(self, cid: str) -> dict[str, str] | None:
-        return judged_outcomes(self._conversations[cid], self._done.get(cid))
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._conversations)
-
-    def __len__(self) -> int:
-        return len(self._conversations)
-
-
 def judged_outcomes(conv: Mapping[str, Any], judged: Mapping[str, Any] | None) -> dict[str, str] | None:
     """A conversation's drill-down outcomes from its slim judgment; None unless it finished and was judged ok."""
     return judged["outcomes"] if judged is not None and conv.get("status", "ok") == "ok" else None
-
-
-def conversation_outcomes(data: RunData, judge: str | None) -> ConversationOutcomes:
-    return ConversationOutcomes(data, judge)
