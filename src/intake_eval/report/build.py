@@ -181,7 +181,8 @@ def count_profiles(data: RunData) -> int:
 
 
 def viewer_index(data: RunData, views: dict[str, Any], shard_of: ShardAssignment, labels: dict[str, str],
-                 names: dict[str, str], report_dir: Path, n_profiles: int) -> dict[str, Any]:
+                 names: dict[str, str], report_dir: Path, n_profiles: int,
+                 coverage: Mapping[str, float | None]) -> dict[str, Any]:
     """The viewer's index as index.html carries it (``conversation_index.place_index``: paged when large),
     with each conversation's active coverage by the primary judge (``tables.conversation_coverage``)."""
 
@@ -194,7 +195,6 @@ def viewer_index(data: RunData, views: dict[str, Any], shard_of: ShardAssignment
                 [d["domain"] for d in profile.get("hidden", [])],
                 " · ".join(x for x in (who, f"presents with {labels.get(presenting, presenting)}" if presenting else "") if x)]
 
-    coverage = tables.conversation_coverage(data, views["primary"])
     placed = place_index(_viewer_rows(data, views, shard_of, coverage), n_profiles, profile_entry, report_dir,
                          len(data.conversations))
     return {"judges": views["judges"], "primary": views["primary"], "labels": labels, "convs": placed.convs,
@@ -230,6 +230,8 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
     data.primary_judge = judges[0] if judges else None
     step("computing views")
     views = build_views(data, judges)
+    # read now: read in the index.html step, beside the sections' own long-table reads, it raised the peak (measured)
+    coverage = tables.conversation_coverage(data, views["primary"])
     cell_links.add_links(views)
     labels = domain_labels(data)
     names = figure_files.phenotype_names(paths.root)
@@ -274,7 +276,7 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
                               "definition": m.definition} for m in registry.headline_metrics()],
         "qtypes": ["closed_hypothesis", "open", "clarifying", "treatment_planning", "other"],
         "sections": section_list.optional_sections(data), "prov": provenance(data),
-        "ie_data": viewer_index(data, views, shard_of, labels, names, paths.report_dir, n_profiles),
+        "ie_data": viewer_index(data, views, shard_of, labels, names, paths.report_dir, n_profiles, coverage),
     })
     index = paths.report_index
     write_text_atomic(index, page)

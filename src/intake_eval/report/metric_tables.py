@@ -49,11 +49,23 @@ class MetricTables(Mapping[str, Any]):
             self._kept[name] = frame
         return frame
 
-    def columns(self, name: str, wanted: Iterable[str]) -> Any:
-        """Only ``wanted`` columns of a table (those it has), or None when the folder has no such table."""
+    def columns(self, name: str, wanted: Iterable[str], *, text_as_categories: bool = False) -> Any:
+        """Only ``wanted`` columns of a table (those it has), or None when the folder has no such table.
+        ``text_as_categories``: text columns as pandas categoricals, their categories sorted (a code per row
+        instead of a Python object: what a view grouping a long table by a few values needs)."""
         if name not in self._files or name in self._unreadable:
             return None
-        return self._read(name, list(wanted))
+        frame = self._read(name, list(wanted), text_as_categories)
+        if frame is None or not text_as_categories:
+            return frame
+        import pandas as pd
+
+        for column in frame.columns:
+            if frame[column].dtype == object or isinstance(frame[column].dtype, pd.CategoricalDtype):
+                values = frame[column].astype("category")
+                if all(isinstance(value, str) for value in values.cat.categories):
+                    frame[column] = values.cat.reorder_categories(sorted(values.cat.categories))
+        return frame
 
     def column_batches(self, name: str, wanted: Iterable[str], rows: int = BATCH_ROWS) -> Iterator[Any]:
         """Only ``wanted`` columns of a table, as DataFrames of at most ``rows`` rows in table order when
@@ -79,18 +91,21 @@ class MetricTables(Mapping[str, Any]):
             self._unreadable.add(name)
             self._notes.append(f"metrics/{path.name} is unreadable ({exc.__class__.__name__}); left out")
 
-    def _read(self, name: str, wanted: list[str] | None) -> Any:
+    def _read(self, name: str, wanted: list[str] | None, text_as_categories: bool = False) -> Any:
         import pandas as pd
 
         path = self._files[name]
         try:
             if path.suffix == ".parquet":
+                import pyarrow as pa
                 import pyarrow.parquet as parquet
 
+                schema = parquet.read_schema(path)
                 if wanted is not None:
-                    present = set(parquet.read_schema(path).names)
-                    wanted = [column for column in wanted if column in present]
-                return parquet.read_table(path, columns=wanted).to_pandas()
+                    wanted = [column for column in wanted if column in set(schema.names)]
+                # text read as dictionary arrays straight from the file: no string per row is ever made
+                texts = [field.name for field in schema if pa.types.is_string(field.type)] if text_as_categories else None
+                return parquet.read_table(path, columns=wanted, read_dictionary=texts).to_pandas()
             if wanted is not None:
                 present = set(pd.read_csv(path, nrows=0).columns)
                 wanted = [column for column in wanted if column in present]
@@ -110,9 +125,10 @@ class MetricTables(Mapping[str, Any]):
         return len(self._files) - len(self._unreadable)
 
 
-def read_columns(tables: Mapping[str, Any], name: str, wanted: Iterable[str]) -> Any:
-    """Only ``wanted`` columns of a table when ``tables`` reads lazily (``MetricTables``), else the
-    table as held (a plain mapping of frames, as tests build); None when there is no such table."""
+def read_columns(tables: Mapping[str, Any], name: str, wanted: Iterable[str], *, text_as_categories: bool = False) -> Any:
+    """Only ``wanted`` columns of a table when ``tables`` reads lazily (``MetricTables``; ``text_as_categories``:
+    see ``MetricTables.columns``), else the table as held (a plain mapping of frames, as tests build); None when
+    there is no such table."""
     if isinstance(tables, MetricTables):
-        return tables.columns(name, wanted)
+        return tables.columns(name, wanted, text_as_categories=text_as_categories)
     return tables.get(name)

@@ -28,17 +28,18 @@ HEADER = ["Condition · patient mode", "Judge", "Ranking by active coverage", "K
 
 
 def sensitivity_rows(data: RunData) -> list[list[str]]:
-    table = read_columns(data.tables, "conversations", SENSITIVITY_COLUMNS)
+    # a long table: its text columns as sorted categories, so each copy below costs a code per row
+    table = read_columns(data.tables, "conversations", SENSITIVITY_COLUMNS, text_as_categories=True)
     if table is None or not len(table) or "judge" not in table.columns:
         return []
     table = table[table["status"] == "ok"]
     # judge → its rows, as a sized stand-in (order_judges ranks undeclared judges by how much they judged)
-    judged = {str(j): range(int(n)) for j, n in table.groupby("judge").size().items()}
+    judged = {str(j): range(int(n)) for j, n in table.groupby("judge", observed=True).size().items()}
     if len(judged) < 2:
         return []
     judges = order_judges(judged, data.manifest, data.primary_judge)
     rows: list[list[str]] = []
-    for (condition, mode), scope in table.groupby(["condition", "patient_mode"], sort=True):
+    for (condition, mode), scope in table.groupby(["condition", "patient_mode"], sort=True, observed=True):
         views, found = judge_sensitivity(scope, judges, ["clinician"], seed=f"{condition}|{mode}")
         verdicts: dict[Any, Any] = {item.scorer: item for item in found}
         for index, view in enumerate(views):
