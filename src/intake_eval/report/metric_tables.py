@@ -97,15 +97,14 @@ class MetricTables(Mapping[str, Any]):
         path = self._files[name]
         try:
             if path.suffix == ".parquet":
-                import pyarrow as pa
                 import pyarrow.parquet as parquet
 
-                schema = parquet.read_schema(path)
                 if wanted is not None:
-                    wanted = [column for column in wanted if column in set(schema.names)]
-                # text read as dictionary arrays straight from the file: no string per row is ever made
-                texts = [field.name for field in schema if pa.types.is_string(field.type)] if text_as_categories else None
-                return parquet.read_table(path, columns=wanted, read_dictionary=texts).to_pandas()
+                    present = set(parquet.read_schema(path).names)
+                    wanted = [column for column in wanted if column in present]
+                if text_as_categories and wanted is not None:
+                    return _categorized(parquet.ParquetFile(path), wanted)
+                return parquet.read_table(path, columns=wanted).to_pandas()
             if wanted is not None:
                 present = set(pd.read_csv(path, nrows=0).columns)
                 wanted = [column for column in wanted if column in present]
@@ -123,6 +122,25 @@ class MetricTables(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._files) - len(self._unreadable)
+
+
+def _categorized(source: Any, wanted: list[str]) -> Any:
+    """``wanted`` columns of a Parquet file, its text columns as categoricals with sorted categories, read
+    ``BATCH_ROWS`` rows at a time: a code per row is held, never the rows' strings nor the whole Arrow table."""
+    import pandas as pd
+    import pyarrow as pa
+    from pandas.api.types import union_categoricals
+
+    texts = {field.name for field in source.schema_arrow if pa.types.is_string(field.type)}
+    parts: dict[str, list[Any]] = {column: [] for column in wanted}
+    for batch in source.iter_batches(batch_size=BATCH_ROWS, columns=wanted):
+        frame = batch.to_pandas()
+        for column in wanted:
+            parts[column].append(frame[column].astype("category") if column in texts else frame[column])
+    if not any(parts.values()):
+        return source.schema_arrow.empty_table().select(wanted).to_pandas()
+    return pd.DataFrame({column: pd.Series(union_categoricals(parts[column], sort_categories=True)) if column in texts
+                         else pd.concat(parts[column], ignore_index=True) for column in wanted})
 
 
 def read_columns(tables: Mapping[str, Any], name: str, wanted: Iterable[str], *, text_as_categories: bool = False) -> Any:
