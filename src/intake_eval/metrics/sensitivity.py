@@ -44,14 +44,31 @@ class Sensitivity:
 
 def entity_profile_trials(frame: Any, judge: str, metric: str, columns: list[str]) -> dict[str, dict[str, list[float]]]:
     """entity → profile id → ``metric`` of each trial (in conversation order), from rows of
-    metrics/conversations.csv (a DataFrame of ok rows); the entity is the values of ``columns`` joined with ' · '."""
+    metrics/conversations.csv (a DataFrame of ok rows); the entity is the values of ``columns`` joined with ' · '.
+    Entities and profiles come in sorted order. Grouped on integer codes (a stable sort keeps each group's rows
+    in frame order), so a long table costs a few arrays, not a Python object per group and row."""
+    import numpy as np
+    import pandas as pd
+
     rows = frame[(frame["judge"] == judge) & frame[metric].notna()]
     if not len(rows):
         return {}
-    rows = rows.assign(entity=rows[columns].astype(str).agg(" · ".join, axis=1), profile_id=rows["profile_id"].astype(str))
+    parts = [rows[column].astype(str) for column in columns]
+    entity_column = parts[0]
+    for part in parts[1:]:
+        entity_column = entity_column.str.cat(part, sep=" · ")
+    entity_codes, entities = pd.factorize(entity_column, sort=True)
+    profile_codes, profiles = pd.factorize(rows["profile_id"].astype(str), sort=True)
+    order = np.lexsort((profile_codes, entity_codes))
+    measured = rows[metric].to_numpy(dtype=float)[order].tolist()
     out: dict[str, dict[str, list[float]]] = {}
-    for (entity, profile), values in rows.groupby(["entity", "profile_id"])[metric]:
-        out.setdefault(str(entity), {})[str(profile)] = [float(v) for v in values]
+    current: tuple[int, int] | None = None
+    group: list[float] = []
+    for entity_code, profile_code, value in zip(entity_codes[order].tolist(), profile_codes[order].tolist(), measured):
+        if (entity_code, profile_code) != current:
+            current = (entity_code, profile_code)
+            group = out.setdefault(str(entities[entity_code]), {}).setdefault(str(profiles[profile_code]), [])
+        group.append(value)
     return out
 
 
@@ -91,7 +108,7 @@ def tied_ranks(scores: dict[str, float], order: list[str]) -> list[tuple[str, st
 
 
 def kendall_tau(reference: dict[str, float], other: dict[str, float]) -> float | None:
-    from scipy.stats import kendalltau  # type: ignore[import-untyped]  # scipy ships no type stubs
+    from scipy.stats import kendalltau
 
     entities = sorted(reference)
     if len(entities) < 2:

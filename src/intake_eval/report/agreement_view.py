@@ -43,10 +43,11 @@ def hotspots(data: RunData, judges: list[str], top: int = 10) -> dict[str, Any]:
     if len(judges) < 2:
         return {}
     primary, other = judges[0], judges[1]
-    by_domain: dict[str, list[int]] = {}
+    by_domain: dict[str, list[int]] = {}  # domain → [differing cells, cells]
     qtype_pairs: Counter = Counter()
     qtype_total = 0
-    per_conv: list[tuple[int, int, str]] = []
+    compared = 0
+    worst: list[tuple[int, int, str]] = []  # (differing, cells, cid) of the most disagreeing conversations so far
     for cid, a in data.judgments[primary].items():
         b = data.judgments[other].get(cid)
         if b is None or a.get("status", "ok") != "ok" or b.get("status", "ok") != "ok":
@@ -66,15 +67,26 @@ def hotspots(data: RunData, judges: list[str], top: int = 10) -> dict[str, Any]:
                 if la == "-" or lb == "-":
                     continue
                 diff = int(la != lb)  # the code is asked + 2 × disclosed
-                by_domain.setdefault(domain, []).append(diff)
+                tally = by_domain.setdefault(domain, [0, 0])
+                tally[0] += diff
+                tally[1] += 1
                 differing += diff
                 cells += 1
         if cells:
-            per_conv.append((differing, cells, cid))
-    rates = sorted(((d, sum(v) / len(v), len(v)) for d, v in by_domain.items()), key=lambda r: (-r[1], r[0]))
+            compared += 1
+            if differing:
+                worst.append((differing, cells, cid))
+                if len(worst) > 4 * top:  # keep the list short: only the top ones can be shown
+                    worst = _most_disagreeing(worst, top)
+    rates = sorted(((d, n_diff / n, n) for d, (n_diff, n) in by_domain.items()), key=lambda r: (-r[1], r[0]))
     domains = [{"domain": d, "rate": rate, "n": n} for d, rate, n in rates]
     confusions = [{"a": a, "b": b, "count": n, "share": n / qtype_total} for (a, b), n in qtype_pairs.most_common(5)]
-    worst = [{"conversation_id": cid, "clinician": data.conversations.get(cid, {}).get("clinician", ""),
-              "differing": d, "cells": c} for d, c, cid in sorted(per_conv, key=lambda r: (-r[0], r[2]))[:top] if d]
-    return {"primary": primary, "other": other, "domains": domains[:12], "confusions": confusions, "worst": worst,
-            "n_conversations": len(per_conv)}
+    shown = [{"conversation_id": cid, "clinician": data.conversations.get(cid, {}).get("clinician", ""),
+              "differing": d, "cells": c} for d, c, cid in _most_disagreeing(worst, top)]
+    return {"primary": primary, "other": other, "domains": domains[:12], "confusions": confusions, "worst": shown,
+            "n_conversations": compared}
+
+
+def _most_disagreeing(entries: list[tuple[int, int, str]], top: int) -> list[tuple[int, int, str]]:
+    """The ``top`` entries with the most differing cells, ties by conversation id."""
+    return sorted(entries, key=lambda r: (-r[0], r[2]))[:top]

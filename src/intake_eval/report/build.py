@@ -3,7 +3,8 @@ headline.csv and the viewer's conversation shards."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,10 +27,17 @@ from intake_eval.report import (
     viewer,
 )
 from intake_eval.report.conversation_index import place_index
-from intake_eval.report.load import RunData, domain_labels, load_run, order_judges
+from intake_eval.report.load import (
+    RunData,
+    domain_labels,
+    load_run,
+    order_judges,
+    spill_store,
+)
 from intake_eval.report.metric_tables import read_columns
-from intake_eval.report.tables import arm_of
-from intake_eval.report.viewer import bleed_flags, outcome_codes
+from intake_eval.report.spill import SpilledRows, SpilledSet
+from intake_eval.report.tables import arm_of, judged_outcomes
+from intake_eval.report.viewer import ShardAssignment, bleed_flags, outcome_codes
 
 _HEADLINE_ARM = ("arm", "clinician", "condition", "patient_mode", "n_conversations", "n_scored", "n_profiles")
 _HEADLINE_INTEGRITY = ("failures", "judge_errors", "not_judged", "tokens", "cost_usd", "cost_known")
@@ -78,8 +86,6 @@ def build_views(data: RunData, judges: list[str]) -> dict[str, Any]:
     max_turn = max([max_turn] + [c.get("n_turns", 0) for c in data.conversations.values()])
     return {
         "primary": primary, "judges": judges, "arms": arms, "arm_labels": labels,
-        "outcomes": tables.conversation_outcomes(data, primary),
-        "coverage": tables.conversation_coverage(data, primary),
         "headline": tables.headline(data, arms, labels, primary),
         "answers": tables.answer_banner(data),
         "matrix": tables.matrix(data, arms, labels, primary),
@@ -142,41 +148,60 @@ def headline_csv(rows: list[dict[str, Any]]) -> str:
     return csv_text(headline_columns(), rows)
 
 
-def viewer_index(data: RunData, views: dict[str, Any], shard_of: dict[str, str], labels: dict[str, str],
-                 names: dict[str, str]) -> dict[str, Any]:
+def _viewer_rows(data: RunData, views: dict[str, Any], shard_of: ShardAssignment,
+                 coverage: Mapping[str, float | None]) -> Iterator[tuple[list[Any], str | None]]:
+    """Per conversation in id order: its viewer entry [id, shard, arm, profile, status, drill-down codes,
+    trial, coverage] and its bleed flags per hidden domain when it bled (shown on the drill-down squares,
+    caught ones too), else None."""
     arm_index = {arm: i for i, arm in enumerate(views["arms"])}
     primary_done = data.judgments.get(views["primary"], {}) if views["primary"] else {}
-    convs, bled = [], {}
-    for cid in sorted(data.conversations):
-        conv = data.conversations[cid]
+    conversations = (data.conversations.sorted_items() if isinstance(data.conversations, SpilledRows)
+                     else iter(sorted(data.conversations.items())))
+    for cid, conv in conversations:
         profile = data.profiles.get(conv.get("profile_id", ""), {})
         hidden = [d["domain"] for d in profile.get("hidden", [])]
         status = conv.get("status", "ok")
         judged = primary_done.get(cid)
+        outcomes = judged_outcomes(conv, judged)
         if status == "ok" and judged is not None and judged.get("status", "ok") != "ok":
             status = f"judge: {judged.get('status')}"
-        if judged is not None and status == "ok" and "1" in (flags := bleed_flags(judged.get("sig", ""), len(hidden))):
-            bled[cid] = flags  # bleed per hidden domain, shown on the drill-down squares (caught ones too)
-        convs.append([cid, shard_of.get(cid, ""), arm_index[arm_of(conv)], conv.get("profile_id", ""), status,
-                      outcome_codes(views["outcomes"][cid], hidden), conv.get("trial", 0), views["coverage"].get(cid)])
-    profiles = {}
-    for pid in sorted({c[3] for c in convs}):
+        flags = None
+        if judged is not None and status == "ok" and "1" in (bleed := bleed_flags(judged.get("sig", ""), len(hidden))):
+            flags = bleed
+        yield ([cid, shard_of.of_profile(conv.get("profile_id", "")), arm_index[arm_of(conv)], conv.get("profile_id", ""),
+                status, outcome_codes(outcomes, hidden), conv.get("trial", 0), coverage.get(cid)], flags)
+
+
+def count_profiles(data: RunData) -> int:
+    """How many distinct profiles the conversations are of (counted in the spill store, not a set in memory)."""
+    seen = SpilledSet(spill_store(data))
+    for conv in data.conversations.values():
+        seen.add(json.dumps(conv.get("profile_id")))
+    return len(seen)
+
+
+def viewer_index(data: RunData, views: dict[str, Any], shard_of: ShardAssignment, labels: dict[str, str],
+                 names: dict[str, str], report_dir: Path, n_profiles: int,
+                 coverage: Mapping[str, float | None]) -> dict[str, Any]:
+    """The viewer's index as index.html carries it (``conversation_index.place_index``: paged when large),
+    with each conversation's active coverage by the primary judge (``tables.conversation_coverage``)."""
+
+    def profile_entry(pid: str) -> list[Any]:
         profile = data.profiles.get(pid, {})
         demo = profile.get("demographics", {})
         who = ", ".join(str(x) for x in (demo.get("age"), demo.get("sex")) if x)
         presenting = profile.get("presenting", {}).get("domain", "")
-        profiles[pid] = [profile.get("phenotype", "?"), profile.get("alignment", ""),
-                         [d["domain"] for d in profile.get("hidden", [])],
-                         " · ".join(x for x in (who, f"presents with {labels.get(presenting, presenting)}" if presenting else "") if x)]
-    # Open on an instructive conversation: judged, with the widest mix of domain states (caught and missed).
-    judged_convs = [c for c in convs if c[4] == "ok" and c[5]]
-    start = max(judged_convs, key=lambda c: (len(set(c[5])), "3" in c[5], c[0]))[0] if judged_convs else (convs[0][0] if convs else None)
-    shown = {p[0] for p in profiles.values()}
-    return {"judges": views["judges"], "primary": views["primary"], "labels": labels, "convs": convs, "bled": bled,
-            "profiles": profiles,
-            "phenotype_names": {p: names[p] for p in sorted(shown) if p in names},
+        return [profile.get("phenotype", "?"), profile.get("alignment", ""),
+                [d["domain"] for d in profile.get("hidden", [])],
+                " · ".join(x for x in (who, f"presents with {labels.get(presenting, presenting)}" if presenting else "") if x)]
+
+    placed = place_index(_viewer_rows(data, views, shard_of, coverage), n_profiles, profile_entry, report_dir,
+                         len(data.conversations))
+    return {"judges": views["judges"], "primary": views["primary"], "labels": labels, "convs": placed.convs,
+            "bled": placed.bled, "profiles": placed.profiles,
+            "phenotype_names": {p: names[p] for p in sorted(placed.phenotypes) if p in names},
             "arms": [{"label": views["arm_labels"][a], "clinician": a[0], "condition": a[1], "mode": a[2]} for a in views["arms"]],
-            "start": start}
+            "start": placed.start, **placed.paging}
 
 
 def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[[str], None] | None = None,
@@ -205,6 +230,8 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
     data.primary_judge = judges[0] if judges else None
     step("computing views")
     views = build_views(data, judges)
+    # read now: read in the index.html step, beside the sections' own long-table reads, it raised the peak (measured)
+    coverage = tables.conversation_coverage(data, views["primary"])
     cell_links.add_links(views)
     labels = domain_labels(data)
     names = figure_files.phenotype_names(paths.root)
@@ -216,11 +243,13 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
     shard_of = viewer.write_shards(paths.report_shards_dir, data.profiles, data.conversations, data.index, judges,
                                    progress=shard_progress,
                                    fingerprint=fingerprint, diagnosis=viewer.diagnosis_facts(
-                                       read_columns(data.tables, "diagnosis", viewer.DIAGNOSIS_FACT_COLUMNS)))
+                                       read_columns(data.tables, "diagnosis", viewer.DIAGNOSIS_FACT_COLUMNS),
+                                       into=SpilledRows(spill_store(data))))
     step("writing index.html and summary.md")
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    n_profiles = count_profiles(data)
     run = {"name": data.manifest.get("run_name") or paths.root.name, "primary": views["primary"], "judges": judges,
-           "generated": generated, "n_profiles": len({c.get("profile_id") for c in data.conversations.values()}),
+           "generated": generated, "n_profiles": n_profiles,
            "n_conversations": len(data.conversations), "n_clinicians": len({a[0] for a in views["arms"]}),
            "max_turn": views["max_turn"]}
     for row in views["headline"]:
@@ -247,7 +276,7 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
                               "definition": m.definition} for m in registry.headline_metrics()],
         "qtypes": ["closed_hypothesis", "open", "clarifying", "treatment_planning", "other"],
         "sections": section_list.optional_sections(data), "prov": provenance(data),
-        "ie_data": place_index(viewer_index(data, views, shard_of, labels, names), paths.report_dir),
+        "ie_data": viewer_index(data, views, shard_of, labels, names, paths.report_dir, n_profiles, coverage),
     })
     index = paths.report_index
     write_text_atomic(index, page)

@@ -3,15 +3,16 @@
 Records are streamed once (latest per key, like ``store.latest_by_key``) and only compact summaries
 are kept: per profile what the page shows, per conversation its ids, arm, status and patient spend,
 per judgment its status, the drill-down outcome of each hidden domain and a short label signature
-(for the agreement hotspots), plus where the full record sits on disk (``RecordIndex``). The viewer
-shards read full records back one shard at a time, so memory stays flat as runs grow.
+(for the agreement hotspots), plus where the full record sits on disk (``RecordIndex``). They are
+kept in a temporary SQLite file (``spill``), not as Python objects, and read back through the same
+Mapping interface; ``RunData.close`` removes that file. The viewer shards read full records back
+one shard at a time, so memory stays flat as runs grow.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Mapping, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +30,13 @@ from intake_eval.core.store import (
 from intake_eval.metrics.answers import write_answer_tables
 from intake_eval.metrics.tables import write_metrics
 from intake_eval.metrics.trials import write_trial_metrics
-from intake_eval.report.compact_rows import CompactRows, Locations, Packing
 from intake_eval.report.metric_tables import MetricTables, table_file
+from intake_eval.report.spill import (
+    SpilledLocations,
+    SpilledRows,
+    SpilledSet,
+    SpillStore,
+)
 from intake_eval.report.viewer import domain_outcomes
 from intake_eval.stage_kinds import REPORT_STAGE, stage_kinds
 
@@ -45,8 +51,8 @@ OPTIONAL_TABLES = ("answers", "safety", "diagnosis", "capacity_gap", "trials", "
 class RunData:
     paths: RunPaths
     manifest: dict[str, Any]
-    profiles: dict[str, dict[str, Any]]  # profile_id -> slim profile dict (``slim_profile``)
-    conversations: Mapping[str, dict[str, Any]]  # conversation_id -> slim conversation (``slim_conversation``; CompactRows)
+    profiles: Mapping[str, dict[str, Any]]  # profile_id -> slim profile dict (``slim_profile``; SpilledRows)
+    conversations: Mapping[str, dict[str, Any]]  # conversation_id -> slim conversation (``slim_conversation``; SpilledRows)
     judgments: Mapping[str, Mapping[str, dict[str, Any]]]  # judge -> conversation_id -> slim judgment (``slim_judgment``)
     tables: Mapping[str, Any] = field(default_factory=dict)  # name -> pandas DataFrame (MetricTables: read lazily)
     notes: list[str] = field(default_factory=list)  # what is missing / stale, said plainly
@@ -66,13 +72,15 @@ class RecordIndex:
     """Where each latest full record sits: (file number, byte offset, length) in files opened at load time.
 
     Records are read back with ``os.pread`` (no shared file position, so forked shard workers can
-    read concurrently), from the very files that were indexed even if a stage compacts them meanwhile."""
+    read concurrently), from the very files that were indexed even if a stage compacts them meanwhile.
+    It owns the ``SpillStore`` that holds the locations and the report's slim rows; ``close`` removes it."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: SpillStore | None = None) -> None:
+        self.store = store if store is not None else SpillStore()
         self.paths: list[Path] = []
         self.fds: list[int] = []
-        self.conversations = Locations()
-        self.judgments: dict[str, Locations] = {}
+        self.conversations = SpilledLocations(self.store)
+        self.judgments: dict[str, SpilledLocations] = {}
 
     def add_file(self, path: Path) -> int:
         self.paths.append(path)
@@ -93,6 +101,7 @@ class RecordIndex:
             except OSError:
                 pass
         self.fds = []
+        self.store.close()
 
 
 def read_manifest(paths: RunPaths) -> dict[str, Any]:
@@ -154,18 +163,11 @@ def slim_profile(profile: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# Slim-record fields whose values repeat across the run (arms, phenotypes, statuses, profiles over clinicians).
-_SHARED_TEXT = ("profile_id", "phenotype", "clinician", "condition", "patient_mode", "status")
-
-
 def slim_conversation(conv: dict[str, Any]) -> dict[str, Any]:
     """Ids, arm, status, trial, patient spend and number of turns (not the transcript)."""
     out = _pick(conv, ("conversation_id", "profile_id", "phenotype", "clinician", "condition", "patient_mode",
                        "trial", "status"))
     out["condition"] = arm_condition(str(conv.get("condition", "minimal")), conv.get("fork"))
-    for key in _SHARED_TEXT:  # a handful of distinct values over the whole run: one copy of each
-        if isinstance(out.get(key), str):
-            out[key] = sys.intern(out[key])
     usage = conv.get("usage") or {}
     # the simulated patient's calls: its replies and, in tracked mode, the tracker's unlock decisions
     patient = [usage[role] for role in ("patient", "tracker") if isinstance(usage.get(role), dict)]
@@ -188,11 +190,10 @@ def slim_judgment(judgment: dict[str, Any], hidden: list[str]) -> dict[str, Any]
     per turn "turn\x1fquestion type\x1fcodes", one code per hidden domain (asked + 2 × disclosed, '-' if
     unlabelled), turns joined by \x1e (the agreement hotspots compare two judges' signatures)."""
 
-    out: dict[str, Any] = {"status": sys.intern(str(judgment.get("status", "ok")))}
+    out: dict[str, Any] = {"status": str(judgment.get("status", "ok"))}
     if "status" not in judgment:
         out.pop("status")
-    outcomes = domain_outcomes(judgment, hidden)
-    out["outcomes"] = {sys.intern(domain): outcome for domain, outcome in outcomes.items()} if outcomes else outcomes
+    out["outcomes"] = domain_outcomes(judgment, hidden)
     turns = []
     for turn in judgment.get("turns", []):
         labels = turn.get("domains", {})
@@ -207,51 +208,32 @@ def slim_judgment(judgment: dict[str, Any], hidden: list[str]) -> dict[str, Any]
     return out
 
 
-_PATIENT_USAGE = ("prompt_tokens", "completion_tokens", "cost_usd", "cost_known")
-# A slim conversation's patient usage ({"patient": {...}}) held as one tuple of its four figures.
-_USAGE_PACKING = Packing(pack=lambda usage: tuple(usage["patient"][name] for name in _PATIENT_USAGE),
-                         unpack=lambda figures: {"patient": dict(zip(_PATIENT_USAGE, figures))})
-
-
-def _outcomes_packing() -> Packing:
-    """A slim judgment's outcomes (hidden domain → outcome, or None) held as (domains, outcomes) tuples,
-    each distinct domain list held once for the whole run."""
-    shared: dict[tuple[str, ...], tuple[str, ...]] = {}
-
-    def pack(outcomes: dict[str, str] | None) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-        if outcomes is None:
-            return None
-        domains = tuple(outcomes)
-        return shared.setdefault(domains, domains), tuple(outcomes.values())
-
-    def unpack(packed: tuple[tuple[str, ...], tuple[str, ...]] | None) -> dict[str, str] | None:
-        return None if packed is None else dict(zip(*packed))
-
-    return Packing(pack=pack, unpack=unpack)
-
-
-def load_records(paths: RunPaths, damage: list[str] | None = None) -> tuple[dict, CompactRows, dict, RecordIndex]:
-    """Latest record per key of every file, as slim summaries plus a ``RecordIndex`` of the full records;
-    ``damage`` collects a sentence per file with skipped lines."""
+def load_records(paths: RunPaths, damage: list[str] | None = None
+                 ) -> tuple[SpilledRows, SpilledRows, dict[str, SpilledRows], RecordIndex]:
+    """Latest record per key of every file, as slim summaries plus a ``RecordIndex`` of the full records,
+    all held in the index's ``SpillStore``; ``damage`` collects a sentence per file with skipped lines."""
     index = RecordIndex()
     try:
-        profiles: dict[str, dict[str, Any]] = {}
+        profiles = SpilledRows(index.store)
         for pid, data, _ in _scan(paths.profiles, "profile_id", index, damage):
-            profiles[pid] = slim_profile(data)
-        conversations = CompactRows({"usage": _USAGE_PACKING})
+            profiles.put(pid, slim_profile(data))
+        conversations = SpilledRows(index.store)
         for path in paths.conversation_files():
             for cid, data, at in _scan(path, "conversation_id", index, damage):
                 conversations.put(cid, slim_conversation(data))
                 index.conversations[cid] = at
-        judgments: dict[str, CompactRows] = {}
-        outcomes = _outcomes_packing()
+        judgments: dict[str, SpilledRows] = {}
         for path in paths.judgment_files():
             for cid, data, at in _scan(path, "conversation_id", index, damage):  # a later line supersedes
                 profile = profiles.get(conversations.get(cid, {}).get("profile_id", ""), {})
                 hidden = [d["domain"] for d in profile.get("hidden", [])]
                 judge = str(data.get("judge") or path.parent.name)
-                judgments.setdefault(judge, CompactRows({"outcomes": outcomes})).put(cid, slim_judgment(data, hidden))
-                index.judgments.setdefault(judge, Locations())[cid] = at
+                if judge not in judgments:
+                    judgments[judge] = SpilledRows(index.store)
+                    index.judgments[judge] = SpilledLocations(index.store)
+                judgments[judge].put(cid, slim_judgment(data, hidden))
+                index.judgments[judge][cid] = at
+        index.store.commit()  # visible to the forked shard workers' own connections
     except BaseException:
         index.close()
         raise
@@ -329,33 +311,42 @@ def load_run(paths: RunPaths, *, refresh: bool = True) -> RunData:
             f"{paths.root}: no conversations yet (conversations/*.jsonl); run `intake-eval run --clinician ALIAS` first"
         )
     notes: list[str] = list(damage)  # damaged files first: the counts below are short by those records
-    tables = read_tables(paths, notes)
-    data = RunData(paths, manifest, profiles, conversations, judgments, tables, notes, index=index)
-    data.notes.extend(missing_notes(data))
+    data = RunData(paths, manifest, profiles, conversations, judgments, {}, notes, index=index)
+    try:
+        data.tables = read_tables(paths, notes)
+        data.notes.extend(missing_notes(data))
+    except BaseException:
+        data.close()
+        raise
     return data
 
 
+def spill_store(data: RunData) -> SpillStore:
+    """Where per-conversation working sets of the report go (the run's own store, held until ``close``)."""
+    if data.index is None:
+        data.index = RecordIndex()
+    return data.index.store
+
+
 def missing_notes(data: RunData) -> list[str]:
-    """Plain sentences about what this run does not have yet."""
+    """Plain sentences about what this run does not have yet (counted in one pass per question, no
+    per-conversation set held in memory)."""
     notes = []
     if not data.judgments:
         notes.append("no judgments yet: run `intake-eval judge --judge ALIAS`; only transcripts are shown")
-    finished = {cid for cid, conv in data.conversations.items() if conv.get("status", "ok") == "ok"}
-    failed = len(data.conversations) - len(finished)
+    finished = sum(1 for conv in data.conversations.values() if conv.get("status", "ok") == "ok")
+    failed = len(data.conversations) - finished
     if failed:
         notes.append(f"{failed} of {len(data.conversations)} conversations failed (model errors); they are counted, not scored")
     for judge, done in data.judgments.items():
-        missing = len(finished - set(done))
+        missing = sum(1 for cid, conv in data.conversations.items() if conv.get("status", "ok") == "ok" and cid not in done)
         if missing:
-            notes.append(f"judge {judge}: {missing} of {len(finished)} finished conversations not judged yet")
-    unknown = {c["profile_id"] for c in data.conversations.values()} - set(data.profiles)
+            notes.append(f"judge {judge}: {missing} of {finished} finished conversations not judged yet")
+    unknown = {c["profile_id"] for c in data.conversations.values() if c["profile_id"] not in data.profiles}
     if unknown:
         notes.append(f"{len(unknown)} profiles referenced by conversations are missing from profiles.jsonl")
-    arms: dict[str, set[str]] = {}
-    for conv in data.conversations.values():
-        arms.setdefault(conv.get("clinician", "?"), set()).add(conv["profile_id"])
-    for clinician, seen in sorted(arms.items()):
-        missing = len(set(data.profiles) - seen)
+    for clinician, seen in _profiles_seen(data).items():
+        missing = len(data.profiles) - seen
         if missing and data.profiles:
             notes.append(f"clinician {clinician}: {missing} of {len(data.profiles)} profiles have no conversation yet")
     for stage, info in sorted(data.manifest.get("stages", {}).items()):
@@ -363,6 +354,21 @@ def missing_notes(data: RunData) -> list[str]:
         if stage != REPORT_STAGE and isinstance(info, dict) and info.get("status") == "running":
             notes.append(f"stage {stage} is still running (or was interrupted); numbers may change")
     return notes
+
+
+def _profiles_seen(data: RunData) -> dict[str, int]:
+    """clinician → how many of profiles.jsonl's profiles it has a conversation of, clinicians sorted."""
+    pairs = SpilledSet(spill_store(data))  # "clinician NUL profile id": sorts by clinician, then profile
+    clinicians: set[str] = set()
+    for conv in data.conversations.values():
+        clinician = conv.get("clinician", "?")
+        clinicians.add(clinician)
+        if conv["profile_id"] in data.profiles:
+            pairs.add(f"{clinician}\x00{conv['profile_id']}")
+    seen = dict.fromkeys(sorted(clinicians), 0)
+    for pair in pairs.sorted_keys():
+        seen[pair.split("\x00", 1)[0]] += 1
+    return seen
 
 
 def domain_labels(data: RunData) -> dict[str, str]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from intake_eval.core.store import RunPaths
 
+BATCH_ROWS = 5_000  # rows of a long Parquet table converted to a DataFrame at a time (``column_batches``)
 # Tables with a row per conversation × judge (or per label): read for each use, only the columns asked for.
 LONG_TABLES = frozenset({"conversations", "safety", "diagnosis", "domain_events", "answers_by_conversation"})
 
@@ -48,23 +49,61 @@ class MetricTables(Mapping[str, Any]):
             self._kept[name] = frame
         return frame
 
-    def columns(self, name: str, wanted: Iterable[str]) -> Any:
-        """Only ``wanted`` columns of a table (those it has), or None when the folder has no such table."""
+    def columns(self, name: str, wanted: Iterable[str], *, text_as_categories: bool = False) -> Any:
+        """Only ``wanted`` columns of a table (those it has), or None when the folder has no such table.
+        ``text_as_categories``: text columns as pandas categoricals, their categories sorted (a code per row
+        instead of a Python object: what a view grouping a long table by a few values needs)."""
         if name not in self._files or name in self._unreadable:
             return None
-        return self._read(name, list(wanted))
+        frame = self._read(name, list(wanted), text_as_categories)
+        if frame is None or not text_as_categories:
+            return frame
+        import pandas as pd
 
-    def _read(self, name: str, wanted: list[str] | None) -> Any:
-        import pandas as pd  # type: ignore[import-untyped]  # pandas-stubs is not installed
+        for column in frame.columns:
+            if frame[column].dtype == object or isinstance(frame[column].dtype, pd.CategoricalDtype):
+                values = frame[column].astype("category")
+                if all(isinstance(value, str) for value in values.cat.categories):
+                    frame[column] = values.cat.reorder_categories(sorted(values.cat.categories))
+        return frame
+
+    def column_batches(self, name: str, wanted: Iterable[str], rows: int = BATCH_ROWS) -> Iterator[Any]:
+        """Only ``wanted`` columns of a table, as DataFrames of at most ``rows`` rows in table order when
+        the table is Parquet (a CSV comes whole: its column types are inferred from the whole file);
+        nothing when the folder has no such table."""
+        if name not in self._files or name in self._unreadable:
+            return
+        path = self._files[name]
+        if path.suffix != ".parquet":
+            frame = self._read(name, list(wanted))
+            if frame is not None:
+                yield frame
+            return
+        import pyarrow.parquet as parquet
+
+        try:
+            source = parquet.ParquetFile(path)
+            present = set(source.schema_arrow.names)
+            batches = source.iter_batches(batch_size=rows, columns=[column for column in wanted if column in present])
+            for batch in batches:
+                yield batch.to_pandas()
+        except (ValueError, OSError) as exc:  # pyarrow's errors are ValueErrors
+            self._unreadable.add(name)
+            self._notes.append(f"metrics/{path.name} is unreadable ({exc.__class__.__name__}); left out")
+
+    def _read(self, name: str, wanted: list[str] | None, text_as_categories: bool = False) -> Any:
+        import pandas as pd
 
         path = self._files[name]
         try:
             if path.suffix == ".parquet":
-                import pyarrow.parquet as parquet  # type: ignore[import-untyped]  # pyarrow ships no type information
+                import pyarrow.parquet as parquet
 
                 if wanted is not None:
                     present = set(parquet.read_schema(path).names)
                     wanted = [column for column in wanted if column in present]
+                if text_as_categories and wanted is not None:
+                    return _categorized(parquet.ParquetFile(path), wanted)
                 return parquet.read_table(path, columns=wanted).to_pandas()
             if wanted is not None:
                 present = set(pd.read_csv(path, nrows=0).columns)
@@ -85,9 +124,29 @@ class MetricTables(Mapping[str, Any]):
         return len(self._files) - len(self._unreadable)
 
 
-def read_columns(tables: Mapping[str, Any], name: str, wanted: Iterable[str]) -> Any:
-    """Only ``wanted`` columns of a table when ``tables`` reads lazily (``MetricTables``), else the
-    table as held (a plain mapping of frames, as tests build); None when there is no such table."""
+def _categorized(source: Any, wanted: list[str]) -> Any:
+    """``wanted`` columns of a Parquet file, its text columns as categoricals with sorted categories, read
+    ``BATCH_ROWS`` rows at a time: a code per row is held, never the rows' strings nor the whole Arrow table."""
+    import pandas as pd
+    import pyarrow as pa
+    from pandas.api.types import union_categoricals
+
+    texts = {field.name for field in source.schema_arrow if pa.types.is_string(field.type)}
+    parts: dict[str, list[Any]] = {column: [] for column in wanted}
+    for batch in source.iter_batches(batch_size=BATCH_ROWS, columns=wanted):
+        frame = batch.to_pandas()
+        for column in wanted:
+            parts[column].append(frame[column].astype("category") if column in texts else frame[column])
+    if not any(parts.values()):
+        return source.schema_arrow.empty_table().select(wanted).to_pandas()
+    return pd.DataFrame({column: pd.Series(union_categoricals(parts[column], sort_categories=True)) if column in texts
+                         else pd.concat(parts[column], ignore_index=True) for column in wanted})
+
+
+def read_columns(tables: Mapping[str, Any], name: str, wanted: Iterable[str], *, text_as_categories: bool = False) -> Any:
+    """Only ``wanted`` columns of a table when ``tables`` reads lazily (``MetricTables``; ``text_as_categories``:
+    see ``MetricTables.columns``), else the table as held (a plain mapping of frames, as tests build); None when
+    there is no such table."""
     if isinstance(tables, MetricTables):
-        return tables.columns(name, wanted)
+        return tables.columns(name, wanted, text_as_categories=text_as_categories)
     return tables.get(name)

@@ -22,22 +22,24 @@ DEFINITIONS = (
     "tests (permutation test over profiles, p < 0.05 after Holm's adjustment over each judge's pairs) whose conclusion "
     "changes. Tied clinicians share a rank (=k).")
 # What the rankings read of metrics/conversations (a long table: only these columns are loaded).
-SENSITIVITY_COLUMNS = ("conversation_id", "judge", "status", "condition", "patient_mode", "clinician", "profile_id",
+SENSITIVITY_COLUMNS = ("judge", "status", "condition", "patient_mode", "clinician", "profile_id",
                        "active_coverage_rate", "patient")
 HEADER = ["Condition · patient mode", "Judge", "Ranking by active coverage", "Kendall's τ vs primary", "Verdict"]
 
 
 def sensitivity_rows(data: RunData) -> list[list[str]]:
-    table = read_columns(data.tables, "conversations", SENSITIVITY_COLUMNS)
+    # a long table: its text columns as sorted categories, so each copy below costs a code per row
+    table = read_columns(data.tables, "conversations", SENSITIVITY_COLUMNS, text_as_categories=True)
     if table is None or not len(table) or "judge" not in table.columns:
         return []
     table = table[table["status"] == "ok"]
-    judged = {str(j): list(group["conversation_id"]) for j, group in table.groupby("judge")}
+    # judge → its rows, as a sized stand-in (order_judges ranks undeclared judges by how much they judged)
+    judged = {str(j): range(int(n)) for j, n in table.groupby("judge", observed=True).size().items()}
     if len(judged) < 2:
         return []
     judges = order_judges(judged, data.manifest, data.primary_judge)
     rows: list[list[str]] = []
-    for (condition, mode), scope in table.groupby(["condition", "patient_mode"], sort=True):
+    for (condition, mode), scope in table.groupby(["condition", "patient_mode"], sort=True, observed=True):
         views, found = judge_sensitivity(scope, judges, ["clinician"], seed=f"{condition}|{mode}")
         verdicts: dict[Any, Any] = {item.scorer: item for item in found}
         for index, view in enumerate(views):

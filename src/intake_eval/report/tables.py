@@ -9,13 +9,16 @@ there is the metrics module's "actively covered" (the tests check it against cau
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from intake_eval.core.records import QUESTION_TYPES
 from intake_eval.metrics import registry
 from intake_eval.metrics.intervals import declared_intervals
-from intake_eval.report.load import RunData
+from intake_eval.report.load import RunData, spill_store
+from intake_eval.report.spill import SpilledRows, SpilledSet
 
 Arm = tuple[str, str, str]  # (clinician, condition, patient_mode)
 
@@ -57,17 +60,23 @@ def table_rows(data: RunData, name: str, judge: str | None = None) -> list[dict[
     return rows
 
 
-def conversation_coverage(data: RunData, judge: str | None) -> dict[str, float | None]:
+def conversation_coverage(data: RunData, judge: str | None) -> Mapping[str, float | None]:
     """conversation_id → active coverage by ``judge``, reading only the three columns it needs of the long
-    metrics/conversations table."""
+    metrics/conversations table, a batch of rows at a time; held in the run's spill store (a later row of a
+    conversation wins)."""
     wanted = ("conversation_id", "judge", "active_coverage_rate")
-    columns = getattr(data.tables, "columns", None)
-    table = columns("conversations", wanted) if columns is not None else data.tables.get("conversations")
-    if table is None or not len(table) or not {"conversation_id", "active_coverage_rate"} <= set(table.columns):
-        return {}
-    if judge is not None and "judge" in table.columns:
-        table = table[table["judge"].astype(str) == judge]
-    return {str(cid): _num(value) for cid, value in zip(table["conversation_id"], table["active_coverage_rate"])}
+    batches = getattr(data.tables, "column_batches", None)
+    frames = batches("conversations", wanted) if batches is not None else [data.tables.get("conversations")]
+    coverage = SpilledRows(spill_store(data))
+    for table in frames:
+        if table is None or not len(table) or not {"conversation_id", "active_coverage_rate"} <= set(table.columns):
+            continue
+        if judge is not None and "judge" in table.columns:
+            table = table[table["judge"].astype(str) == judge]
+        for cid, value in zip(table["conversation_id"], table["active_coverage_rate"]):
+            coverage.put(str(cid), _num(value))
+    spill_store(data).commit()
+    return coverage
 
 
 def _patient_spend(data: RunData) -> dict[Arm, tuple[int, float, bool]]:
@@ -93,26 +102,23 @@ def headline(data: RunData, arms: list[Arm], labels: dict[Arm, str], primary: st
         entry[1] += cost or 0.0
         entry[2] = entry[2] and cost is not None
     patient = _patient_spend(data)
-    convs_per_arm: dict[Arm, list[dict]] = {}
-    for conv in data.conversations.values():
-        convs_per_arm.setdefault(arm_of(conv), []).append(conv)
     done = data.judgments.get(primary, {}) if primary else {}
+    counts = _arm_counts(data, done)
     answers = {arm_of(r): r for r in table_rows(data, "answers")}
     out = []
     for arm in arms:
         row = mine.get(arm, {})
-        convs = convs_per_arm.get(arm, [])
+        n_conversations, failures, not_judged = counts.get(arm, (0, 0, 0))
         p_tokens, p_cost, p_known = patient.get(arm, (0, 0.0, True))
         j_tokens, j_cost, j_known = judge_spend.get(arm, (0, 0.0, True))
         c_tokens, c_cost = _int(row.get("clinician_tokens")), _num(row.get("clinician_cost_usd")) or 0.0
-        failures = sum(1 for c in convs if c.get("status", "ok") != "ok")
         out.append({
             "arm": labels[arm], "clinician": arm[0], "condition": arm[1], "patient_mode": arm[2],
-            "n_conversations": len(convs), "n_scored": _int(row.get("n")), "n_profiles": _int(row.get("n_profiles")),
+            "n_conversations": n_conversations, "n_scored": _int(row.get("n")), "n_profiles": _int(row.get("n_profiles")),
             **headline_metric_values(row),
             "failures": _int(row.get("conversation_failures")) if row else failures,
             "judge_errors": _int(row.get("judge_errors")) + _int(row.get("judge_provider_errors")),
-            "not_judged": sum(1 for c in convs if c.get("status", "ok") == "ok" and c["conversation_id"] not in done),
+            "not_judged": not_judged,
             "tokens": c_tokens + p_tokens + j_tokens, "cost_usd": c_cost + p_cost + j_cost,
             "cost_known": p_known and j_known,
             "spend_detail": f"clinician {c_tokens:,} tok ${c_cost:,.2f} · patient {p_tokens:,} tok ${p_cost:,.2f} · "
@@ -120,6 +126,19 @@ def headline(data: RunData, arms: list[Arm], labels: dict[Arm, str], primary: st
             **answer_cells(answers.get(arm, {})),
         })
     return out
+
+
+def _arm_counts(data: RunData, done: Mapping[str, Any]) -> dict[Arm, tuple[int, int, int]]:
+    """arm → (conversations, failed ones, finished ones the primary judge has not judged), in one pass."""
+    counts: dict[Arm, list[int]] = {}
+    for conv in data.conversations.values():
+        entry = counts.setdefault(arm_of(conv), [0, 0, 0])
+        entry[0] += 1
+        if conv.get("status", "ok") != "ok":
+            entry[1] += 1
+        elif conv["conversation_id"] not in done:
+            entry[2] += 1
+    return {arm: (n, failed, not_judged) for arm, (n, failed, not_judged) in counts.items()}
 
 
 def headline_metric_values(row: dict[str, Any]) -> dict[str, Any]:
@@ -246,19 +265,20 @@ def intervals(data: RunData) -> dict[str, str]:
     declared = {str(r["figure"]): str(r["interval"]) for r in table_rows(data, "intervals")}
     if declared:
         return declared
-    arms_profiles = [(arm_of(c), c.get("profile_id")) for c in data.conversations.values() if c.get("status", "ok") == "ok"]
-    return declared_intervals(len(set(arms_profiles)) < len(arms_profiles))
+    seen = SpilledSet(spill_store(data))  # (arm, profile) of each finished conversation: does one repeat?
+    repeated = False
+    for conv in data.conversations.values():
+        if conv.get("status", "ok") == "ok":
+            key = json.dumps([*arm_of(conv), conv.get("profile_id")])
+            repeated = repeated or key in seen
+            seen.add(key)
+    return declared_intervals(repeated)
 
 
 def comparisons(data: RunData, primary: str | None) -> list[dict[str, Any]]:
     return [r for r in table_rows(data, "comparisons", primary)]
 
 
-def conversation_outcomes(data: RunData, judge: str | None) -> dict[str, dict[str, str] | None]:
-    """conversation_id -> per hidden domain state (active/bleed/asked/missed) by ``judge``; None if not judged ok."""
-    done = data.judgments.get(judge, {}) if judge else {}
-    facts = {}
-    for cid, conv in data.conversations.items():
-        judged = done.get(cid) if conv.get("status", "ok") == "ok" else None
-        facts[cid] = judged["outcomes"] if judged is not None else None  # load.slim_judgment: domain_outcomes
-    return facts
+def judged_outcomes(conv: Mapping[str, Any], judged: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """A conversation's drill-down outcomes from its slim judgment; None unless it finished and was judged ok."""
+    return judged["outcomes"] if judged is not None and conv.get("status", "ok") == "ok" else None

@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any
 
 from intake_eval.core.fs import as_if_made_by_mkdir, named_os_error
 from intake_eval.core.schema import package_version
 from intake_eval.core.store import stable_hash
+from intake_eval.report.spill import SpilledRows, SpilledSet
 
 PROFILES_PER_SHARD = 10
 
@@ -100,26 +101,29 @@ ERROR_SHOWN, ANSWER_SHOWN = 300, 400  # characters of a failed formulation's err
 DIAGNOSIS_FACT_COLUMNS = ("conversation_id", "judge", "mapping", "unearned_domains", "principal_domain", "principal_hit")
 
 
-def diagnosis_facts(table) -> dict[str, dict[str, Any]]:
+def diagnosis_facts(table, into: MutableMapping[str, dict[str, Any]] | None = None) -> MutableMapping[str, dict[str, Any]]:
     """metrics/diagnosis.csv → conversation_id → {"map": [[slot, name, icd10, domain | None, method], …],
     "unearned": {judge: [domain, …]}, "core": the phenotype's principal domain, "hit": whether the principal
-    diagnosis maps to it} (judges whose row was scored; mapping and principal hit are the same for every judge)."""
+    diagnosis maps to it} (judges whose row was scored; mapping and principal hit are the same for every judge).
+    Written into ``into`` (e.g. ``spill.SpilledRows``, so a long table holds no dict per conversation) or a new dict."""
+    out: MutableMapping[str, dict[str, Any]] = {} if into is None else into
     needed = DIAGNOSIS_FACT_COLUMNS
     if table is None or not set(needed) <= set(table.columns):
-        return {}
-    out: dict[str, dict[str, Any]] = {}
+        return out
     for cid, judge, mapping, unearned, core, hit in zip(*(table[c] for c in needed)):
         if not isinstance(mapping, str) or not mapping:
             continue  # judgment not ok or formulation not scored: nothing mapped from this row
-        facts = out.setdefault(str(cid), {"map": None, "unearned": {}})
+        facts = out.get(str(cid)) or {"map": None, "unearned": {}}
         if facts["map"] is None:
             try:
                 facts["map"] = [[m.get("slot", ""), m.get("name", ""), m.get("icd10", ""), m.get("domain"),
                                  m.get("method", "")] for m in json.loads(mapping)]
             except (ValueError, AttributeError):
+                out[str(cid)] = facts
                 continue
             facts.update(core=str(core), hit=str(hit).lower() == "true")
         facts["unearned"][str(judge)] = [d for d in unearned.split(";") if d] if isinstance(unearned, str) else []
+        out[str(cid)] = facts
     return out
 
 
@@ -231,29 +235,80 @@ def sources_fingerprint(sources: list[Path], judges: list[str]) -> str:
                         "version": package_version()})
 
 
-def write_shards(target: Path, profiles: dict, conversations: Mapping[str, dict[str, Any]], index, judges: list[str],
-                 progress=None, fingerprint: str | None = None,
-                 diagnosis: dict[str, dict[str, Any]] | None = None) -> dict[str, str]:
+class ShardAssignment(Mapping[str, str]):
+    """conversation_id -> shard name, through the conversation's profile (a shard holds whole profiles)."""
+
+    def __init__(self, conversations: Mapping[str, dict[str, Any]], profile_shards: Mapping[str, str]) -> None:
+        self._conversations = conversations
+        self._profile_shards = profile_shards
+
+    def __getitem__(self, cid: str) -> str:
+        return self.of_profile(self._conversations[cid].get("profile_id", ""))
+
+    def of_profile(self, pid: str) -> str:
+        """The shard of a profile's conversations."""
+        return str(self._profile_shards[pid])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._conversations)
+
+    def __len__(self) -> int:
+        return len(self._conversations)
+
+
+Shard = tuple[str, list[tuple[str, list[str]]]]  # (shard name, [(profile id, its conversation ids sorted), …])
+
+
+def _shards(members: SpilledSet) -> Iterator[Shard]:
+    """Shards in order: ``PROFILES_PER_SHARD`` profiles each, profiles sorted, a profile's conversations sorted
+    (``members`` holds "profile id NUL conversation id", which sorts by profile, then conversation)."""
+    profiles: list[tuple[str, list[str]]] = []
+    number = 0
+    for member in members.sorted_keys():
+        pid, cid = member.split("\x00", 1)
+        if not profiles or profiles[-1][0] != pid:
+            if len(profiles) == PROFILES_PER_SHARD:
+                yield shard_name(number), profiles
+                number, profiles = number + 1, []
+            profiles.append((pid, []))
+        profiles[-1][1].append(cid)
+    if profiles:
+        yield shard_name(number), profiles
+
+
+def _batches(shards: Iterator[Shard], size: int = 8) -> Iterator[list[Shard]]:
+    batch: list[Shard] = []
+    for shard in shards:
+        batch.append(shard)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def write_shards(target: Path, profiles: Mapping[str, dict[str, Any]], conversations: Mapping[str, dict[str, Any]],
+                 index: Any, judges: list[str], progress: Callable[[int], None] | None = None,
+                 fingerprint: str | None = None, diagnosis: Mapping[str, dict[str, Any]] | None = None) -> ShardAssignment:
     """Write conversations/<shard>.js files (in parallel on big runs); returns conversation_id -> shard name.
 
     ``conversations`` only needs each conversation's ``profile_id``; the full conversation and judgment
     records (``judges``' only, in that order) are read back through ``index`` (``load.RecordIndex``)
-    one shard at a time, so memory does not grow with the run.
+    one shard at a time, and the shards' membership is walked from ``index.store`` (``spill``), so
+    memory does not grow with the run.
     With a ``fingerprint`` equal to the one stored beside the shards, the shards on disk are
     already these inputs' and are kept (a rerun of the report on an unchanged run is quick).
     ``diagnosis`` is ``diagnosis_facts`` of metrics/diagnosis.csv (formulation mapping per conversation).
     Two reports writing at once each build their own folder and swap it in; the last one wins."""
-    by_profile: dict[str, list[str]] = {}
+    members = SpilledSet(index.store)
     for cid, conv in conversations.items():
-        by_profile.setdefault(conv.get("profile_id", ""), []).append(cid)
-    profile_ids = sorted(by_profile)
-    assignment: dict[str, str] = {}
-    shards = []
-    for start in range(0, len(profile_ids), PROFILES_PER_SHARD):
-        name = shard_name(start // PROFILES_PER_SHARD)
-        members = [(pid, sorted(by_profile[pid])) for pid in profile_ids[start:start + PROFILES_PER_SHARD]]
-        assignment.update({cid: name for _, cids in members for cid in cids})
-        shards.append((name, members))
+        members.add(f"{conv.get('profile_id', '')}\x00{cid}")
+    profile_shards = SpilledRows(index.store)
+    for name, shard_profiles in _shards(members):
+        for pid, _ in shard_profiles:
+            profile_shards.put(pid, name)
+    index.store.commit()  # the shard workers read through their own connections
+    assignment = ShardAssignment(conversations, profile_shards)
     stamp = target / FINGERPRINT_FILE
     try:
         unchanged = bool(fingerprint) and stamp.read_text(encoding="utf-8") == fingerprint
@@ -272,7 +327,7 @@ def write_shards(target: Path, profiles: dict, conversations: Mapping[str, dict[
         _SHARD_INPUT.update(staging=staging, profiles=profiles, index=index, judges=list(judges),
                             diagnosis=diagnosis or {})
         try:
-            batches = [shards[i:i + 8] for i in range(0, len(shards), 8)]
+            batches = _batches(_shards(members))
             workers = min(os.cpu_count() or 1, 8)
             if len(conversations) >= PARALLEL_MIN_CONVERSATIONS and workers > 1 and "fork" in _start_methods():
                 import multiprocessing
