@@ -311,6 +311,7 @@ def write_metrics(paths: RunPaths, kinds: StageKinds) -> dict[str, Path]:
             return _write_tables(paths, kinds, collected, diagnosis, turn_labels)
     except BaseException:
         turn_labels.discard()  # no partial Parquet file is left beside the tables
+        diagnosis.close()  # its spill files go too
         raise
 
 
