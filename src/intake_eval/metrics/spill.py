@@ -2,7 +2,7 @@
 in the number of conversations.
 
 ``DiskMap`` maps text keys to picklable values in a stdlib sqlite3 database inside a temporary folder of its
-own (removed by ``close``, also when the pass fails, and with the process's temporary files otherwise).
+own (removed by ``close``, when the map is garbage-collected, or at the latest when the process exits).
 Writes are buffered a batch at a time; a key written again replaces its value (the latest record wins, as
 everywhere in the metrics). ``items()`` gives the entries in key order (text compared code point by code
 point, as Python compares ``str``), so a caller that sorted a dict's keys gets the same order. A key made of
@@ -16,6 +16,7 @@ import pickle
 import shutil
 import sqlite3
 import tempfile
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,11 @@ from typing import Any
 _BATCH = 5_000  # writes held before they go to the database
 _PART = "\x00"  # joins a key's parts; sorts before every other character, so joined keys sort as tuples
 _MISSING = object()
+
+
+def _remove(db: sqlite3.Connection, folder: Path) -> None:
+    db.close()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def key_of(*parts: str) -> str:
@@ -46,6 +52,7 @@ class DiskMap:
         self._db.execute("PRAGMA temp_store=FILE")
         self._db.execute("CREATE TABLE entries (key TEXT PRIMARY KEY, grp TEXT, value BLOB) WITHOUT ROWID")
         self._pending: dict[str, tuple[str, bytes | None]] = {}  # None: removed
+        self._removal = weakref.finalize(self, _remove, self._db, self._folder)  # also when never closed
 
     def __setitem__(self, key: str, value: Any) -> None:
         self.put(key, value)
@@ -97,6 +104,6 @@ class DiskMap:
             yield value
 
     def close(self) -> None:
+        """Remove the database (also done when the map is garbage-collected or the process exits)."""
         self._pending = {}
-        self._db.close()
-        shutil.rmtree(self._folder, ignore_errors=True)
+        self._removal()
