@@ -24,6 +24,7 @@ from pydantic import Field
 from intake_eval.core.records import Conversation, PatientMode, Record, arm_condition
 from intake_eval.core.store import RunPaths, iter_records
 from intake_eval.metrics.reading import write_csv, write_csv_rows
+from intake_eval.metrics.spill import DiskMap
 
 ANSWER_ROLES: tuple[str, ...] = ("clinician", "patient", "tracker", "formulation")
 UNUSABLE: tuple[str, ...] = ("refused", "empty_answer")
@@ -185,12 +186,16 @@ def judge_answer_rows(judgments: Iterable[JudgmentAnswers]) -> list[dict[str, An
             for (judge, clinician), counts in sorted(groups.items())]
 
 
-def _latest_answer_rows(path: Path) -> list[dict[str, Any]]:
-    """One conversation file's latest record per conversation, as answer rows sorted by id."""
-    latest: dict[str, dict[str, Any]] = {}  # a later line supersedes (a retried failure, its success)
-    for record in iter_records(path, ConversationAnswers):
-        latest[record.conversation_id] = conversation_answer_row(record)
-    return [latest[key] for key in sorted(latest)]
+def _latest_answer_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """One conversation file's latest record per conversation, as answer rows sorted by id (kept on disk
+    until read back: a file's conversations grow with the run)."""
+    latest = DiskMap("answer-rows")  # a later line supersedes (a retried failure, its success)
+    try:
+        for record in iter_records(path, ConversationAnswers):
+            latest[record.conversation_id] = conversation_answer_row(record)
+        yield from latest.values()
+    finally:
+        latest.close()
 
 
 def iter_conversation_answers(paths: RunPaths) -> Iterator[dict[str, Any]]:
@@ -205,11 +210,15 @@ def conversation_answers(paths: RunPaths) -> list[dict[str, Any]]:
 
 
 def _judge_answers(paths: RunPaths) -> Iterator[JudgmentAnswers]:
+    """Each judgment file's latest record per conversation (in conversation id order; the tallies are counts)."""
     for path in paths.judgment_files():
-        latest: dict[str, JudgmentAnswers] = {}
-        for judgment in iter_records(path, JudgmentAnswers):
-            latest[judgment.conversation_id] = judgment
-        yield from latest.values()
+        latest = DiskMap("judge-answers")
+        try:
+            for judgment in iter_records(path, JudgmentAnswers):
+                latest[judgment.conversation_id] = judgment
+            yield from latest.values()
+        finally:
+            latest.close()
 
 
 def judge_answers(paths: RunPaths) -> list[dict[str, Any]]:

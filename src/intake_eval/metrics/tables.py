@@ -90,11 +90,41 @@ _SUMMARY_COLUMNS = ("conversation_id", "judge", "judge_mode", "clinician", "cond
                     "judge_completion_tokens", "judge_cost_usd")
 
 
-def _arm_rows(collected: Collected, arm: Arm) -> list[dict[str, Any]]:
+class _ArmColumns:
+    """One arm's columns as numpy arrays, in conversation order; rows are read through ``_ArmRow``."""
+
+    def __init__(self, arrays: dict[str, Any], scalar: type) -> None:
+        self.arrays = arrays
+        self.scalar = scalar  # numpy's scalar type: such a cell is given as the Python value ``tolist`` gives
+
+
+class _ArmRow:
+    """One conversation row of an arm, read like the dict the per-arm tables take (``row[name]``,
+    ``row.get(name)``), its cells the Python values of its arm's arrays: a slot per row, not a dict."""
+
+    __slots__ = ("_arm", "_index")
+
+    def __init__(self, arm: _ArmColumns, index: int) -> None:
+        self._arm = arm
+        self._index = index
+
+    def __getitem__(self, name: str) -> Any:
+        value = self._arm.arrays[name][self._index]
+        return value.item() if isinstance(value, self._arm.scalar) else value
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self[name] if name in self._arm.arrays else default
+
+
+def _arm_rows(collected: Collected, arm: Arm) -> list[Any]:
     """The conversation rows of one arm with the columns the per-arm tables read, in conversation order."""
+    import numpy as np
+
     columns = [*_SUMMARY_COLUMNS, *(metric.name for metric in registry.METRICS)]
-    return [dict(zip(columns, row)) for row in _rows(collected.conversations, columns,
-                                                     {"judge": arm[0], "clinician": arm[1]})]
+    values = read_columns(collected.conversations, columns, {"judge": arm[0], "clinician": arm[1]})
+    order = np.argsort(values["conversation_id"], kind="stable")
+    columns_of_arm = _ArmColumns({name: values[name][order] for name in columns}, np.generic)
+    return [_ArmRow(columns_of_arm, index) for index in range(len(order))]
 
 
 def _ok(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
