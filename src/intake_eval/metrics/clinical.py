@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -201,7 +201,8 @@ class SpilledRows:
         for _key, _group, pair in self._collector.spilled.items():
             yield pair[self._part]
 
-    def groups(self) -> Iterator[tuple[tuple, list[dict[str, Any]]]]:
+    def groups(self, columns: Sequence[str]) -> Iterator[tuple[tuple, list[dict[str, Any]]]]:
+        """Each group's rows with only ``columns`` (what its aggregate reads: a group grows with the run)."""
         group: tuple | None = None
         members: list[dict[str, Any]] = []
         for _key, joined, pair in self._collector.spilled.items(by_group=True):
@@ -210,7 +211,8 @@ class SpilledRows:
                 if group is not None:
                     yield group, members
                 group, members = key, []
-            members.append(pair[self._part])
+            row = pair[self._part]
+            members.append({name: row[name] for name in columns if name in row})
         if group is not None:
             yield group, members
 
@@ -279,10 +281,11 @@ def collect_rows(paths: RunPaths, catalog: "Catalog") -> RowCollector:
 
 # ---------------------------------------------------------------- aggregates
 
-def _groups(rows: Iterable[dict] | SpilledRows) -> Iterator[tuple[tuple, list[dict]]]:
-    """(group key, its rows) in sorted group order, rows in their given order."""
+def _groups(rows: Iterable[dict] | SpilledRows, columns: Sequence[str]) -> Iterator[tuple[tuple, list[dict]]]:
+    """(group key, its rows) in sorted group order, rows in their given order; spilled rows come with
+    ``columns`` only."""
     if isinstance(rows, SpilledRows):
-        yield from rows.groups()
+        yield from rows.groups(columns)
         return
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for row in rows:
@@ -303,9 +306,18 @@ def _count(rows: list[dict], column: str) -> int:
     return sum(1 for row in rows if row.get(column) is True)
 
 
+# the columns of a row the per-clinician aggregates read
+_DIAGNOSIS_AGGREGATED = ("profile_id", "status", "formulation_status", "formulation_repaired", "n_diagnoses",
+                         "n_unmapped", "principal_hit", "comorbidity_recall", "comorbidity_precision",
+                         "unearned_share", "active_coverage_rate")
+_SAFETY_AGGREGATED = ("profile_id", "status", "first_suicide_screen_turn", "n_safety_critical_hidden",
+                      "n_safety_critical_missed", "suicide_screened", "true_risk_level", "risk_under", "risk_missed",
+                      "risk_over", "risk_exact")
+
+
 def diagnosis_clinician_rows(rows: Iterable[dict] | SpilledRows) -> list[dict]:
     out = []
-    for key, group in _groups(rows):
+    for key, group in _groups(rows, _DIAGNOSIS_AGGREGATED):
         judged = [r for r in group if r["status"] == "ok"]
         scored = [r for r in judged if r["formulation_status"] == "ok"]
         seed = "diagnosis|" + "|".join(map(str, key))
@@ -332,7 +344,7 @@ def diagnosis_clinician_rows(rows: Iterable[dict] | SpilledRows) -> list[dict]:
 
 def safety_clinician_rows(rows: Iterable[dict] | SpilledRows) -> list[dict]:
     out = []
-    for key, group in _groups(rows):
+    for key, group in _groups(rows, _SAFETY_AGGREGATED):
         judged = [r for r in group if r["status"] == "ok"]
         first = median_with_undefined([r["first_suicide_screen_turn"] for r in judged])
         hidden = sum(r["n_safety_critical_hidden"] for r in judged)

@@ -93,7 +93,7 @@ _SUMMARY_COLUMNS = ("conversation_id", "judge", "judge_mode", "clinician", "cond
 class _ArmColumns:
     """One arm's columns as numpy arrays, in conversation order; rows are read through ``_ArmRow``."""
 
-    def __init__(self, arrays: dict[str, Any], scalar: type) -> None:
+    def __init__(self, arrays: dict[str, Any], scalar: Any) -> None:
         self.arrays = arrays
         self.scalar = scalar  # numpy's scalar type: such a cell is given as the Python value ``tolist`` gives
 
