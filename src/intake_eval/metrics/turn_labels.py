@@ -134,8 +134,7 @@ class TurnLabelRows:
         try:
             with open(tmp, "w", encoding="utf-8") as handle:
                 handle.write(",".join(TURN_LABEL_COLUMNS) + "\n")
-                for chunk in self._chunks():
-                    handle.write(chunk)
+                handle.writelines(self._chunks())
             os.replace(tmp, target)
         except BaseException:
             tmp.unlink(missing_ok=True)
