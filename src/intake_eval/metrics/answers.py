@@ -186,10 +186,10 @@ def judge_answer_rows(judgments: Iterable[JudgmentAnswers]) -> list[dict[str, An
             for (judge, clinician), counts in sorted(groups.items())]
 
 
-def _latest_answer_rows(path: Path) -> Iterator[dict[str, Any]]:
+def _latest_answer_rows(path: Path, spill_dir: Path) -> Iterator[dict[str, Any]]:
     """One conversation file's latest record per conversation, as answer rows sorted by id (kept on disk
     until read back: a file's conversations grow with the run)."""
-    latest = DiskMap("answer-rows")  # a later line supersedes (a retried failure, its success)
+    latest = DiskMap("answer-rows", spill_dir)  # a later line supersedes (a retried failure, its success)
     try:
         for record in iter_records(path, ConversationAnswers):
             latest[record.conversation_id] = conversation_answer_row(record)
@@ -201,7 +201,7 @@ def _latest_answer_rows(path: Path) -> Iterator[dict[str, Any]]:
 def iter_conversation_answers(paths: RunPaths) -> Iterator[dict[str, Any]]:
     """Every conversation's latest record on disk (safe while a run appends), as answer rows, a file at a time."""
     for path in paths.conversation_files():
-        yield from _latest_answer_rows(path)
+        yield from _latest_answer_rows(path, paths.metrics_dir)
 
 
 def conversation_answers(paths: RunPaths) -> list[dict[str, Any]]:
@@ -212,7 +212,7 @@ def conversation_answers(paths: RunPaths) -> list[dict[str, Any]]:
 def _judge_answers(paths: RunPaths) -> Iterator[JudgmentAnswers]:
     """Each judgment file's latest record per conversation (in conversation id order; the tallies are counts)."""
     for path in paths.judgment_files():
-        latest = DiskMap("judge-answers")
+        latest = DiskMap("judge-answers", paths.metrics_dir)
         try:
             for judgment in iter_records(path, JudgmentAnswers):
                 latest[judgment.conversation_id] = judgment

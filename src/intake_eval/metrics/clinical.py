@@ -89,7 +89,7 @@ class _ConversationFacts:
 
 def _conversations(paths: RunPaths) -> DiskMap:
     """conversation id → its _ConversationFacts (the latest record per conversation), on disk."""
-    facts = DiskMap("conversation-facts")
+    facts = DiskMap("conversation-facts", paths.metrics_dir)
     for path in paths.conversation_files():
         for conversation in iter_records(path, Conversation):
             facts[conversation.conversation_id] = _ConversationFacts(
@@ -101,7 +101,7 @@ def _conversations(paths: RunPaths) -> DiskMap:
 
 def _profiles(paths: RunPaths) -> DiskMap:
     """profile id → what the scores read of it (``scored_part``), on disk."""
-    profiles = DiskMap("scored-profiles")
+    profiles = DiskMap("scored-profiles", paths.metrics_dir)
     if paths.profiles.exists():
         for profile in iter_records(paths.profiles, Profile):
             profiles[profile.profile_id] = scored_part(profile)
@@ -230,7 +230,7 @@ class RowCollector:
         self.profiles = _profiles(paths)
         self.conversations = _conversations(paths)
         # key_of(judge, conversation) → (diagnosis row, safety row), beside key_of(*its group)
-        self.spilled = DiskMap("clinical-rows")
+        self.spilled = DiskMap("clinical-rows", paths.metrics_dir)
         self._recent: dict[str, Profile | None] = {}
 
     def _profile(self, profile_id: str) -> Profile | None:

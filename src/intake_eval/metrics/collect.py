@@ -256,7 +256,7 @@ def collect(paths: RunPaths, folder: Path, also: Callable[..., None] | None = No
     facts = _profile_facts(paths)
     result = Collected(folder)
     writers = _Writers(result)
-    patients = DiskMap("conversation-patients")  # conversation id → the patient model that spoke
+    patients = DiskMap("conversation-patients", paths.metrics_dir)  # conversation id → the patient model that spoke
     index: ConversationIndex | None = None
     try:
         index = conversation_index(paths, on_valid=lambda data: _conversation_rows(data, writers, patients))

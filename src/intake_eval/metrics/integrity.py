@@ -29,8 +29,8 @@ class ConversationIndex:
     JSON but were refused (wrong shape, repeated turn numbers), and the files with unreadable lines.
     The per-conversation entries are kept on disk (metrics/spill.DiskMap); ``close`` removes them."""
 
-    profiles: DiskMap = field(default_factory=lambda: DiskMap("conversation-profiles"))  # id → profile id
-    refused: DiskMap = field(default_factory=lambda: DiskMap("refused-conversations"))  # id → True
+    profiles: DiskMap  # id → profile id
+    refused: DiskMap  # id → True
     damaged_files: set[Path] = field(default_factory=set)
     any_files: bool = False
 
@@ -44,7 +44,9 @@ def conversation_index(paths: RunPaths, on_valid: Callable[[dict[str, Any]], Non
     """Each conversation file read raw and validated (bad lines were announced by the stage readers);
     a conversation id seen under two profiles is refused, with a warning. ``on_valid`` sees every valid
     record's dict as it is read (one line in memory at a time)."""
-    index = ConversationIndex(any_files=bool(paths.conversation_files()))
+    index = ConversationIndex(profiles=DiskMap("conversation-profiles", paths.metrics_dir),
+                              refused=DiskMap("refused-conversations", paths.metrics_dir),
+                              any_files=bool(paths.conversation_files()))
     try:
         _read_conversations(paths, index, on_valid)
     except BaseException:
@@ -57,7 +59,8 @@ def _read_conversations(paths: RunPaths, index: ConversationIndex,
                         on_valid: Callable[[dict[str, Any]], None] | None) -> None:
     conflicting: dict[str, set[str]] = {}
     for path in paths.conversation_files():
-        raw, valid_ids, stats = DiskMap("raw-ids"), DiskMap("valid-ids"), ReadStats()
+        raw, valid_ids = DiskMap("raw-ids", paths.metrics_dir), DiskMap("valid-ids", paths.metrics_dir)
+        stats = ReadStats()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

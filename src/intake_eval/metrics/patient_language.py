@@ -22,6 +22,7 @@ import statistics
 from collections import defaultdict, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from intake_eval.core.patient_styles import STYLES
@@ -155,9 +156,10 @@ class _SpokenByProfile:
 
     HELD = 2_000  # profiles held in memory before they are moved to disk
 
-    def __init__(self) -> None:
+    def __init__(self, spill_dir: Path | None = None) -> None:
         self._held: dict[str, RunningMattr] = {}
         self._disk: DiskMap | None = None
+        self._spill_dir = spill_dir
 
     def running(self, profile_id: str) -> RunningMattr:
         found = self._held.get(profile_id)
@@ -170,7 +172,7 @@ class _SpokenByProfile:
 
     def _spill(self) -> None:
         if self._disk is None:
-            self._disk = DiskMap("mattr")
+            self._disk = DiskMap("mattr", self._spill_dir)
         for profile_id, running in self._held.items():
             self._disk[profile_id] = running
         self._held = {}
@@ -199,10 +201,11 @@ class PopulationTally:
     length, per profile a running MATTR, counts of early and resolving replies, and per distinct word
     5-gram the first profiles that said it (up to ``SHARED_BY_PROFILES``), never the replies' text."""
 
-    def __init__(self, style: str) -> None:
+    def __init__(self, style: str, spill_dir: Path | None = None) -> None:
+        """``spill_dir``: where profiles beyond those held go (the run's metrics/; else a system temporary folder)."""
         self.style = style
         self.lengths: list[int] = []
-        self.spoken = _SpokenByProfile()
+        self.spoken = _SpokenByProfile(spill_dir)
         self.early = 0
         self.resolved = 0
         self.owners: dict[str, tuple[str, ...]] = {}  # 5-gram → its first distinct profiles, at most SHARED_BY_PROFILES

@@ -64,7 +64,7 @@ def run_tallies(paths: RunPaths) -> dict[tuple[str, str, str, str], PopulationTa
 
 def _latest_positions(paths: RunPaths) -> DiskMap:
     """key_of(file, conversation id) → the position of its latest line among the file's readable lines (on disk)."""
-    latest = DiskMap("latest-lines")
+    latest = DiskMap("latest-lines", paths.metrics_dir)
     for path in paths.conversation_files():
         for position, data in enumerate(iter_json_lines(path, model=SpokenConversation)):
             latest[key_of(str(path), str(data.get("conversation_id", "")))] = position
@@ -74,8 +74,8 @@ def _latest_positions(paths: RunPaths) -> DiskMap:
 def _tallies(paths: RunPaths, latest: DiskMap | None
              ) -> dict[tuple[str, str, str, str], PopulationTally]:
     populations: dict[tuple[str, str, str, str], PopulationTally] = {}
-    seen = DiskMap("openings")  # the opening is shared by a profile's clinicians: counted once
-    read = DiskMap("conversations-read")  # key_of(file, conversation id)
+    seen = DiskMap("openings", paths.metrics_dir)  # the opening is shared by a profile's clinicians: counted once
+    read = DiskMap("conversations-read", paths.metrics_dir)  # key_of(file, conversation id)
     try:
         _tally_files(paths, latest, populations, seen, read)
     finally:
@@ -101,7 +101,7 @@ def _tally_files(paths: RunPaths, latest: DiskMap | None,
                    str(data.get("patient_mode", "prompted")), str(data.get("patient_style") or DEFAULT_STYLE))
             tally = populations.get(key)
             if tally is None:
-                tally = populations[key] = PopulationTally(key[3])
+                tally = populations[key] = PopulationTally(key[3], spill_dir=paths.metrics_dir)
             profile = str(data.get("profile_id", ""))
             opening = (*key, profile, str(data.get("trial", 0)))
             if data.get("opening") and "|".join(opening) not in seen:

@@ -2,7 +2,9 @@
 in the number of conversations.
 
 ``DiskMap`` maps text keys to picklable values in a stdlib sqlite3 database inside a temporary folder of its
-own (removed by ``close``, when the map is garbage-collected, or at the latest when the process exits).
+own — in the run's metrics/ folder when given (``parent``: the spill is as large as the records' rows, and a
+system temporary folder may be memory), else the system's — removed by ``close``, when the map is
+garbage-collected, or at the latest when the process exits.
 Writes are buffered a batch at a time; a key written again replaces its value (the latest record wins, as
 everywhere in the metrics). ``items()`` gives the entries in key order (text compared code point by code
 point, as Python compares ``str``), so a caller that sorted a dict's keys gets the same order. A key made of
@@ -44,8 +46,10 @@ class DiskMap:
     """Text key → picklable value, on disk; ``group``: an optional text column stored beside each entry, so
     ``items(by_group=True)`` gives the entries ordered by (group, key)."""
 
-    def __init__(self, name: str = "spill") -> None:
-        self._folder = Path(tempfile.mkdtemp(prefix=f"intake-eval-{name}-"))
+    def __init__(self, name: str = "spill", parent: Path | None = None) -> None:
+        if parent is not None:
+            parent.mkdir(parents=True, exist_ok=True)
+        self._folder = Path(tempfile.mkdtemp(prefix=f".intake-eval-{name}-", dir=parent))
         self._db = sqlite3.connect(str(self._folder / "spill.sqlite"), isolation_level=None)
         self._db.execute("PRAGMA journal_mode=OFF")
         self._db.execute("PRAGMA synchronous=OFF")

@@ -53,7 +53,7 @@ def arm_name(row: Row) -> str:
 def conversation_styles(paths: RunPaths) -> DiskMap:
     """conversation_id → its patient style (records made before styles are forthcoming), kept on disk
     (metrics/spill.DiskMap); forks left out. Close it when done."""
-    styles = DiskMap("conversation-styles")
+    styles = DiskMap("conversation-styles", paths.metrics_dir)
     for path in paths.conversation_files():
         for data in iter_json_lines(path, model=ConversationHeader):
             if not data.get("fork"):

@@ -201,7 +201,7 @@ def _spilled_rows(paths: RunPaths) -> tuple[DiskMap, bool]:
     source = paths.metrics("conversations")
     if not table_exists(source):
         raise IntakeEvalError(f"{source}: no conversation metrics yet; run `intake-eval judge` and `intake-eval report` first")
-    rows = DiskMap("trial-rows")
+    rows = DiskMap("trial-rows", paths.metrics_dir)
     repeated = False
     try:
         for position, row in enumerate(_iter_metric_rows(source)):

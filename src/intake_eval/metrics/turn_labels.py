@@ -73,7 +73,7 @@ class TurnLabelRows:
     def __init__(self, paths: RunPaths | None = None) -> None:
         self._parquet = ParquetRows(parquet_path(paths.metrics(TURN_LABELS_TABLE)), TURN_LABEL_COLUMNS, COLUMN_TYPES) \
             if paths is not None else None
-        self._by_key: DiskMap | None = DiskMap("turn-labels")  # key_of(judge, conversation) → its CSV lines
+        self._by_key: DiskMap | None = DiskMap("turn-labels", paths.metrics_dir if paths is not None else None)  # key_of(judge, conversation) → its CSV lines
         self._rows_by_key: dict[str, int] = {}  # while the table fits a spreadsheet: bounded by its row limit
         self._rows = 0  # rows of the latest record per key
 
