@@ -186,7 +186,7 @@ def judge_answer_rows(judgments: Iterable[JudgmentAnswers]) -> list[dict[str, An
             for (judge, clinician), counts in sorted(groups.items())]
 
 
-def _latest_answer_rows(path: Path, spill_dir: Path) -> Iterator[dict[str, Any]]:
+def _latest_answer_rows(path: Path, spill_dir: Path | None) -> Iterator[dict[str, Any]]:
     """One conversation file's latest record per conversation, as answer rows sorted by id (kept on disk
     until read back: a file's conversations grow with the run)."""
     latest = DiskMap("answer-rows", spill_dir)  # a later line supersedes (a retried failure, its success)
@@ -198,10 +198,10 @@ def _latest_answer_rows(path: Path, spill_dir: Path) -> Iterator[dict[str, Any]]
         latest.close()
 
 
-def iter_conversation_answers(paths: RunPaths) -> Iterator[dict[str, Any]]:
+def iter_conversation_answers(paths: RunPaths, spill_dir: Path | None = None) -> Iterator[dict[str, Any]]:
     """Every conversation's latest record on disk (safe while a run appends), as answer rows, a file at a time."""
     for path in paths.conversation_files():
-        yield from _latest_answer_rows(path, paths.metrics_dir)
+        yield from _latest_answer_rows(path, spill_dir)
 
 
 def conversation_answers(paths: RunPaths) -> list[dict[str, Any]]:
@@ -209,10 +209,10 @@ def conversation_answers(paths: RunPaths) -> list[dict[str, Any]]:
     return list(iter_conversation_answers(paths))
 
 
-def _judge_answers(paths: RunPaths) -> Iterator[JudgmentAnswers]:
+def _judge_answers(paths: RunPaths, spill_dir: Path | None) -> Iterator[JudgmentAnswers]:
     """Each judgment file's latest record per conversation (in conversation id order; the tallies are counts)."""
     for path in paths.judgment_files():
-        latest = DiskMap("judge-answers", paths.metrics_dir)
+        latest = DiskMap("judge-answers", spill_dir)
         try:
             for judgment in iter_records(path, JudgmentAnswers):
                 latest[judgment.conversation_id] = judgment
@@ -221,8 +221,10 @@ def _judge_answers(paths: RunPaths) -> Iterator[JudgmentAnswers]:
             latest.close()
 
 
-def judge_answers(paths: RunPaths) -> list[dict[str, Any]]:
-    return judge_answer_rows(_judge_answers(paths))
+def judge_answers(paths: RunPaths, spill_dir: Path | None = None) -> list[dict[str, Any]]:
+    """``spill_dir``: where each file's latest records wait (the metrics pass: metrics/; else a system temporary
+    folder, so a reader such as `status` writes nothing in the run folder)."""
+    return judge_answer_rows(_judge_answers(paths, spill_dir))
 
 
 def write_answer_tables(paths: RunPaths) -> dict[str, Path]:
@@ -230,7 +232,7 @@ def write_answer_tables(paths: RunPaths) -> dict[str, Path]:
     totals = _AnswerTotals()
 
     def cells() -> Iterator[list[Any]]:
-        for row in iter_conversation_answers(paths):
+        for row in iter_conversation_answers(paths, paths.metrics_dir):
             totals.add(row)
             yield [row.get(column) for column in CONVERSATION_ANSWER_COLUMNS]
 
@@ -238,6 +240,7 @@ def write_answer_tables(paths: RunPaths) -> dict[str, Path]:
     return {
         "answers": write_csv(paths.metrics("answers"), ANSWER_COLUMNS, totals.rows()),
         "answers_by_conversation": by_conversation,
-        "answers_by_judge": write_csv(paths.metrics("answers_by_judge"), JUDGE_ANSWER_COLUMNS, judge_answers(paths)),
+        "answers_by_judge": write_csv(paths.metrics("answers_by_judge"), JUDGE_ANSWER_COLUMNS,
+                                       judge_answers(paths, paths.metrics_dir)),
     }
 
