@@ -26,6 +26,7 @@ from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import RunPaths
 from intake_eval.metrics import registry
 from intake_eval.metrics.answers import write_answer_tables
+from intake_eval.metrics.arm_rows import arm_rows
 from intake_eval.metrics.clinical import (
     RowCollector,
     load_default_catalog,
@@ -83,48 +84,6 @@ def _group_dict(key: tuple) -> dict[str, Any]:
 
 def _arms(collected: Collected) -> list[Arm]:
     return [(str(judge), str(clinician)) for judge, clinician in distinct(collected.conversations, ["judge", "clinician"])]
-
-
-_SUMMARY_COLUMNS = ("conversation_id", "judge", "judge_mode", "clinician", "condition", "patient_mode", "profile_id",
-                    "phenotype", "alignment", "status", "patient", "judge_calls", "judge_prompt_tokens",
-                    "judge_completion_tokens", "judge_cost_usd")
-
-
-class _ArmColumns:
-    """One arm's columns as numpy arrays, in conversation order; rows are read through ``_ArmRow``."""
-
-    def __init__(self, arrays: dict[str, Any], scalar: Any) -> None:
-        self.arrays = arrays
-        self.scalar = scalar  # numpy's scalar type: such a cell is given as the Python value ``tolist`` gives
-
-
-class _ArmRow:
-    """One conversation row of an arm, read like the dict the per-arm tables take (``row[name]``,
-    ``row.get(name)``), its cells the Python values of its arm's arrays: a slot per row, not a dict."""
-
-    __slots__ = ("_arm", "_index")
-
-    def __init__(self, arm: _ArmColumns, index: int) -> None:
-        self._arm = arm
-        self._index = index
-
-    def __getitem__(self, name: str) -> Any:
-        value = self._arm.arrays[name][self._index]
-        return value.item() if isinstance(value, self._arm.scalar) else value
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self[name] if name in self._arm.arrays else default
-
-
-def _arm_rows(collected: Collected, arm: Arm) -> list[Any]:
-    """The conversation rows of one arm with the columns the per-arm tables read, in conversation order."""
-    import numpy as np
-
-    columns = [*_SUMMARY_COLUMNS, *(metric.name for metric in registry.METRICS)]
-    values = read_columns(collected.conversations, columns, {"judge": arm[0], "clinician": arm[1]})
-    order = np.argsort(values["conversation_id"], kind="stable")
-    columns_of_arm = _ArmColumns({name: values[name][order] for name in columns}, np.generic)
-    return [_ArmRow(columns_of_arm, index) for index in range(len(order))]
 
 
 def _ok(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -367,7 +326,7 @@ class _ArmTables:
         self.patients: set[str] = set()
 
     def add(self, collected: Collected, arm: Arm, spend: dict[tuple, list[Any]], pooled: bool) -> None:
-        rows = _arm_rows(collected, arm)
+        rows = arm_rows(collected, arm)
         ok = _ok(rows)
         self.repeated = self.repeated or repeated_trials(ok)
         self.rows["cells"] += cells_rows(ok)
