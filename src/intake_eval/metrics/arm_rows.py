@@ -10,7 +10,7 @@ from typing import Any
 
 from intake_eval.metrics import registry
 from intake_eval.metrics.collect import Collected
-from intake_eval.metrics.columnar import read_columns
+from intake_eval.metrics.columnar import numpy_column, read_table
 
 SUMMARY_COLUMNS = ("conversation_id", "judge", "judge_mode", "clinician", "condition", "patient_mode", "profile_id",
                    "phenotype", "alignment", "status", "patient", "judge_calls", "judge_prompt_tokens",
@@ -18,10 +18,12 @@ SUMMARY_COLUMNS = ("conversation_id", "judge", "judge_mode", "clinician", "condi
 
 
 class ArmColumns:
-    """One arm's columns as numpy arrays, in conversation order; rows are read through ``ArmRow``."""
+    """One arm's columns as numpy arrays, in conversation order; rows are read through ``ArmRow``.
+    ``nulls``: for a number column with undefined cells, where they are (its array holds a 0 there)."""
 
-    def __init__(self, arrays: dict[str, Any], scalar: Any) -> None:
+    def __init__(self, arrays: dict[str, Any], nulls: dict[str, Any], scalar: Any) -> None:
         self.arrays = arrays
+        self.nulls = nulls
         self.scalar = scalar  # numpy's scalar type: such a cell is given as the Python value ``tolist`` gives
 
 
@@ -36,6 +38,9 @@ class ArmRow:
         self._index = index
 
     def __getitem__(self, name: str) -> Any:
+        nulls = self._arm.nulls.get(name)
+        if nulls is not None and nulls[self._index]:
+            return None  # an undefined value
         value = self._arm.arrays[name][self._index]
         return value.item() if isinstance(value, self._arm.scalar) else value
 
@@ -48,7 +53,28 @@ def arm_rows(collected: Collected, arm: tuple[str, str]) -> list[Any]:
     import numpy as np
 
     columns = [*SUMMARY_COLUMNS, *(metric.name for metric in registry.METRICS)]
-    values = read_columns(collected.conversations, columns, {"judge": arm[0], "clinician": arm[1]})
-    order = np.argsort(values["conversation_id"], kind="stable")
-    columns_of_arm = ArmColumns({name: values[name][order] for name in columns}, np.generic)
+    table = read_table(collected.conversations, columns, [("judge", "=", arm[0]), ("clinician", "=", arm[1])])
+    arrays: dict[str, Any] = {}
+    nulls: dict[str, Any] = {}
+    for name in columns:
+        arrays[name], undefined = _column(table.column(name))
+        if undefined is not None:
+            nulls[name] = undefined
+    del table
+    order = np.argsort(arrays["conversation_id"], kind="stable")
+    columns_of_arm = ArmColumns({name: array[order] for name, array in arrays.items()},
+                                {name: mask[order] for name, mask in nulls.items()}, np.generic)
     return [ArmRow(columns_of_arm, index) for index in range(len(order))]
+
+
+def _column(column: Any) -> tuple[Any, Any]:
+    """(a column as a numpy array, where its undefined cells are or None): text as Python strings shared by
+    the rows holding them (columnar.read_columns's), a number column as numbers with its undefined cells
+    masked (a Python float per cell would be 32 bytes a cell)."""
+    import pyarrow
+
+    if pyarrow.types.is_string(column.type) or not column.null_count:
+        return numpy_column(column), None
+    zero = pyarrow.scalar(False if pyarrow.types.is_boolean(column.type) else 0, type=column.type)
+    return (column.fill_null(zero).to_numpy(zero_copy_only=False),
+            column.is_null().to_numpy(zero_copy_only=False))
