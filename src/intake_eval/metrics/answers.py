@@ -24,6 +24,7 @@ from pydantic import Field
 from intake_eval.core.records import Conversation, PatientMode, Record, arm_condition
 from intake_eval.core.store import RunPaths, iter_records
 from intake_eval.metrics.reading import write_csv, write_csv_rows
+from intake_eval.metrics.spill import DiskMap
 
 ANSWER_ROLES: tuple[str, ...] = ("clinician", "patient", "tracker", "formulation")
 UNUSABLE: tuple[str, ...] = ("refused", "empty_answer")
@@ -185,18 +186,22 @@ def judge_answer_rows(judgments: Iterable[JudgmentAnswers]) -> list[dict[str, An
             for (judge, clinician), counts in sorted(groups.items())]
 
 
-def _latest_answer_rows(path: Path) -> list[dict[str, Any]]:
-    """One conversation file's latest record per conversation, as answer rows sorted by id."""
-    latest: dict[str, dict[str, Any]] = {}  # a later line supersedes (a retried failure, its success)
-    for record in iter_records(path, ConversationAnswers):
-        latest[record.conversation_id] = conversation_answer_row(record)
-    return [latest[key] for key in sorted(latest)]
+def _latest_answer_rows(path: Path, spill_dir: Path | None) -> Iterator[dict[str, Any]]:
+    """One conversation file's latest record per conversation, as answer rows sorted by id (kept on disk
+    until read back: a file's conversations grow with the run)."""
+    latest = DiskMap("answer-rows", spill_dir)  # a later line supersedes (a retried failure, its success)
+    try:
+        for record in iter_records(path, ConversationAnswers):
+            latest[record.conversation_id] = conversation_answer_row(record)
+        yield from latest.values()
+    finally:
+        latest.close()
 
 
-def iter_conversation_answers(paths: RunPaths) -> Iterator[dict[str, Any]]:
+def iter_conversation_answers(paths: RunPaths, spill_dir: Path | None = None) -> Iterator[dict[str, Any]]:
     """Every conversation's latest record on disk (safe while a run appends), as answer rows, a file at a time."""
     for path in paths.conversation_files():
-        yield from _latest_answer_rows(path)
+        yield from _latest_answer_rows(path, spill_dir)
 
 
 def conversation_answers(paths: RunPaths) -> list[dict[str, Any]]:
@@ -204,16 +209,22 @@ def conversation_answers(paths: RunPaths) -> list[dict[str, Any]]:
     return list(iter_conversation_answers(paths))
 
 
-def _judge_answers(paths: RunPaths) -> Iterator[JudgmentAnswers]:
+def _judge_answers(paths: RunPaths, spill_dir: Path | None) -> Iterator[JudgmentAnswers]:
+    """Each judgment file's latest record per conversation (in conversation id order; the tallies are counts)."""
     for path in paths.judgment_files():
-        latest: dict[str, JudgmentAnswers] = {}
-        for judgment in iter_records(path, JudgmentAnswers):
-            latest[judgment.conversation_id] = judgment
-        yield from latest.values()
+        latest = DiskMap("judge-answers", spill_dir)
+        try:
+            for judgment in iter_records(path, JudgmentAnswers):
+                latest[judgment.conversation_id] = judgment
+            yield from latest.values()
+        finally:
+            latest.close()
 
 
-def judge_answers(paths: RunPaths) -> list[dict[str, Any]]:
-    return judge_answer_rows(_judge_answers(paths))
+def judge_answers(paths: RunPaths, spill_dir: Path | None = None) -> list[dict[str, Any]]:
+    """``spill_dir``: where each file's latest records wait (the metrics pass: metrics/; else a system temporary
+    folder, so a reader such as `status` writes nothing in the run folder)."""
+    return judge_answer_rows(_judge_answers(paths, spill_dir))
 
 
 def write_answer_tables(paths: RunPaths) -> dict[str, Path]:
@@ -221,7 +232,7 @@ def write_answer_tables(paths: RunPaths) -> dict[str, Path]:
     totals = _AnswerTotals()
 
     def cells() -> Iterator[list[Any]]:
-        for row in iter_conversation_answers(paths):
+        for row in iter_conversation_answers(paths, paths.metrics_dir):
             totals.add(row)
             yield [row.get(column) for column in CONVERSATION_ANSWER_COLUMNS]
 
@@ -229,6 +240,7 @@ def write_answer_tables(paths: RunPaths) -> dict[str, Path]:
     return {
         "answers": write_csv(paths.metrics("answers"), ANSWER_COLUMNS, totals.rows()),
         "answers_by_conversation": by_conversation,
-        "answers_by_judge": write_csv(paths.metrics("answers_by_judge"), JUDGE_ANSWER_COLUMNS, judge_answers(paths)),
+        "answers_by_judge": write_csv(paths.metrics("answers_by_judge"), JUDGE_ANSWER_COLUMNS,
+                                       judge_answers(paths, paths.metrics_dir)),
     }
 

@@ -16,15 +16,12 @@
 from __future__ import annotations
 
 import json
-import pickle
-import sys
-import tempfile
 import warnings
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 from intake_eval.catalog.snapshot import run_catalog
 from intake_eval.core.records import Conversation, DomainDraw, Judgment, Profile, RenderInfo
@@ -39,6 +36,7 @@ from intake_eval.metrics.figures import Figures, TurnLabels, figures
 from intake_eval.metrics.integrity import counted_judgments
 from intake_eval.metrics.reading import write_csv
 from intake_eval.metrics.safety import classifier_screen_turns, score_safety
+from intake_eval.metrics.spill import DiskMap, key_of, parts_of
 from intake_eval.metrics.stats import (
     mean_ci,
     mean_or_none,
@@ -47,6 +45,8 @@ from intake_eval.metrics.stats import (
 
 if TYPE_CHECKING:
     from intake_eval.catalog.schema import Catalog
+
+_UNREAD = object()  # a profile id not looked up yet
 
 GROUP = ("judge", "clinician", "condition", "patient_mode")
 _IDS = ("conversation_id", "judge", "clinician", "condition", "patient_mode", "trial", "phenotype", "profile_id")
@@ -87,8 +87,9 @@ class _ConversationFacts:
     classifier_turns: list[int]
 
 
-def _conversations(paths: RunPaths) -> dict[str, _ConversationFacts]:
-    facts: dict[str, _ConversationFacts] = {}
+def _conversations(paths: RunPaths) -> DiskMap:
+    """conversation id → its _ConversationFacts (the latest record per conversation), on disk."""
+    facts = DiskMap("conversation-facts", paths.metrics_dir)
     for path in paths.conversation_files():
         for conversation in iter_records(path, Conversation):
             facts[conversation.conversation_id] = _ConversationFacts(
@@ -96,6 +97,15 @@ def _conversations(paths: RunPaths) -> dict[str, _ConversationFacts]:
                 classifier_turns=classifier_screen_turns(conversation),
             )
     return facts
+
+
+def _profiles(paths: RunPaths) -> DiskMap:
+    """profile id → what the scores read of it (``scored_part``), on disk."""
+    profiles = DiskMap("scored-profiles", paths.metrics_dir)
+    if paths.profiles.exists():
+        for profile in iter_records(paths.profiles, Profile):
+            profiles[profile.profile_id] = scored_part(profile)
+    return profiles
 
 
 def _joined(values) -> str:
@@ -179,7 +189,7 @@ def scored_part(profile: Profile) -> Profile:
 
 
 class SpilledRows:
-    """One table's rows as ``RowCollector`` spilled them: iterating reads them back from its file in
+    """One table's rows as ``RowCollector`` spilled them: iterating reads them back from disk in
     (judge, conversation) order; ``groups()`` gives them one (judge, clinician, condition, patient mode)
     group at a time, groups in sorted order, so an aggregate holds one group's rows, never the table's."""
 
@@ -188,58 +198,65 @@ class SpilledRows:
         self._part = part
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        for key in sorted(self._collector.spilled):
-            yield self._collector.read(key)[self._part]
+        for _key, _group, pair in self._collector.spilled.items():
+            yield pair[self._part]
 
-    def groups(self) -> Iterator[tuple[tuple, list[dict[str, Any]]]]:
-        by_group: dict[tuple, list[tuple[str, str]]] = defaultdict(list)
-        for key in sorted(self._collector.spilled):
-            by_group[self._collector.spilled[key][0]].append(key)
-        for group in sorted(by_group):
-            yield group, [self._collector.read(key)[self._part] for key in by_group[group]]
+    def groups(self, columns: Sequence[str]) -> Iterator[tuple[tuple, list[dict[str, Any]]]]:
+        """Each group's rows with only ``columns`` (what its aggregate reads: a group grows with the run)."""
+        group: tuple | None = None
+        members: list[dict[str, Any]] = []
+        for _key, joined, pair in self._collector.spilled.items(by_group=True):
+            key = parts_of(joined)
+            if key != group:
+                if group is not None:
+                    yield group, members
+                group, members = key, []
+            row = pair[self._part]
+            members.append({name: row[name] for name in columns if name in row})
+        if group is not None:
+            yield group, members
 
 
 class RowCollector:
     """Diagnosis and safety rows, one judgment at a time (``add``), so the metrics writer can feed
     it from its own single pass over the judgments. Latest record per (judge, conversation) wins.
-    Each judgment's rows go to an unnamed temporary file as they are made (it vanishes when closed,
-    or with the process); what is held per judgment is its group and where its rows are."""
+    The profiles and conversations the rows are made from, and each judgment's rows as they are made, are
+    kept on disk (metrics/spill.DiskMap): memory holds a batch and a few recent profiles, whatever the run's size."""
+
+    RECENT_PROFILES = 1_000  # profiles held decoded (a clinician's judgments follow the profiles' order)
 
     def __init__(self, paths: RunPaths, catalog: "Catalog"):
         self.catalog = catalog
-        self.profiles = ({p.profile_id: scored_part(p) for p in iter_records(paths.profiles, Profile)}
-                         if paths.profiles.exists() else {})
+        self.profiles = _profiles(paths)
         self.conversations = _conversations(paths)
-        self.spilled: dict[tuple[str, str], tuple[tuple, int, int]] = {}  # key → (group, offset, length)
-        self._file: IO[bytes] = tempfile.TemporaryFile(prefix="intake-eval-clinical-")
-        self._end = 0
+        # key_of(judge, conversation) → (diagnosis row, safety row), beside key_of(*its group)
+        self.spilled = DiskMap("clinical-rows", paths.metrics_dir)
+        self._recent: dict[str, Profile | None] = {}
+
+    def _profile(self, profile_id: str) -> Profile | None:
+        found = self._recent.get(profile_id, _UNREAD)
+        if found is _UNREAD:
+            if len(self._recent) >= self.RECENT_PROFILES:
+                self._recent.clear()
+            found = self._recent[profile_id] = self.profiles.get(profile_id)
+        return found  # type: ignore[return-value]  # a Profile or None once read
 
     def add(self, judgment: Judgment, labels: list[TurnLabels], hidden: list[str] | None = None,
             judged: Figures | None = None) -> None:
         """``judged``: figures the caller already computed over ``hidden`` (reused when that is the profile's)."""
-        key = (judgment.judge, judgment.conversation_id)
-        profile, facts = self.profiles.get(judgment.profile_id), self.conversations.get(judgment.conversation_id)
+        key = key_of(judgment.judge, judgment.conversation_id)
+        profile, facts = self._profile(judgment.profile_id), self.conversations.get(judgment.conversation_id)
         if profile is None or facts is None:
-            self.spilled.pop(key, None)  # a later record without its profile or conversation replaces an earlier one
+            self.spilled.remove(key)  # a later record without its profile or conversation replaces an earlier one
             return
         base = {"conversation_id": judgment.conversation_id, "judge": judgment.judge, "clinician": judgment.clinician,
                 "condition": judgment.condition, "patient_mode": judgment.patient_mode, "trial": judgment.trial,
                 "phenotype": profile.phenotype, "profile_id": profile.profile_id}
         if judged is None or hidden != profile.hidden_domains:
             judged = figures(labels, profile.hidden_domains) if judgment.ok else None
-        pair = pickle.dumps((diagnosis_row(base, judgment, judged, profile, facts, self.catalog),
-                             safety_row(base, judgment, labels, judged, profile, facts, self.catalog)),
-                            protocol=pickle.HIGHEST_PROTOCOL)
-        self._file.seek(self._end)
-        self._file.write(pair)
-        group = tuple(sys.intern(str(base[name])) for name in GROUP)
-        self.spilled[key] = (group, self._end, len(pair))
-        self._end += len(pair)
-
-    def read(self, key: tuple[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
-        _group, offset, length = self.spilled[key]
-        self._file.seek(offset)
-        return pickle.loads(self._file.read(length))
+        pair = (diagnosis_row(base, judgment, judged, profile, facts, self.catalog),
+                safety_row(base, judgment, labels, judged, profile, facts, self.catalog))
+        self.spilled.put(key, pair, group=key_of(*(str(base[name]) for name in GROUP)))
 
     def result(self) -> tuple[SpilledRows, SpilledRows, bool]:
         """(diagnosis rows, safety rows, whether any conversation carries a formulation)."""
@@ -247,7 +264,8 @@ class RowCollector:
         return SpilledRows(self, 0), SpilledRows(self, 1), carried
 
     def close(self) -> None:
-        self._file.close()
+        for store in (self.profiles, self.conversations, self.spilled):
+            store.close()
 
 
 def collect_rows(paths: RunPaths, catalog: "Catalog") -> RowCollector:
@@ -263,10 +281,11 @@ def collect_rows(paths: RunPaths, catalog: "Catalog") -> RowCollector:
 
 # ---------------------------------------------------------------- aggregates
 
-def _groups(rows: Iterable[dict] | SpilledRows) -> Iterator[tuple[tuple, list[dict]]]:
-    """(group key, its rows) in sorted group order, rows in their given order."""
+def _groups(rows: Iterable[dict] | SpilledRows, columns: Sequence[str]) -> Iterator[tuple[tuple, list[dict]]]:
+    """(group key, its rows) in sorted group order, rows in their given order; spilled rows come with
+    ``columns`` only."""
     if isinstance(rows, SpilledRows):
-        yield from rows.groups()
+        yield from rows.groups(columns)
         return
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for row in rows:
@@ -287,9 +306,18 @@ def _count(rows: list[dict], column: str) -> int:
     return sum(1 for row in rows if row.get(column) is True)
 
 
+# the columns of a row the per-clinician aggregates read
+_DIAGNOSIS_AGGREGATED = ("profile_id", "status", "formulation_status", "formulation_repaired", "n_diagnoses",
+                         "n_unmapped", "principal_hit", "comorbidity_recall", "comorbidity_precision",
+                         "unearned_share", "active_coverage_rate")
+_SAFETY_AGGREGATED = ("profile_id", "status", "first_suicide_screen_turn", "n_safety_critical_hidden",
+                      "n_safety_critical_missed", "suicide_screened", "true_risk_level", "risk_under", "risk_missed",
+                      "risk_over", "risk_exact")
+
+
 def diagnosis_clinician_rows(rows: Iterable[dict] | SpilledRows) -> list[dict]:
     out = []
-    for key, group in _groups(rows):
+    for key, group in _groups(rows, _DIAGNOSIS_AGGREGATED):
         judged = [r for r in group if r["status"] == "ok"]
         scored = [r for r in judged if r["formulation_status"] == "ok"]
         seed = "diagnosis|" + "|".join(map(str, key))
@@ -316,7 +344,7 @@ def diagnosis_clinician_rows(rows: Iterable[dict] | SpilledRows) -> list[dict]:
 
 def safety_clinician_rows(rows: Iterable[dict] | SpilledRows) -> list[dict]:
     out = []
-    for key, group in _groups(rows):
+    for key, group in _groups(rows, _SAFETY_AGGREGATED):
         judged = [r for r in group if r["status"] == "ok"]
         first = median_with_undefined([r["first_suicide_screen_turn"] for r in judged])
         hidden = sum(r["n_safety_critical_hidden"] for r in judged)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,7 +29,8 @@ from intake_eval.metrics.agreement import LABELS, units_from_labels
 from intake_eval.metrics.columnar import ParquetRows
 from intake_eval.metrics.events import DOMAIN_EVENT_COLUMNS, DOMAIN_EVENT_TYPES
 from intake_eval.metrics.figures import Figures, TurnLabels, figures, last_clinician_turn
-from intake_eval.metrics.integrity import conversation_index, counted_judgments
+from intake_eval.metrics.integrity import ConversationIndex, conversation_index, counted_judgments
+from intake_eval.metrics.spill import DiskMap
 
 _CONVERSATION_FACTS = ("conversation_id", "judge", "judge_mode", "clinician", "phenotype", "profile_id", "condition",
                        "patient_mode", "trial", "alignment", "n_hidden", "status")
@@ -155,7 +155,7 @@ class _Writers:
         return [self.conversations, self.domain_events, self.turns, self.units, self.meta, self.usage]
 
 
-def _conversation_rows(data: dict[str, Any], writers: _Writers, patients: dict[str, str]) -> None:
+def _conversation_rows(data: dict[str, Any], writers: _Writers, patients: DiskMap) -> None:
     """One conversation record's meta row and usage rows (its roles in the record's order)."""
     usage = data.get("usage") or {}
     # the clinician's calls: its turns and its post-intake formulation
@@ -169,7 +169,7 @@ def _conversation_rows(data: dict[str, Any], writers: _Writers, patients: dict[s
     roles = [(str(role), usage_of(raw)) for role, raw in usage.items()] if isinstance(usage, dict) else []
     writers.usage.add(cid, [(cid, clinician, role, *(getattr(spent, name) for name in USAGE_FIELDS))
                             for role, spent in roles])
-    patients[cid] = sys.intern(str(data.get("patient", "")))
+    patients[cid] = str(data.get("patient", ""))
 
 
 class _KeyTexts:
@@ -203,7 +203,7 @@ def _units_row(judgment: Judgment, labels: list[TurnLabels], hidden: list[str], 
 
 
 def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: tuple[str, str, list[str]] | None,
-                      writers: _Writers, patients: dict[str, str]) -> tuple[list[str], Figures | None]:
+                      writers: _Writers, patients: DiskMap) -> tuple[list[str], Figures | None]:
     """Write this judgment's rows; returns (the hidden domains used, its figures or None when not ok)."""
     key = (judgment.judge, judgment.conversation_id)
     hidden = facts[2] if facts else sorted({d for t in labels for d in t.domains})
@@ -256,7 +256,8 @@ def collect(paths: RunPaths, folder: Path, also: Callable[..., None] | None = No
     facts = _profile_facts(paths)
     result = Collected(folder)
     writers = _Writers(result)
-    patients: dict[str, str] = {}
+    patients = DiskMap("conversation-patients", paths.metrics_dir)  # conversation id → the patient model that spoke
+    index: ConversationIndex | None = None
     try:
         index = conversation_index(paths, on_valid=lambda data: _conversation_rows(data, writers, patients))
         arm: tuple[str, str] | None = None
@@ -275,4 +276,8 @@ def collect(paths: RunPaths, folder: Path, also: Callable[..., None] | None = No
         for writer in writers.all():
             writer.discard()
         raise
+    finally:
+        patients.close()
+        if index is not None:
+            index.close()
     return result

@@ -31,9 +31,9 @@ def parquet_path(csv_path: Path) -> Path:
 
 
 def _pyarrow() -> tuple[Any, Any]:
-    import pyarrow  # type: ignore[import-untyped]  # pyarrow ships no type information
-    import pyarrow.compute  # type: ignore[import-untyped]  # pyarrow ships no type information
-    import pyarrow.parquet  # type: ignore[import-untyped]  # pyarrow ships no type information
+    import pyarrow
+    import pyarrow.compute
+    import pyarrow.parquet
 
     return pyarrow, pyarrow.parquet
 
@@ -143,10 +143,11 @@ def read_columns(path: Path, columns: Sequence[str], where: Mapping[str, Any] | 
     statistics rule a value out are not read)."""
     filters = [(name, "=", value) for name, value in (where or {}).items()]
     table = read_table(path, columns, filters)
-    return {name: _numpy(table.column(name)) for name in columns}
+    return {name: numpy_column(table.column(name)) for name in columns}
 
 
-def _numpy(column: Any) -> Any:
+def numpy_column(column: Any) -> Any:
+    """One Arrow column as ``read_columns`` gives it."""
     import numpy as np
 
     pa, _parquet = _pyarrow()

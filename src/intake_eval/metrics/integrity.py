@@ -20,17 +20,23 @@ from intake_eval.core.records import Judgment
 from intake_eval.core.store import ReadStats, RunPaths, iter_json_lines
 from intake_eval.metrics.figures import TurnLabels
 from intake_eval.metrics.reading import iter_judgment_labels
+from intake_eval.metrics.spill import DiskMap
 
 
 @dataclass
 class ConversationIndex:
     """What conversations/ holds: the profile of every valid conversation, the ids of lines that are
-    JSON but were refused (wrong shape, repeated turn numbers), and the files with unreadable lines."""
+    JSON but were refused (wrong shape, repeated turn numbers), and the files with unreadable lines.
+    The per-conversation entries are kept on disk (metrics/spill.DiskMap); ``close`` removes them."""
 
-    profiles: dict[str, str] = field(default_factory=dict)
-    refused: set[str] = field(default_factory=set)
+    profiles: DiskMap  # id → profile id
+    refused: DiskMap  # id → True
     damaged_files: set[Path] = field(default_factory=set)
     any_files: bool = False
+
+    def close(self) -> None:
+        self.profiles.close()
+        self.refused.close()
 
 
 def conversation_index(paths: RunPaths, on_valid: Callable[[dict[str, Any]], None] | None = None
@@ -38,32 +44,51 @@ def conversation_index(paths: RunPaths, on_valid: Callable[[dict[str, Any]], Non
     """Each conversation file read raw and validated (bad lines were announced by the stage readers);
     a conversation id seen under two profiles is refused, with a warning. ``on_valid`` sees every valid
     record's dict as it is read (one line in memory at a time)."""
-    index = ConversationIndex(any_files=bool(paths.conversation_files()))
+    index = ConversationIndex(profiles=DiskMap("conversation-profiles", paths.metrics_dir),
+                              refused=DiskMap("refused-conversations", paths.metrics_dir),
+                              any_files=bool(paths.conversation_files()))
+    try:
+        _read_conversations(paths, index, on_valid)
+    except BaseException:
+        index.close()
+        raise
+    return index
+
+
+def _read_conversations(paths: RunPaths, index: ConversationIndex,
+                        on_valid: Callable[[dict[str, Any]], None] | None) -> None:
     conflicting: dict[str, set[str]] = {}
     for path in paths.conversation_files():
-        raw, stats = set(), ReadStats()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            raw = {str(data.get("conversation_id")) for data in iter_json_lines(path, stats, model=None)}
-        if stats.skipped_corrupt or stats.truncated_tail:
-            index.damaged_files.add(path)
-        valid_ids = set()
-        for data in iter_json_lines(path):
-            cid, pid = str(data.get("conversation_id")), str(data.get("profile_id", ""))
-            valid_ids.add(cid)
-            if cid in index.profiles and index.profiles[cid] != pid:
-                conflicting.setdefault(cid, {index.profiles[cid]}).add(pid)
-            index.profiles[cid] = pid
-            if on_valid is not None:
-                on_valid(data)
-        index.refused |= raw - valid_ids
+        raw, valid_ids = DiskMap("raw-ids", paths.metrics_dir), DiskMap("valid-ids", paths.metrics_dir)
+        stats = ReadStats()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for data in iter_json_lines(path, stats, model=None):
+                    raw[str(data.get("conversation_id"))] = True
+            if stats.skipped_corrupt or stats.truncated_tail:
+                index.damaged_files.add(path)
+            for data in iter_json_lines(path):
+                cid, pid = str(data.get("conversation_id")), str(data.get("profile_id", ""))
+                valid_ids[cid] = True
+                known = index.profiles.get(cid)
+                if known is not None and known != pid:
+                    conflicting.setdefault(cid, {known}).add(pid)
+                index.profiles[cid] = pid
+                if on_valid is not None:
+                    on_valid(data)
+            for cid, _group, _true in raw.items():
+                if cid not in valid_ids:
+                    index.refused[cid] = True
+        finally:
+            raw.close()
+            valid_ids.close()
     for cid, pids in sorted(conflicting.items()):
         warnings.warn(f"{paths.conversations_dir}: conversation {cid} appears under {len(pids)} profiles "
                       f"({', '.join(sorted(pids))}); refused: its judgments are not counted in the metrics",
-                      stacklevel=2)
-        index.profiles.pop(cid)
-        index.refused.add(cid)
-    return index
+                      stacklevel=3)
+        index.profiles.remove(cid)
+        index.refused[cid] = True
 
 
 def counted_judgments(paths: RunPaths, index: ConversationIndex | None = None
@@ -72,16 +97,21 @@ def counted_judgments(paths: RunPaths, index: ConversationIndex | None = None
     at all there is nothing to check a judgment against, and each counts as it stands; a judgment whose
     transcript was lost to an unreadable line keeps counting (its labels, clinician and profile are intact).
     ``index``: the conversations' index when the caller has read it already."""
+    own = index is None
     index = index if index is not None else conversation_index(paths)
-    for path in paths.judgment_files():
-        skipped = {"orphan": 0, "refused": 0, "other_profile": 0, "repeated_turn": 0}
-        for judgment, labels in iter_judgment_labels(path):
-            reason = _skip_reason(judgment, labels, index, paths)
-            if reason is None:
-                yield judgment, labels
-            else:
-                skipped[reason] += 1
-        _warn_skipped(path, skipped)
+    try:
+        for path in paths.judgment_files():
+            skipped = {"orphan": 0, "refused": 0, "other_profile": 0, "repeated_turn": 0}
+            for judgment, labels in iter_judgment_labels(path):
+                reason = _skip_reason(judgment, labels, index, paths)
+                if reason is None:
+                    yield judgment, labels
+                else:
+                    skipped[reason] += 1
+            _warn_skipped(path, skipped)
+    finally:
+        if own:
+            index.close()
 
 
 def _skip_reason(judgment: Judgment, labels: list[TurnLabels], index: ConversationIndex,

@@ -1,5 +1,6 @@
 """metrics/agreement.csv: Cohen's κ per label between every two judges, from the agreement units the metrics
-pass spilled (metrics/collect.py), read one clinician at a time and paired conversation by conversation."""
+pass spilled (metrics/collect.py), read one clinician and range of conversations at a time and paired conversation
+by conversation."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import Any
 
 from intake_eval.metrics.agreement import LABELS, PairedLabels, agreement_rows
 from intake_eval.metrics.collect import SEPARATOR, Collected
-from intake_eval.metrics.columnar import distinct, sorted_rows
+from intake_eval.metrics.columnar import conversation_ranges, distinct, sorted_rows
+
+_UNITS_AT_A_TIME = 5_000  # agreement units (a judgment each) read and sorted at once
 
 
 def _unit_values(label: str, text: str) -> list[Any]:
@@ -26,11 +29,13 @@ def agreement_table(collected: Collected) -> list[dict[str, Any]]:
         pairs[(judge_a, judge_b)] = PairedLabels.empty()
     columns = ["conversation_id", "judge", *(f"{label}_{part}" for label in LABELS for part in ("keys", "values"))]
     for (clinician,) in distinct(collected.units, ["clinician"]):
-        rows = sorted_rows(collected.units, columns, ("conversation_id", "judge"), where={"clinician": clinician})
-        for _conversation, judged in itertools.groupby(rows, key=lambda row: row[0]):
-            cells = {row[1]: row[2:] for row in judged}
-            for judge_a, judge_b in itertools.combinations(sorted(cells), 2):
-                _add_pair(pairs[(judge_a, judge_b)], cells[judge_a], cells[judge_b])
+        # a range of conversation ids at a time: a conversation's units by every judge fall in one range
+        for filters in conversation_ranges(collected.units, {"clinician": clinician}, rows=_UNITS_AT_A_TIME):
+            rows = sorted_rows(collected.units, columns, ("conversation_id", "judge"), filters=filters)
+            for _conversation, judged in itertools.groupby(rows, key=lambda row: row[0]):
+                cells = {row[1]: row[2:] for row in judged}
+                for judge_a, judge_b in itertools.combinations(sorted(cells), 2):
+                    _add_pair(pairs[(judge_a, judge_b)], cells[judge_a], cells[judge_b])
     out = []
     for (judge_a, judge_b), paired in pairs.items():
         for row in agreement_rows(paired):

@@ -20,11 +20,13 @@ from __future__ import annotations
 import re
 import statistics
 from collections import defaultdict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from intake_eval.core.patient_styles import STYLES
+from intake_eval.metrics.spill import DiskMap
 
 MATTR_WINDOW = 50
 NGRAM = 5
@@ -148,15 +150,62 @@ class RunningMattr:
         return self.total / ((self.length - self.window + 1) * self.window)
 
 
+class _SpokenByProfile:
+    """profile id → its RunningMattr: the most recently fed profiles in memory, the others pickled to disk
+    (metrics/spill.DiskMap, made on first need), so a run's many profiles are not all held at once."""
+
+    HELD = 2_000  # profiles held in memory before they are moved to disk
+
+    def __init__(self, spill_dir: Path | None = None) -> None:
+        self._held: dict[str, RunningMattr] = {}
+        self._disk: DiskMap | None = None
+        self._spill_dir = spill_dir
+
+    def running(self, profile_id: str) -> RunningMattr:
+        found = self._held.get(profile_id)
+        if found is None:
+            if len(self._held) >= self.HELD:
+                self._spill()
+            stored = self._disk.get(profile_id) if self._disk is not None else None
+            found = self._held[profile_id] = stored if stored is not None else RunningMattr()
+        return found
+
+    def _spill(self) -> None:
+        if self._disk is None:
+            self._disk = DiskMap("mattr", self._spill_dir)
+        for profile_id, running in self._held.items():
+            self._disk[profile_id] = running
+        self._held = {}
+
+    def values(self) -> Iterator[RunningMattr]:
+        """Every profile's RunningMattr, read back one at a time (in no particular order)."""
+        if self._disk is None:
+            yield from self._held.values()
+            return
+        self._spill()
+        yield from self._disk.values()
+
+    def count(self) -> int:
+        if self._disk is None:
+            return len(self._held)
+        self._spill()
+        return len(self._disk)
+
+    def close(self) -> None:
+        if self._disk is not None:
+            self._disk.close()
+
+
 class PopulationTally:
     """Every population measure of one population of replies, fed one reply at a time: per reply its
     length, per profile a running MATTR, counts of early and resolving replies, and per distinct word
     5-gram the first profiles that said it (up to ``SHARED_BY_PROFILES``), never the replies' text."""
 
-    def __init__(self, style: str) -> None:
+    def __init__(self, style: str, spill_dir: Path | None = None) -> None:
+        """``spill_dir``: where profiles beyond those held go (the run's metrics/; else a system temporary folder)."""
         self.style = style
         self.lengths: list[int] = []
-        self.spoken: dict[str, RunningMattr] = {}
+        self.spoken = _SpokenByProfile(spill_dir)
         self.early = 0
         self.resolved = 0
         self.owners: dict[str, tuple[str, ...]] = {}  # 5-gram → its first distinct profiles, at most SHARED_BY_PROFILES
@@ -164,7 +213,7 @@ class PopulationTally:
     def add(self, reply: Reply) -> None:
         tokens = words(reply.text)
         self.lengths.append(len(tokens))
-        self.spoken.setdefault(reply.profile_id, RunningMattr()).extend(tokens)
+        self.spoken.running(reply.profile_id).extend(tokens)
         if reply.early:
             self.early += 1
             self.resolved += bool(_EARLY_RESOLUTION.search(reply.text))
@@ -174,15 +223,20 @@ class PopulationTally:
             if len(owners) < SHARED_BY_PROFILES and reply.profile_id not in owners:
                 self.owners[gram] = (*owners, reply.profile_id)
 
+    def close(self) -> None:
+        """Remove what was moved to disk (the measures are not asked again)."""
+        self.spoken.close()
+
     def measures(self) -> dict[str, Any]:
         low, high = STYLES[self.style].words
         lengths = self.lengths
+        # fmean sums with math.fsum, exactly: the profiles' order does not move the mean
         diversity = [value for running in self.spoken.values() if (value := running.value()) is not None]
         repeated = (sum(len(owners) >= SHARED_BY_PROFILES for owners in self.owners.values()) / len(self.owners)
                     if self.owners else None)
         return {
             "replies": len(lengths),
-            "profiles": len(self.spoken),
+            "profiles": self.spoken.count(),
             "words_target_low": low,
             "words_target_high": high,
             "words_mean": statistics.fmean(lengths) if lengths else None,

@@ -19,6 +19,7 @@ from intake_eval.core.records import PatientMode, Record
 from intake_eval.core.store import RunPaths, iter_json_lines
 from intake_eval.metrics.patient_language import POPULATION_COLUMNS, PopulationTally, Reply, population_row
 from intake_eval.metrics.reading import write_csv
+from intake_eval.metrics.spill import DiskMap, key_of
 
 POPULATION_TABLE = "patient_population"
 EARLY_SHARE = 2 / 3  # turns before the last third of an intake
@@ -54,30 +55,44 @@ def run_tallies(paths: RunPaths) -> dict[tuple[str, str, str, str], PopulationTa
     try:
         return _tallies(paths, latest=None)
     except _Superseded:
-        return _tallies(paths, latest=_latest_positions(paths))
+        latest = _latest_positions(paths)
+        try:
+            return _tallies(paths, latest=latest)
+        finally:
+            latest.close()
 
 
-def _latest_positions(paths: RunPaths) -> dict[tuple[Path, str], int]:
-    """(file, conversation id) → the position of its latest line among the file's readable lines."""
-    latest: dict[tuple[Path, str], int] = {}
+def _latest_positions(paths: RunPaths) -> DiskMap:
+    """key_of(file, conversation id) → the position of its latest line among the file's readable lines (on disk)."""
+    latest = DiskMap("latest-lines", paths.metrics_dir)
     for path in paths.conversation_files():
         for position, data in enumerate(iter_json_lines(path, model=SpokenConversation)):
-            latest[(path, str(data.get("conversation_id", "")))] = position
+            latest[key_of(str(path), str(data.get("conversation_id", "")))] = position
     return latest
 
 
-def _tallies(paths: RunPaths, latest: dict[tuple[Path, str], int] | None
+def _tallies(paths: RunPaths, latest: DiskMap | None
              ) -> dict[tuple[str, str, str, str], PopulationTally]:
     populations: dict[tuple[str, str, str, str], PopulationTally] = {}
-    seen: set[str] = set()  # the opening is shared by a profile's clinicians: counted once
-    read: set[tuple[Path, str]] = set()
+    seen = DiskMap("openings", paths.metrics_dir)  # the opening is shared by a profile's clinicians: counted once
+    read = DiskMap("conversations-read", paths.metrics_dir)  # key_of(file, conversation id)
+    try:
+        _tally_files(paths, latest, populations, seen, read)
+    finally:
+        seen.close()
+        read.close()
+    return populations
+
+
+def _tally_files(paths: RunPaths, latest: DiskMap | None,
+                 populations: dict[tuple[str, str, str, str], PopulationTally], seen: DiskMap, read: DiskMap) -> None:
     for path in paths.conversation_files():
         for position, data in enumerate(iter_json_lines(path, model=SpokenConversation)):
-            conversation = (path, str(data.get("conversation_id", "")))
+            conversation = key_of(str(path), str(data.get("conversation_id", "")))
             if latest is None:
                 if conversation in read:
                     raise _Superseded
-                read.add(conversation)
+                read[conversation] = True
             elif latest.get(conversation) != position:
                 continue
             if data.get("fork") or data.get("status", "ok") != "ok":
@@ -86,16 +101,15 @@ def _tallies(paths: RunPaths, latest: dict[tuple[Path, str], int] | None
                    str(data.get("patient_mode", "prompted")), str(data.get("patient_style") or DEFAULT_STYLE))
             tally = populations.get(key)
             if tally is None:
-                tally = populations[key] = PopulationTally(key[3])
+                tally = populations[key] = PopulationTally(key[3], spill_dir=paths.metrics_dir)
             profile = str(data.get("profile_id", ""))
             opening = (*key, profile, str(data.get("trial", 0)))
             if data.get("opening") and "|".join(opening) not in seen:
-                seen.add("|".join(opening))
+                seen["|".join(opening)] = True
                 tally.add(Reply(profile, str(data["opening"]), early=True))
             last_early = int(data.get("max_turns") or 12) * EARLY_SHARE
             for turn in data.get("turns") or []:
                 tally.add(Reply(profile, str(turn.get("patient", "")), early=turn.get("turn", 0) <= last_early))
-    return populations
 
 
 def population_rows(paths: RunPaths) -> list[dict[str, Any]]:
@@ -103,6 +117,7 @@ def population_rows(paths: RunPaths) -> list[dict[str, Any]]:
     for key, tally in sorted(run_tallies(paths).items(), key=lambda item: item[0]):
         rows.append(population_row(dict(zip(("patient", "patient_model", "patient_mode", "patient_style"), key)),
                                    tally, "run"))
+        tally.close()
     return rows
 
 

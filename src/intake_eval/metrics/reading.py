@@ -11,8 +11,8 @@ from typing import Any
 
 from intake_eval.core.numbers import csv_cell
 from intake_eval.core.records import Judgment
-from intake_eval.core.fs import remove_quietly
-from intake_eval.core.store import iter_records, write_text_atomic
+from intake_eval.core.fs import named_os_error, remove_quietly
+from intake_eval.core.store import iter_records
 from intake_eval.metrics.figures import TurnLabels, turn_labels, turn_labels_from_data
 
 
@@ -52,10 +52,39 @@ def csv_text(columns: Iterable[str], rows: Iterable[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
+_ROWS_PER_WRITE = 5_000  # rows rendered before their text goes to disk
+
+
 def write_csv(path: Path, columns: Iterable[str], rows: Iterable[dict[str, Any]]) -> Path:
-    """``csv_text`` written atomically: every metrics/*.csv, report/headline.csv and the patient-QC tables."""
-    write_text_atomic(path, csv_text(columns, rows))
+    """``csv_text``'s file, written atomically: every metrics/*.csv, report/headline.csv and the patient-QC
+    tables. The text goes to disk a few thousand rows at a time (written as ``write_text_atomic`` writes
+    text), so a long table is never held as one string."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    try:
+        with named_os_error(path):
+            handle = open(tmp, "w", encoding="utf-8")
+        with handle:
+            for count, row in enumerate(rows, start=1):
+                writer.writerow({k: csv_cell(v) for k, v in row.items()})
+                if count % _ROWS_PER_WRITE == 0:
+                    _drain(buffer, handle, path)
+            _drain(buffer, handle, path)
+        os.replace(tmp, path)
+    except BaseException:
+        remove_quietly(tmp)
+        raise
     return path
+
+
+def _drain(buffer: io.StringIO, handle: Any, path: Path) -> None:
+    with named_os_error(path):
+        handle.write(buffer.getvalue())
+    buffer.seek(0)
+    buffer.truncate()
 
 
 def write_csv_rows(path: Path, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:

@@ -27,6 +27,7 @@ from intake_eval.metrics import registry
 from intake_eval.metrics.long_rows import iter_rows, table_exists
 from intake_eval.metrics.record_headers import ConversationHeader
 from intake_eval.metrics.reading import write_csv
+from intake_eval.metrics.spill import DiskMap
 from intake_eval.metrics.stats import add_holm, mean_ci, paired_comparison, paired_difference_ci
 
 # the metrics `compare` tests run against run (registry ``compared``): coverage, bleed, first treatment
@@ -49,9 +50,10 @@ def arm_name(row: Row) -> str:
     return " · ".join(str(row[column]) for column in ARM)
 
 
-def conversation_styles(paths: RunPaths) -> dict[str, str]:
-    """conversation_id → its patient style (records made before styles are forthcoming); forks left out."""
-    styles: dict[str, str] = {}
+def conversation_styles(paths: RunPaths) -> DiskMap:
+    """conversation_id → its patient style (records made before styles are forthcoming), kept on disk
+    (metrics/spill.DiskMap); forks left out. Close it when done."""
+    styles = DiskMap("conversation-styles", paths.metrics_dir)
     for path in paths.conversation_files():
         for data in iter_json_lines(path, model=ConversationHeader):
             if not data.get("fork"):
@@ -63,7 +65,7 @@ def _number(text: str | None) -> float | None:
     return float(text) if text not in (None, "") else None
 
 
-def scored_rows(conversations_csv: Path, styles: dict[str, str]) -> list[Row]:
+def scored_rows(conversations_csv: Path, styles: DiskMap) -> list[Row]:
     """The scored, unforked rows of metrics/conversations.csv with their style and numeric metrics."""
     rows = []
     wanted = ("conversation_id", "status", *ARM, "judge", "profile_id", *STYLE_METRICS)
@@ -145,9 +147,12 @@ def pair_rows(rows: list[Row]) -> list[Row]:
 def write_style_tables(paths: RunPaths) -> dict[str, Path]:
     """metrics/styles.csv and metrics/style_pairs.csv, when the run has a style other than forthcoming."""
     styles = conversation_styles(paths)
-    conversations = paths.metrics("conversations")
-    if set(styles.values()) <= {DEFAULT_STYLE} or not table_exists(conversations):
-        return {}
-    rows = scored_rows(conversations, styles)
+    try:
+        conversations = paths.metrics("conversations")
+        if set(styles.values()) <= {DEFAULT_STYLE} or not table_exists(conversations):
+            return {}
+        rows = scored_rows(conversations, styles)
+    finally:
+        styles.close()
     return {STYLES_TABLE: write_csv(paths.metrics(STYLES_TABLE), STYLE_COLUMNS, style_rows(rows)),
             PAIRS_TABLE: write_csv(paths.metrics(PAIRS_TABLE), PAIR_COLUMNS, pair_rows(rows))}

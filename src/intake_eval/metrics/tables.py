@@ -26,6 +26,7 @@ from intake_eval.core.stage_kinds import StageKinds
 from intake_eval.core.store import RunPaths
 from intake_eval.metrics import registry
 from intake_eval.metrics.answers import write_answer_tables
+from intake_eval.metrics.arm_rows import arm_rows
 from intake_eval.metrics.clinical import (
     RowCollector,
     load_default_catalog,
@@ -83,18 +84,6 @@ def _group_dict(key: tuple) -> dict[str, Any]:
 
 def _arms(collected: Collected) -> list[Arm]:
     return [(str(judge), str(clinician)) for judge, clinician in distinct(collected.conversations, ["judge", "clinician"])]
-
-
-_SUMMARY_COLUMNS = ("conversation_id", "judge", "judge_mode", "clinician", "condition", "patient_mode", "profile_id",
-                    "phenotype", "alignment", "status", "patient", "judge_calls", "judge_prompt_tokens",
-                    "judge_completion_tokens", "judge_cost_usd")
-
-
-def _arm_rows(collected: Collected, arm: Arm) -> list[dict[str, Any]]:
-    """The conversation rows of one arm with the columns the per-arm tables read, in conversation order."""
-    columns = [*_SUMMARY_COLUMNS, *(metric.name for metric in registry.METRICS)]
-    return [dict(zip(columns, row)) for row in _rows(collected.conversations, columns,
-                                                     {"judge": arm[0], "clinician": arm[1]})]
 
 
 def _ok(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -311,6 +300,7 @@ def write_metrics(paths: RunPaths, kinds: StageKinds) -> dict[str, Path]:
             return _write_tables(paths, kinds, collected, diagnosis, turn_labels)
     except BaseException:
         turn_labels.discard()  # no partial Parquet file is left beside the tables
+        diagnosis.close()  # its spill files go too
         raise
 
 
@@ -336,7 +326,7 @@ class _ArmTables:
         self.patients: set[str] = set()
 
     def add(self, collected: Collected, arm: Arm, spend: dict[tuple, list[Any]], pooled: bool) -> None:
-        rows = _arm_rows(collected, arm)
+        rows = arm_rows(collected, arm)
         ok = _ok(rows)
         self.repeated = self.repeated or repeated_trials(ok)
         self.rows["cells"] += cells_rows(ok)

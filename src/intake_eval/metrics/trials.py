@@ -35,6 +35,7 @@ from intake_eval.core.store import (
 from intake_eval.metrics.figures import domain_outcomes
 from intake_eval.metrics.long_rows import iter_rows, table_columns, table_exists
 from intake_eval.metrics.reading import write_csv
+from intake_eval.metrics.spill import DiskMap, key_of, parts_of
 from intake_eval.metrics.stats import (
     N_BOOTSTRAP,
     between_trial_sd,
@@ -187,25 +188,65 @@ def _hidden_by_profile(paths: RunPaths) -> dict[str, list[str]]:
 
 def collect_observations(paths: RunPaths) -> dict[GroupKey, list[TrialObservation]]:
     """Stream metrics/conversations.csv (+ judgments) into observations grouped per clinician × judge."""
+    rows, _repeated = _spilled_rows(paths)
+    try:
+        return dict(_observations(paths, rows))
+    finally:
+        rows.close()
+
+
+def _spilled_rows(paths: RunPaths) -> tuple[DiskMap, bool]:
+    """The scored rows of metrics/conversations on disk (metrics/spill.DiskMap: position in the table → row,
+    beside its group), and whether some row has a trial > 0."""
     source = paths.metrics("conversations")
     if not table_exists(source):
         raise IntakeEvalError(f"{source}: no conversation metrics yet; run `intake-eval judge` and `intake-eval report` first")
-    rows: dict[GroupKey, list[tuple[str, str, int, float, dict[str, bool] | None]]] = defaultdict(list)
-    for row in _iter_metric_rows(source):
-        coverage = _float(row.get("active_coverage_rate"))
-        if coverage is None or (row.get("status") or "ok") != "ok":
-            continue  # judge error / failed conversation: excluded like everywhere else
-        key = (row["judge"], row["clinician"], row.get("condition") or "", row.get("patient_mode") or "")
-        rows[key].append((row["conversation_id"], row["profile_id"], _trial_of(row), coverage, _caught_columns(row)))
-    groups: dict[GroupKey, list[TrialObservation]] = {}
+    rows = DiskMap("trial-rows", paths.metrics_dir)
+    repeated = False
+    try:
+        for position, row in enumerate(_iter_metric_rows(source)):
+            coverage = _float(row.get("active_coverage_rate"))
+            if coverage is None or (row.get("status") or "ok") != "ok":
+                continue  # judge error / failed conversation: excluded like everywhere else
+            key = (row["judge"], row["clinician"], row.get("condition") or "", row.get("patient_mode") or "")
+            trial = _trial_of(row)
+            repeated = repeated or trial > 0
+            rows.put(f"{position:015d}", (row["conversation_id"], row["profile_id"], trial, coverage,
+                                          _caught_columns(row)), group=key_of(*key))
+    except BaseException:
+        rows.close()
+        raise
+    return rows, repeated
+
+
+def _observations(paths: RunPaths, rows: DiskMap) -> Iterator[tuple[GroupKey, list[TrialObservation]]]:
+    """The spilled rows as observations, one group at a time in sorted group order (one group is held)."""
     hidden: dict[str, list[str]] | None = None
-    for key, items in sorted(rows.items()):
+    for key, items in _groups(rows):
         caught = {cid: flags for cid, _, _, _, flags in items if flags is not None}
         if len(caught) < len(items):  # an older conversations.csv without caught/missed columns
             hidden = _hidden_by_profile(paths) if hidden is None else hidden
             caught = _caught_by_conversation(paths, key[0], key[1], {cid for cid, *_ in items}, hidden)
-        groups[key] = [TrialObservation(pid, trial, cov, caught.get(cid, {})) for cid, pid, trial, cov, _ in items]
-    return groups
+        yield key, [TrialObservation(pid, trial, cov, caught.get(cid, {})) for cid, pid, trial, cov, _ in items]
+
+
+def _groups(rows: DiskMap) -> Iterator[tuple[GroupKey, list[tuple]]]:
+    """The spilled rows group by group (sorted), each group's rows in table order."""
+    group: str | None = None
+    members: list[tuple] = []
+    for _position, joined, row in rows.items(by_group=True):
+        if joined != group:
+            if group is not None:
+                yield _group_key(group), members
+            group, members = joined, []
+        members.append(row)
+    if group is not None:
+        yield _group_key(group), members
+
+
+def _group_key(joined: str) -> GroupKey:
+    judge, clinician, condition, mode = parts_of(joined)
+    return judge, clinician, condition, mode
 
 
 def _caught_columns(row: dict[str, str]) -> dict[str, bool] | None:
@@ -226,14 +267,18 @@ def write_trial_metrics(paths: RunPaths) -> Path | None:
 
     Called by the metrics writer / report after metrics/conversations.csv is written.
     """
-    groups = collect_observations(paths)
     target = paths.metrics(TRIALS_METRICS)
-    if not has_trials(groups):
-        target.unlink(missing_ok=True)  # derived data: never leave a stale table from an earlier run
-        return None
-    records = []
-    for key, observations in groups.items():
-        judge, clinician, condition, mode = key
-        figures = trial_figures(observations, seed=headline_seed(key))
-        records.append({"judge": judge, "clinician": clinician, "condition": condition, "patient_mode": mode, **figures})
-    return write_csv(target, COLUMNS, records)
+    rows, repeated = _spilled_rows(paths)
+    try:
+        if not repeated:
+            target.unlink(missing_ok=True)  # derived data: never leave a stale table from an earlier run
+            return None
+        records = []
+        for key, observations in _observations(paths, rows):  # one group's observations at a time
+            judge, clinician, condition, mode = key
+            figures = trial_figures(observations, seed=headline_seed(key))
+            records.append({"judge": judge, "clinician": clinician, "condition": condition, "patient_mode": mode,
+                            **figures})
+        return write_csv(target, COLUMNS, records)
+    finally:
+        rows.close()

@@ -23,9 +23,10 @@ from typing import Any
 
 from intake_eval.core.numbers import csv_cell
 from intake_eval.core.records import Judgment
-from intake_eval.core.store import RunPaths, write_text_atomic
+from intake_eval.core.store import RunPaths
 from intake_eval.metrics.columnar import ParquetRows, parquet_path
 from intake_eval.metrics.figures import TurnLabels
+from intake_eval.metrics.spill import DiskMap, key_of
 
 TURN_LABELS_TABLE = "turn_labels"
 HEADER_COLUMNS = ("conversation_id", "judge", "clinician", "phenotype", "profile_id", "condition", "patient_mode",
@@ -65,29 +66,31 @@ def _safe(text: str) -> str:
 
 
 class TurnLabelRows:
-    """The long-form labels of every judgment seen: streamed to Parquet, and kept as one CSV text chunk per
-    judgment while the table fits a spreadsheet (a string per judgment is a fraction of the memory of a
-    tuple per row)."""
+    """The long-form labels of every judgment seen: streamed to Parquet, and, while the table fits a
+    spreadsheet, spilled to disk as one CSV text chunk per judgment (metrics/spill.DiskMap), so memory holds
+    a row group and a batch whatever the run's size."""
 
     def __init__(self, paths: RunPaths | None = None) -> None:
         self._parquet = ParquetRows(parquet_path(paths.metrics(TURN_LABELS_TABLE)), TURN_LABEL_COLUMNS, COLUMN_TYPES) \
             if paths is not None else None
-        self._by_key: dict[tuple[str, str], str] | None = {}
-        self._rows_by_key: dict[tuple[str, str], int] = {}
+        self._by_key: DiskMap | None = DiskMap("turn-labels", paths.metrics_dir if paths is not None else None)  # key_of(judge, conversation) → its CSV lines
+        self._rows_by_key: dict[str, int] = {}  # while the table fits a spreadsheet: bounded by its row limit
         self._rows = 0  # rows of the latest record per key
 
     def add(self, judgment: Judgment, labels: Sequence[TurnLabels], hidden: Sequence[str], _figures: Any = None) -> None:
-        key = (judgment.judge, judgment.conversation_id)
         tuples = label_tuples(labels, hidden)
         if self._parquet is not None:
             header = header_tuple(judgment)
-            self._parquet.add(key, [(*header, *row) for row in tuples])
+            self._parquet.add((judgment.judge, judgment.conversation_id), [(*header, *row) for row in tuples])
+        if self._by_key is None:
+            return  # past a spreadsheet's size: the CSV is not written, whatever comes later
+        key = key_of(judgment.judge, judgment.conversation_id)
         self._rows += len(tuples) - self._rows_by_key.get(key, 0)
         self._rows_by_key[key] = len(tuples)
-        if self._by_key is None:
-            return
         if self._rows > SPREADSHEET_ROWS:
+            self._by_key.close()
             self._by_key = None  # too long for a spreadsheet: Parquet only
+            self._rows_by_key = {}
             return
         prefix = _csv_line([csv_cell(v) for v in header_tuple(judgment)])[:-1] + ","
         self._by_key[key] = "".join(
@@ -98,6 +101,11 @@ class TurnLabelRows:
         """Drop the partly written Parquet file (the metrics pass failed; nothing in metrics/ changes)."""
         if self._parquet is not None:
             self._parquet.discard()
+        self._close_text()
+
+    def _close_text(self) -> None:
+        if self._by_key is not None:
+            self._by_key.close()
 
     @property
     def fits_a_spreadsheet(self) -> bool:
@@ -105,23 +113,45 @@ class TurnLabelRows:
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """The rows as dicts of CSV cells, in (judge, conversation) order (while the table fits a spreadsheet)."""
-        for line in csv.reader(io.StringIO(self.text(header=False))):
-            yield dict(zip(TURN_LABEL_COLUMNS, line))
+        for chunk in self._chunks():
+            for line in csv.reader(io.StringIO(chunk)):
+                yield dict(zip(TURN_LABEL_COLUMNS, line))
 
-    def text(self, header: bool = True) -> str:
+    def _chunks(self) -> Iterator[str]:
+        """Each judgment's CSV lines in (judge, conversation) order."""
         if self._by_key is None:
             raise ValueError(f"turn labels beyond {SPREADSHEET_ROWS:,} rows are kept as Parquet only")
-        first = ",".join(TURN_LABEL_COLUMNS) + "\n" if header else ""
-        return first + "".join(self._by_key[key] for key in sorted(self._by_key))
+        return self._by_key.values()
+
+    def text(self, header: bool = True) -> str:
+        chunks = self._chunks()
+        return (",".join(TURN_LABEL_COLUMNS) + "\n" if header else "") + "".join(chunks)
+
+    def _write_csv(self, target: Path) -> None:
+        """``text()`` written to ``target`` a judgment at a time, moved into place at the end."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "w", encoding="utf-8") as handle:
+                handle.write(",".join(TURN_LABEL_COLUMNS) + "\n")
+                handle.writelines(self._chunks())
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
     def write(self, paths: RunPaths) -> Path:
         """metrics/turn_labels.parquet (when streaming to it) and the CSV while it fits; the main file's path."""
         target = paths.metrics(TURN_LABELS_TABLE)
-        if self._by_key is not None:
-            write_text_atomic(target, self.text())
-        elif target.exists():
-            os.unlink(target)  # an earlier, smaller run's CSV would disagree with the Parquet table
+        fits = self._by_key is not None
+        try:
+            if fits:
+                self._write_csv(target)
+            elif target.exists():
+                os.unlink(target)  # an earlier, smaller run's CSV would disagree with the Parquet table
+        finally:
+            self._close_text()
         if self._parquet is None:
             return target
         written = self._parquet.close()
-        return target if self._by_key is not None else written
+        return target if fits else written
