@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
+from intake_eval.core import spill
 from intake_eval.core.store import RunPaths
-from intake_eval.metrics import clinical, collect, columnar, spill, tables, turn_labels
+from intake_eval.metrics import clinical, collect, columnar, tables, turn_labels
 from intake_eval.stage_kinds import stage_kinds
 from tests.helpers.report_runs import synth_run
 
@@ -47,7 +48,7 @@ def test_the_pass_holds_nothing_per_conversation(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(collect, "_JUDGMENT_ROWS", 5)
     monkeypatch.setattr(collect, "_LONG_ROWS", 11)
     monkeypatch.setattr(collect._KeyTexts, "LIMIT", 4)
-    monkeypatch.setattr(spill, "_BATCH", 8)
+    monkeypatch.setattr(spill, "BATCH", 8)
     monkeypatch.setattr(clinical.RowCollector, "RECENT_PROFILES", 4)
     monkeypatch.setattr(turn_labels, "ParquetRows", functools.partial(columnar.ParquetRows, row_group_rows=11))
     monkeypatch.setattr(turn_labels, "SPREADSHEET_ROWS", 50)  # past a spreadsheet's size: its CSV text goes too

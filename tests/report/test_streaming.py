@@ -81,7 +81,7 @@ def _race(args) -> int:
     from intake_eval.report.load import load_run
 
     root, worker = args
-    data = load_run(RunPaths(Path(root)), refresh=False)
+    data = load_run(RunPaths(Path(root)), spill_in=None, refresh=False)
     try:
         for i in range(15):
             viewer.write_shards(data.paths.report_shards_dir, data.profiles, data.conversations, data.index,

@@ -94,10 +94,10 @@ def _metric_table(folder: Path, name: str, source: Path) -> ExportedTable:
     return ExportedTable(f"metrics_{name}", file, rows, about, fields)
 
 
-def _methods_lines(paths: RunPaths) -> list[str] | None:
+def _methods_lines(paths: RunPaths, staging: Path) -> list[str] | None:
     if not paths.conversation_files():
         return None
-    data = load_run(paths, refresh=False)
+    data = load_run(paths, spill_in=staging, refresh=False)  # its spill is gone before staging moves
     data.manifest = without_secrets(data.manifest)  # the methods' model table shows extra parameters
     try:
         return methods_markdown(collect_methods(data))
@@ -156,7 +156,7 @@ def export_run(run_dir: Path, out: Path, fmt: str, license_id: str = DEFAULT_LIC
         tables = _write_tables(paths, staging)
         write_text_atomic(staging / EXPORT_INDEX, _index(tables, manifest, fmt, license_id))
         if fmt == "hf":
-            write_text_atomic(staging / CARD, dataset_card(tables, manifest, license_id, _methods_lines(paths)))
+            write_text_atomic(staging / CARD, dataset_card(tables, manifest, license_id, _methods_lines(paths, staging)))
         superseded = _move_into_place(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -22,9 +22,9 @@ from typing import Any
 from pydantic import Field
 
 from intake_eval.core.records import Conversation, PatientMode, Record, arm_condition
+from intake_eval.core.spill import SpilledRows
 from intake_eval.core.store import RunPaths, iter_records
 from intake_eval.metrics.reading import write_csv, write_csv_rows
-from intake_eval.metrics.spill import DiskMap
 
 ANSWER_ROLES: tuple[str, ...] = ("clinician", "patient", "tracker", "formulation")
 UNUSABLE: tuple[str, ...] = ("refused", "empty_answer")
@@ -189,11 +189,11 @@ def judge_answer_rows(judgments: Iterable[JudgmentAnswers]) -> list[dict[str, An
 def _latest_answer_rows(path: Path, spill_dir: Path | None) -> Iterator[dict[str, Any]]:
     """One conversation file's latest record per conversation, as answer rows sorted by id (kept on disk
     until read back: a file's conversations grow with the run)."""
-    latest = DiskMap("answer-rows", spill_dir)  # a later line supersedes (a retried failure, its success)
+    latest = SpilledRows.alone("answer-rows", spill_dir)  # a later line supersedes (a retried failure, its success)
     try:
         for record in iter_records(path, ConversationAnswers):
             latest[record.conversation_id] = conversation_answer_row(record)
-        yield from latest.values()
+        yield from latest.sorted_values()
     finally:
         latest.close()
 
@@ -212,11 +212,11 @@ def conversation_answers(paths: RunPaths) -> list[dict[str, Any]]:
 def _judge_answers(paths: RunPaths, spill_dir: Path | None) -> Iterator[JudgmentAnswers]:
     """Each judgment file's latest record per conversation (in conversation id order; the tallies are counts)."""
     for path in paths.judgment_files():
-        latest = DiskMap("judge-answers", spill_dir)
+        latest = SpilledRows.alone("judge-answers", spill_dir)
         try:
             for judgment in iter_records(path, JudgmentAnswers):
                 latest[judgment.conversation_id] = judgment
-            yield from latest.values()
+            yield from latest.sorted_values()
         finally:
             latest.close()
 

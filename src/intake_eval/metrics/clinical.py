@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from intake_eval.catalog.snapshot import run_catalog
+from intake_eval.core import spill
 from intake_eval.core.records import Conversation, DomainDraw, Judgment, Profile, RenderInfo
 from intake_eval.core.store import RunPaths, iter_records
 from intake_eval.interview.formulation import formulation_of, formulation_status
@@ -36,7 +37,6 @@ from intake_eval.metrics.figures import Figures, TurnLabels, figures
 from intake_eval.metrics.integrity import counted_judgments
 from intake_eval.metrics.reading import write_csv
 from intake_eval.metrics.safety import classifier_screen_turns, score_safety
-from intake_eval.metrics.spill import DiskMap, key_of, parts_of
 from intake_eval.metrics.stats import (
     mean_ci,
     mean_or_none,
@@ -87,9 +87,9 @@ class _ConversationFacts:
     classifier_turns: list[int]
 
 
-def _conversations(paths: RunPaths) -> DiskMap:
+def _conversations(paths: RunPaths) -> spill.SpilledRows:
     """conversation id → its _ConversationFacts (the latest record per conversation), on disk."""
-    facts = DiskMap("conversation-facts", paths.metrics_dir)
+    facts = spill.SpilledRows.alone("conversation-facts", paths.metrics_dir)
     for path in paths.conversation_files():
         for conversation in iter_records(path, Conversation):
             facts[conversation.conversation_id] = _ConversationFacts(
@@ -99,9 +99,9 @@ def _conversations(paths: RunPaths) -> DiskMap:
     return facts
 
 
-def _profiles(paths: RunPaths) -> DiskMap:
+def _profiles(paths: RunPaths) -> spill.SpilledRows:
     """profile id → what the scores read of it (``scored_part``), on disk."""
-    profiles = DiskMap("scored-profiles", paths.metrics_dir)
+    profiles = spill.SpilledRows.alone("scored-profiles", paths.metrics_dir)
     if paths.profiles.exists():
         for profile in iter_records(paths.profiles, Profile):
             profiles[profile.profile_id] = scored_part(profile)
@@ -198,15 +198,15 @@ class SpilledRows:
         self._part = part
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        for _key, _group, pair in self._collector.spilled.items():
+        for pair in self._collector.spilled.sorted_values():
             yield pair[self._part]
 
     def groups(self, columns: Sequence[str]) -> Iterator[tuple[tuple, list[dict[str, Any]]]]:
         """Each group's rows with only ``columns`` (what its aggregate reads: a group grows with the run)."""
         group: tuple | None = None
         members: list[dict[str, Any]] = []
-        for _key, joined, pair in self._collector.spilled.items(by_group=True):
-            key = parts_of(joined)
+        for joined, _key, pair in self._collector.spilled.grouped_items():
+            key = spill.parts_of(joined)
             if key != group:
                 if group is not None:
                     yield group, members
@@ -221,7 +221,7 @@ class RowCollector:
     """Diagnosis and safety rows, one judgment at a time (``add``), so the metrics writer can feed
     it from its own single pass over the judgments. Latest record per (judge, conversation) wins.
     The profiles and conversations the rows are made from, and each judgment's rows as they are made, are
-    kept on disk (metrics/spill.DiskMap): memory holds a batch and a few recent profiles, whatever the run's size."""
+    kept on disk (core/spill.SpilledRows): memory holds a batch and a few recent profiles, whatever the run's size."""
 
     RECENT_PROFILES = 1_000  # profiles held decoded (a clinician's judgments follow the profiles' order)
 
@@ -230,7 +230,7 @@ class RowCollector:
         self.profiles = _profiles(paths)
         self.conversations = _conversations(paths)
         # key_of(judge, conversation) → (diagnosis row, safety row), beside key_of(*its group)
-        self.spilled = DiskMap("clinical-rows", paths.metrics_dir)
+        self.spilled = spill.SpilledRows.alone("clinical-rows", paths.metrics_dir)
         self._recent: dict[str, Profile | None] = {}
 
     def _profile(self, profile_id: str) -> Profile | None:
@@ -244,10 +244,10 @@ class RowCollector:
     def add(self, judgment: Judgment, labels: list[TurnLabels], hidden: list[str] | None = None,
             judged: Figures | None = None) -> None:
         """``judged``: figures the caller already computed over ``hidden`` (reused when that is the profile's)."""
-        key = key_of(judgment.judge, judgment.conversation_id)
+        key = spill.key_of(judgment.judge, judgment.conversation_id)
         profile, facts = self._profile(judgment.profile_id), self.conversations.get(judgment.conversation_id)
         if profile is None or facts is None:
-            self.spilled.remove(key)  # a later record without its profile or conversation replaces an earlier one
+            self.spilled.discard(key)  # a later record without its profile or conversation replaces an earlier one
             return
         base = {"conversation_id": judgment.conversation_id, "judge": judgment.judge, "clinician": judgment.clinician,
                 "condition": judgment.condition, "patient_mode": judgment.patient_mode, "trial": judgment.trial,
@@ -256,7 +256,7 @@ class RowCollector:
             judged = figures(labels, profile.hidden_domains) if judgment.ok else None
         pair = (diagnosis_row(base, judgment, judged, profile, facts, self.catalog),
                 safety_row(base, judgment, labels, judged, profile, facts, self.catalog))
-        self.spilled.put(key, pair, group=key_of(*(str(base[name]) for name in GROUP)))
+        self.spilled.put(key, pair, group=spill.key_of(*(str(base[name]) for name in GROUP)))
 
     def result(self) -> tuple[SpilledRows, SpilledRows, bool]:
         """(diagnosis rows, safety rows, whether any conversation carries a formulation)."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.records import Judgment, Profile, arm_condition
+from intake_eval.core.spill import SpilledRows
 from intake_eval.core.store import RunPaths, iter_records
 from intake_eval.core.usage import CLINICIAN_ROLES, usage_of
 from intake_eval.metrics import registry
@@ -30,7 +31,6 @@ from intake_eval.metrics.columnar import ParquetRows
 from intake_eval.metrics.events import DOMAIN_EVENT_COLUMNS, DOMAIN_EVENT_TYPES
 from intake_eval.metrics.figures import Figures, TurnLabels, figures, last_clinician_turn
 from intake_eval.metrics.integrity import ConversationIndex, conversation_index, counted_judgments
-from intake_eval.metrics.spill import DiskMap
 
 _CONVERSATION_FACTS = ("conversation_id", "judge", "judge_mode", "clinician", "phenotype", "profile_id", "condition",
                        "patient_mode", "trial", "alignment", "n_hidden", "status")
@@ -155,7 +155,7 @@ class _Writers:
         return [self.conversations, self.domain_events, self.turns, self.units, self.meta, self.usage]
 
 
-def _conversation_rows(data: dict[str, Any], writers: _Writers, patients: DiskMap) -> None:
+def _conversation_rows(data: dict[str, Any], writers: _Writers, patients: SpilledRows) -> None:
     """One conversation record's meta row and usage rows (its roles in the record's order)."""
     usage = data.get("usage") or {}
     # the clinician's calls: its turns and its post-intake formulation
@@ -203,7 +203,7 @@ def _units_row(judgment: Judgment, labels: list[TurnLabels], hidden: list[str], 
 
 
 def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: tuple[str, str, list[str]] | None,
-                      writers: _Writers, patients: DiskMap) -> tuple[list[str], Figures | None]:
+                      writers: _Writers, patients: SpilledRows) -> tuple[list[str], Figures | None]:
     """Write this judgment's rows; returns (the hidden domains used, its figures or None when not ok)."""
     key = (judgment.judge, judgment.conversation_id)
     hidden = facts[2] if facts else sorted({d for t in labels for d in t.domains})
@@ -256,7 +256,7 @@ def collect(paths: RunPaths, folder: Path, also: Callable[..., None] | None = No
     facts = _profile_facts(paths)
     result = Collected(folder)
     writers = _Writers(result)
-    patients = DiskMap("conversation-patients", paths.metrics_dir)  # conversation id → the patient model that spoke
+    patients = SpilledRows.alone("conversation-patients", paths.metrics_dir)  # conversation id → the patient model that spoke
     index: ConversationIndex | None = None
     try:
         index = conversation_index(paths, on_valid=lambda data: _conversation_rows(data, writers, patients))

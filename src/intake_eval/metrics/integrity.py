@@ -17,20 +17,20 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.records import Judgment
+from intake_eval.core.spill import SpilledRows
 from intake_eval.core.store import ReadStats, RunPaths, iter_json_lines
 from intake_eval.metrics.figures import TurnLabels
 from intake_eval.metrics.reading import iter_judgment_labels
-from intake_eval.metrics.spill import DiskMap
 
 
 @dataclass
 class ConversationIndex:
     """What conversations/ holds: the profile of every valid conversation, the ids of lines that are
     JSON but were refused (wrong shape, repeated turn numbers), and the files with unreadable lines.
-    The per-conversation entries are kept on disk (metrics/spill.DiskMap); ``close`` removes them."""
+    The per-conversation entries are kept on disk (metrics/spill.SpilledRows); ``close`` removes them."""
 
-    profiles: DiskMap  # id → profile id
-    refused: DiskMap  # id → True
+    profiles: SpilledRows  # id → profile id
+    refused: SpilledRows  # id → True
     damaged_files: set[Path] = field(default_factory=set)
     any_files: bool = False
 
@@ -44,8 +44,8 @@ def conversation_index(paths: RunPaths, on_valid: Callable[[dict[str, Any]], Non
     """Each conversation file read raw and validated (bad lines were announced by the stage readers);
     a conversation id seen under two profiles is refused, with a warning. ``on_valid`` sees every valid
     record's dict as it is read (one line in memory at a time)."""
-    index = ConversationIndex(profiles=DiskMap("conversation-profiles", paths.metrics_dir),
-                              refused=DiskMap("refused-conversations", paths.metrics_dir),
+    index = ConversationIndex(profiles=SpilledRows.alone("conversation-profiles", paths.metrics_dir),
+                              refused=SpilledRows.alone("refused-conversations", paths.metrics_dir),
                               any_files=bool(paths.conversation_files()))
     try:
         _read_conversations(paths, index, on_valid)
@@ -59,7 +59,7 @@ def _read_conversations(paths: RunPaths, index: ConversationIndex,
                         on_valid: Callable[[dict[str, Any]], None] | None) -> None:
     conflicting: dict[str, set[str]] = {}
     for path in paths.conversation_files():
-        raw, valid_ids = DiskMap("raw-ids", paths.metrics_dir), DiskMap("valid-ids", paths.metrics_dir)
+        raw, valid_ids = SpilledRows.alone("raw-ids", paths.metrics_dir), SpilledRows.alone("valid-ids", paths.metrics_dir)
         stats = ReadStats()
         try:
             with warnings.catch_warnings():
@@ -77,7 +77,7 @@ def _read_conversations(paths: RunPaths, index: ConversationIndex,
                 index.profiles[cid] = pid
                 if on_valid is not None:
                     on_valid(data)
-            for cid, _group, _true in raw.items():
+            for cid in raw.sorted_keys():
                 if cid not in valid_ids:
                     index.refused[cid] = True
         finally:
@@ -87,7 +87,7 @@ def _read_conversations(paths: RunPaths, index: ConversationIndex,
         warnings.warn(f"{paths.conversations_dir}: conversation {cid} appears under {len(pids)} profiles "
                       f"({', '.join(sorted(pids))}); refused: its judgments are not counted in the metrics",
                       stacklevel=3)
-        index.profiles.remove(cid)
+        index.profiles.discard(cid)
         index.refused[cid] = True
 
 

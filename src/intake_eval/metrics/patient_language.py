@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.patient_styles import STYLES
-from intake_eval.metrics.spill import DiskMap
+from intake_eval.core.spill import SpilledRows
 
 MATTR_WINDOW = 50
 NGRAM = 5
@@ -152,13 +152,13 @@ class RunningMattr:
 
 class _SpokenByProfile:
     """profile id → its RunningMattr: the most recently fed profiles in memory, the others pickled to disk
-    (metrics/spill.DiskMap, made on first need), so a run's many profiles are not all held at once."""
+    (metrics/spill.SpilledRows, made on first need), so a run's many profiles are not all held at once."""
 
     HELD = 2_000  # profiles held in memory before they are moved to disk
 
     def __init__(self, spill_dir: Path | None = None) -> None:
         self._held: dict[str, RunningMattr] = {}
-        self._disk: DiskMap | None = None
+        self._disk: SpilledRows | None = None
         self._spill_dir = spill_dir
 
     def running(self, profile_id: str) -> RunningMattr:
@@ -172,7 +172,7 @@ class _SpokenByProfile:
 
     def _spill(self) -> None:
         if self._disk is None:
-            self._disk = DiskMap("mattr", self._spill_dir)
+            self._disk = SpilledRows.alone("mattr", self._spill_dir)
         for profile_id, running in self._held.items():
             self._disk[profile_id] = running
         self._held = {}
@@ -183,7 +183,7 @@ class _SpokenByProfile:
             yield from self._held.values()
             return
         self._spill()
-        yield from self._disk.values()
+        yield from self._disk.sorted_values()
 
     def count(self) -> int:
         if self._disk is None:

@@ -16,10 +16,10 @@ from pydantic import Field
 from intake_eval.core.limits import DEFAULT_TURNS
 from intake_eval.core.patient_styles import DEFAULT_STYLE
 from intake_eval.core.records import PatientMode, Record
+from intake_eval.core.spill import SpilledRows, key_of
 from intake_eval.core.store import RunPaths, iter_json_lines
 from intake_eval.metrics.patient_language import POPULATION_COLUMNS, PopulationTally, Reply, population_row
 from intake_eval.metrics.reading import write_csv
-from intake_eval.metrics.spill import DiskMap, key_of
 
 POPULATION_TABLE = "patient_population"
 EARLY_SHARE = 2 / 3  # turns before the last third of an intake
@@ -62,20 +62,20 @@ def run_tallies(paths: RunPaths) -> dict[tuple[str, str, str, str], PopulationTa
             latest.close()
 
 
-def _latest_positions(paths: RunPaths) -> DiskMap:
+def _latest_positions(paths: RunPaths) -> SpilledRows:
     """key_of(file, conversation id) → the position of its latest line among the file's readable lines (on disk)."""
-    latest = DiskMap("latest-lines", paths.metrics_dir)
+    latest = SpilledRows.alone("latest-lines", paths.metrics_dir)
     for path in paths.conversation_files():
         for position, data in enumerate(iter_json_lines(path, model=SpokenConversation)):
             latest[key_of(str(path), str(data.get("conversation_id", "")))] = position
     return latest
 
 
-def _tallies(paths: RunPaths, latest: DiskMap | None
+def _tallies(paths: RunPaths, latest: SpilledRows | None
              ) -> dict[tuple[str, str, str, str], PopulationTally]:
     populations: dict[tuple[str, str, str, str], PopulationTally] = {}
-    seen = DiskMap("openings", paths.metrics_dir)  # the opening is shared by a profile's clinicians: counted once
-    read = DiskMap("conversations-read", paths.metrics_dir)  # key_of(file, conversation id)
+    seen = SpilledRows.alone("openings", paths.metrics_dir)  # the opening is shared by a profile's clinicians: counted once
+    read = SpilledRows.alone("conversations-read", paths.metrics_dir)  # key_of(file, conversation id)
     try:
         _tally_files(paths, latest, populations, seen, read)
     finally:
@@ -84,8 +84,8 @@ def _tallies(paths: RunPaths, latest: DiskMap | None
     return populations
 
 
-def _tally_files(paths: RunPaths, latest: DiskMap | None,
-                 populations: dict[tuple[str, str, str, str], PopulationTally], seen: DiskMap, read: DiskMap) -> None:
+def _tally_files(paths: RunPaths, latest: SpilledRows | None,
+                 populations: dict[tuple[str, str, str, str], PopulationTally], seen: SpilledRows, read: SpilledRows) -> None:
     for path in paths.conversation_files():
         for position, data in enumerate(iter_json_lines(path, model=SpokenConversation)):
             conversation = key_of(str(path), str(data.get("conversation_id", "")))

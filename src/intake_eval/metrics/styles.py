@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.patient_styles import DEFAULT_STYLE, STYLES
+from intake_eval.core.spill import SpilledRows
 from intake_eval.core.store import RunPaths, iter_json_lines
 from intake_eval.metrics import registry
 from intake_eval.metrics.long_rows import iter_rows, table_exists
 from intake_eval.metrics.record_headers import ConversationHeader
 from intake_eval.metrics.reading import write_csv
-from intake_eval.metrics.spill import DiskMap
 from intake_eval.metrics.stats import add_holm, mean_ci, paired_comparison, paired_difference_ci
 
 # the metrics `compare` tests run against run (registry ``compared``): coverage, bleed, first treatment
@@ -50,10 +50,10 @@ def arm_name(row: Row) -> str:
     return " · ".join(str(row[column]) for column in ARM)
 
 
-def conversation_styles(paths: RunPaths) -> DiskMap:
+def conversation_styles(paths: RunPaths) -> SpilledRows:
     """conversation_id → its patient style (records made before styles are forthcoming), kept on disk
-    (metrics/spill.DiskMap); forks left out. Close it when done."""
-    styles = DiskMap("conversation-styles", paths.metrics_dir)
+    (metrics/spill.SpilledRows); forks left out. Close it when done."""
+    styles = SpilledRows.alone("conversation-styles", paths.metrics_dir)
     for path in paths.conversation_files():
         for data in iter_json_lines(path, model=ConversationHeader):
             if not data.get("fork"):
@@ -65,7 +65,7 @@ def _number(text: str | None) -> float | None:
     return float(text) if text not in (None, "") else None
 
 
-def scored_rows(conversations_csv: Path, styles: DiskMap) -> list[Row]:
+def scored_rows(conversations_csv: Path, styles: SpilledRows) -> list[Row]:
     """The scored, unforked rows of metrics/conversations.csv with their style and numeric metrics."""
     rows = []
     wanted = ("conversation_id", "status", *ARM, "judge", "profile_id", *STYLE_METRICS)

@@ -28,6 +28,7 @@ from typing import Any
 
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.records import Judgment, Profile
+from intake_eval.core.spill import SpilledRows, key_of, parts_of
 from intake_eval.core.store import (
     RunPaths,
     iter_records,
@@ -35,7 +36,6 @@ from intake_eval.core.store import (
 from intake_eval.metrics.figures import domain_outcomes
 from intake_eval.metrics.long_rows import iter_rows, table_columns, table_exists
 from intake_eval.metrics.reading import write_csv
-from intake_eval.metrics.spill import DiskMap, key_of, parts_of
 from intake_eval.metrics.stats import (
     N_BOOTSTRAP,
     between_trial_sd,
@@ -195,13 +195,13 @@ def collect_observations(paths: RunPaths) -> dict[GroupKey, list[TrialObservatio
         rows.close()
 
 
-def _spilled_rows(paths: RunPaths) -> tuple[DiskMap, bool]:
-    """The scored rows of metrics/conversations on disk (metrics/spill.DiskMap: position in the table → row,
+def _spilled_rows(paths: RunPaths) -> tuple[SpilledRows, bool]:
+    """The scored rows of metrics/conversations on disk (metrics/spill.SpilledRows: position in the table → row,
     beside its group), and whether some row has a trial > 0."""
     source = paths.metrics("conversations")
     if not table_exists(source):
         raise IntakeEvalError(f"{source}: no conversation metrics yet; run `intake-eval judge` and `intake-eval report` first")
-    rows = DiskMap("trial-rows", paths.metrics_dir)
+    rows = SpilledRows.alone("trial-rows", paths.metrics_dir)
     repeated = False
     try:
         for position, row in enumerate(_iter_metric_rows(source)):
@@ -219,7 +219,7 @@ def _spilled_rows(paths: RunPaths) -> tuple[DiskMap, bool]:
     return rows, repeated
 
 
-def _observations(paths: RunPaths, rows: DiskMap) -> Iterator[tuple[GroupKey, list[TrialObservation]]]:
+def _observations(paths: RunPaths, rows: SpilledRows) -> Iterator[tuple[GroupKey, list[TrialObservation]]]:
     """The spilled rows as observations, one group at a time in sorted group order (one group is held)."""
     hidden: dict[str, list[str]] | None = None
     for key, items in _groups(rows):
@@ -230,11 +230,11 @@ def _observations(paths: RunPaths, rows: DiskMap) -> Iterator[tuple[GroupKey, li
         yield key, [TrialObservation(pid, trial, cov, caught.get(cid, {})) for cid, pid, trial, cov, _ in items]
 
 
-def _groups(rows: DiskMap) -> Iterator[tuple[GroupKey, list[tuple]]]:
+def _groups(rows: SpilledRows) -> Iterator[tuple[GroupKey, list[tuple]]]:
     """The spilled rows group by group (sorted), each group's rows in table order."""
     group: str | None = None
     members: list[tuple] = []
-    for _position, joined, row in rows.items(by_group=True):
+    for joined, _position, row in rows.grouped_items():
         if joined != group:
             if group is not None:
                 yield _group_key(group), members

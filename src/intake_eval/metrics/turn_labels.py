@@ -23,10 +23,10 @@ from typing import Any
 
 from intake_eval.core.numbers import csv_cell
 from intake_eval.core.records import Judgment
+from intake_eval.core.spill import SpilledRows, key_of
 from intake_eval.core.store import RunPaths
 from intake_eval.metrics.columnar import ParquetRows, parquet_path
 from intake_eval.metrics.figures import TurnLabels
-from intake_eval.metrics.spill import DiskMap, key_of
 
 TURN_LABELS_TABLE = "turn_labels"
 HEADER_COLUMNS = ("conversation_id", "judge", "clinician", "phenotype", "profile_id", "condition", "patient_mode",
@@ -67,13 +67,13 @@ def _safe(text: str) -> str:
 
 class TurnLabelRows:
     """The long-form labels of every judgment seen: streamed to Parquet, and, while the table fits a
-    spreadsheet, spilled to disk as one CSV text chunk per judgment (metrics/spill.DiskMap), so memory holds
+    spreadsheet, spilled to disk as one CSV text chunk per judgment (metrics/spill.SpilledRows), so memory holds
     a row group and a batch whatever the run's size."""
 
     def __init__(self, paths: RunPaths | None = None) -> None:
         self._parquet = ParquetRows(parquet_path(paths.metrics(TURN_LABELS_TABLE)), TURN_LABEL_COLUMNS, COLUMN_TYPES) \
             if paths is not None else None
-        self._by_key: DiskMap | None = DiskMap("turn-labels", paths.metrics_dir if paths is not None else None)  # key_of(judge, conversation) → its CSV lines
+        self._by_key: SpilledRows | None = SpilledRows.alone("turn-labels", paths.metrics_dir if paths is not None else None)  # key_of(judge, conversation) → its CSV lines
         self._rows_by_key: dict[str, int] = {}  # while the table fits a spreadsheet: bounded by its row limit
         self._rows = 0  # rows of the latest record per key
 
@@ -121,7 +121,7 @@ class TurnLabelRows:
         """Each judgment's CSV lines in (judge, conversation) order."""
         if self._by_key is None:
             raise ValueError(f"turn labels beyond {SPREADSHEET_ROWS:,} rows are kept as Parquet only")
-        return self._by_key.values()
+        return self._by_key.sorted_values()
 
     def text(self, header: bool = True) -> str:
         chunks = self._chunks()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.records import QUESTION_TYPES
+from intake_eval.core.spill import SpilledRows, SpilledSet
 from intake_eval.core.store import RunPaths, write_text_atomic
 from intake_eval.metrics import registry
 from intake_eval.metrics.reading import csv_text
@@ -35,7 +36,6 @@ from intake_eval.report.load import (
     spill_store,
 )
 from intake_eval.report.metric_tables import read_columns
-from intake_eval.report.spill import SpilledRows, SpilledSet
 from intake_eval.report.tables import arm_of, judged_outcomes
 from intake_eval.report.viewer import ShardAssignment, bleed_flags, outcome_codes
 
@@ -209,7 +209,7 @@ def build_report(run_dir: Path, *, judge: str | None = None, progress: Callable[
     step, timings = _steps(progress)
     paths = RunPaths(Path(run_dir))
     step("reading records and metrics")
-    data = load_run(paths)
+    data = load_run(paths, spill_in=paths.report_dir)
     try:
         result = _build(data, paths, judge, step, timings, shard_progress)
         if figures:

@@ -4,8 +4,9 @@ Records are streamed once (latest per key, like ``store.latest_by_key``) and onl
 are kept: per profile what the page shows, per conversation its ids, arm, status and patient spend,
 per judgment its status, the drill-down outcome of each hidden domain and a short label signature
 (for the agreement hotspots), plus where the full record sits on disk (``RecordIndex``). They are
-kept in a temporary SQLite file (``spill``), not as Python objects, and read back through the same
-Mapping interface; ``RunData.close`` removes that file. The viewer shards read full records back
+kept in a SQLite file (``core.spill``: a hidden folder inside the folder the command writes, given as
+``spill_in``), not as Python objects, and read back through the same Mapping interface; ``RunData.close``
+removes that file. The viewer shards read full records back
 one shard at a time, so memory stays flat as runs grow.
 """
 
@@ -21,6 +22,12 @@ from typing import Any
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.manifest import parse_manifest
 from intake_eval.core.records import arm_condition
+from intake_eval.core.spill import (
+    SpilledLocations,
+    SpilledRows,
+    SpilledSet,
+    SpillStore,
+)
 from intake_eval.core.store import (
     ReadStats,
     RunPaths,
@@ -31,12 +38,6 @@ from intake_eval.metrics.answers import write_answer_tables
 from intake_eval.metrics.tables import write_metrics
 from intake_eval.metrics.trials import write_trial_metrics
 from intake_eval.report.metric_tables import MetricTables, table_file
-from intake_eval.report.spill import (
-    SpilledLocations,
-    SpilledRows,
-    SpilledSet,
-    SpillStore,
-)
 from intake_eval.report.viewer import domain_outcomes
 from intake_eval.stage_kinds import REPORT_STAGE, stage_kinds
 
@@ -75,8 +76,8 @@ class RecordIndex:
     read concurrently), from the very files that were indexed even if a stage compacts them meanwhile.
     It owns the ``SpillStore`` that holds the locations and the report's slim rows; ``close`` removes it."""
 
-    def __init__(self, store: SpillStore | None = None) -> None:
-        self.store = store if store is not None else SpillStore()
+    def __init__(self, store: SpillStore) -> None:
+        self.store = store
         self.paths: list[Path] = []
         self.fds: list[int] = []
         self.conversations = SpilledLocations(self.store)
@@ -208,11 +209,12 @@ def slim_judgment(judgment: dict[str, Any], hidden: list[str]) -> dict[str, Any]
     return out
 
 
-def load_records(paths: RunPaths, damage: list[str] | None = None
+def load_records(paths: RunPaths, damage: list[str] | None = None, *, spill_in: Path | None
                  ) -> tuple[SpilledRows, SpilledRows, dict[str, SpilledRows], RecordIndex]:
     """Latest record per key of every file, as slim summaries plus a ``RecordIndex`` of the full records,
-    all held in the index's ``SpillStore``; ``damage`` collects a sentence per file with skipped lines."""
-    index = RecordIndex()
+    all held in the index's ``SpillStore`` (in ``spill_in``, see ``load_run``); ``damage`` collects a sentence
+    per file with skipped lines."""
+    index = RecordIndex(SpillStore("report", spill_in))
     try:
         profiles = SpilledRows(index.store)
         for pid, data, _ in _scan(paths.profiles, "profile_id", index, damage):
@@ -297,14 +299,17 @@ def read_tables(paths: RunPaths, notes: list[str]) -> MetricTables:
     return tables
 
 
-def load_run(paths: RunPaths, *, refresh: bool = True) -> RunData:
+def load_run(paths: RunPaths, *, spill_in: Path | None, refresh: bool = True) -> RunData:
+    """``spill_in``: the output folder the command is writing (the report's report/, an export's staging
+    folder), where the per-conversation rows are spilled; None only for a reader that writes nothing
+    (the system temporary folder)."""
     if not paths.root.exists():
         raise IntakeEvalError(f"{paths.root}: no such run folder; pass --run-dir or run `intake-eval generate` first")
     manifest = read_manifest(paths)
     if refresh and paths.conversation_files():
         refresh_metrics(paths)  # before the records are held: the peak is the larger of the two, not their sum
     damage: list[str] = []
-    profiles, conversations, judgments, index = load_records(paths, damage)
+    profiles, conversations, judgments, index = load_records(paths, damage, spill_in=spill_in)
     if not conversations:
         index.close()
         raise IntakeEvalError(
@@ -324,7 +329,7 @@ def load_run(paths: RunPaths, *, refresh: bool = True) -> RunData:
 def spill_store(data: RunData) -> SpillStore:
     """Where per-conversation working sets of the report go (the run's own store, held until ``close``)."""
     if data.index is None:
-        data.index = RecordIndex()
+        data.index = RecordIndex(SpillStore("report", data.paths.report_dir))
     return data.index.store
 
 

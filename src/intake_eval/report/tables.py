@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from intake_eval.core.records import QUESTION_TYPES
+from intake_eval.core.spill import SpilledRows, SpilledSet
 from intake_eval.metrics import registry
 from intake_eval.metrics.intervals import declared_intervals
 from intake_eval.report.load import RunData, spill_store
-from intake_eval.report.spill import SpilledRows, SpilledSet
 
 Arm = tuple[str, str, str]  # (clinician, condition, patient_mode)
 

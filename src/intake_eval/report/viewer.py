@@ -21,8 +21,8 @@ from typing import Any
 
 from intake_eval.core.fs import as_if_made_by_mkdir, named_os_error
 from intake_eval.core.schema import package_version
+from intake_eval.core.spill import SpilledRows, SpilledSet
 from intake_eval.core.store import stable_hash
-from intake_eval.report.spill import SpilledRows, SpilledSet
 
 PROFILES_PER_SHARD = 10
 
