@@ -27,7 +27,7 @@ from intake_eval.metrics.reading import iter_judgment_labels
 class ConversationIndex:
     """What conversations/ holds: the profile of every valid conversation, the ids of lines that are
     JSON but were refused (wrong shape, repeated turn numbers), and the files with unreadable lines.
-    The per-conversation entries are kept on disk (metrics/spill.SpilledRows); ``close`` removes them."""
+    The per-conversation entries are kept on disk (core/spill.SpilledRows); ``close`` removes them."""
 
     profiles: SpilledRows  # id → profile id
     refused: SpilledRows  # id → True

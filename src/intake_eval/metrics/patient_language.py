@@ -152,7 +152,7 @@ class RunningMattr:
 
 class _SpokenByProfile:
     """profile id → its RunningMattr: the most recently fed profiles in memory, the others pickled to disk
-    (metrics/spill.SpilledRows, made on first need), so a run's many profiles are not all held at once."""
+    (core/spill.SpilledRows, made on first need), so a run's many profiles are not all held at once."""
 
     HELD = 2_000  # profiles held in memory before they are moved to disk
 

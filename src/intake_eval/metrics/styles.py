@@ -52,7 +52,7 @@ def arm_name(row: Row) -> str:
 
 def conversation_styles(paths: RunPaths) -> SpilledRows:
     """conversation_id → its patient style (records made before styles are forthcoming), kept on disk
-    (metrics/spill.SpilledRows); forks left out. Close it when done."""
+    (core/spill.SpilledRows); forks left out. Close it when done."""
     styles = SpilledRows.alone("conversation-styles", paths.metrics_dir)
     for path in paths.conversation_files():
         for data in iter_json_lines(path, model=ConversationHeader):

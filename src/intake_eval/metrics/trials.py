@@ -196,7 +196,7 @@ def collect_observations(paths: RunPaths) -> dict[GroupKey, list[TrialObservatio
 
 
 def _spilled_rows(paths: RunPaths) -> tuple[SpilledRows, bool]:
-    """The scored rows of metrics/conversations on disk (metrics/spill.SpilledRows: position in the table → row,
+    """The scored rows of metrics/conversations on disk (core/spill.SpilledRows: position in the table → row,
     beside its group), and whether some row has a trial > 0."""
     source = paths.metrics("conversations")
     if not table_exists(source):

@@ -67,7 +67,7 @@ def _safe(text: str) -> str:
 
 class TurnLabelRows:
     """The long-form labels of every judgment seen: streamed to Parquet, and, while the table fits a
-    spreadsheet, spilled to disk as one CSV text chunk per judgment (metrics/spill.SpilledRows), so memory holds
+    spreadsheet, spilled to disk as one CSV text chunk per judgment (core/spill.SpilledRows), so memory holds
     a row group and a batch whatever the run's size."""
 
     def __init__(self, paths: RunPaths | None = None) -> None:
