@@ -146,9 +146,47 @@ def test_the_folder_is_hidden_inside_the_given_output_folder(tmp_path: Path) -> 
     rows = SpilledRows.alone("test", tmp_path / "metrics")  # made when missing
     rows["x"] = 1
     folder = rows._store.path.parent
-    assert folder.parent == tmp_path / "metrics" and folder.name.startswith(".intake-eval-test-")
+    assert folder.parent == tmp_path / "metrics" and folder.name.startswith(".intake-eval-test.")
     rows.close()
     assert not folder.exists()
+
+
+def test_an_output_folder_made_only_to_spill_in_is_not_left_behind(tmp_path: Path) -> None:
+    rows = SpilledRows.alone("test", tmp_path / "report")  # a report that fails before writing anything
+    rows["x"] = 1
+    rows.close()
+    assert not (tmp_path / "report").exists()
+    (tmp_path / "metrics").mkdir()
+    SpilledRows.alone("test", tmp_path / "metrics").close()
+    assert (tmp_path / "metrics").is_dir()  # there before: kept
+
+
+def test_a_folder_left_by_a_killed_process_is_removed_by_the_next_store(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    left = subprocess.run([sys.executable, "-c", "import os, sys\nfrom pathlib import Path\n"
+                           "from intake_eval.core.spill import SpilledRows\n"
+                           "rows = SpilledRows.alone('killed', Path(sys.argv[1])); rows['k'] = 1; rows.flush()\n"
+                           "print(rows._store.path.parent)\nsys.stdout.flush(); os._exit(0)", str(tmp_path)],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(left).is_dir()  # its process ended without removing it, as a SIGKILL would
+    alive = SpilledRows.alone("alive", tmp_path)
+    other_host = tmp_path / ".intake-eval-x.another_host.1.abc"
+    other_host.mkdir()
+    SpilledRows.alone("next", tmp_path).close()
+    assert not Path(left).exists()
+    assert alive._store.path.parent.is_dir() and other_host.is_dir()  # a live process's, another host's: kept
+    alive.close()
+
+
+def test_a_lookup_sees_pending_and_written_rows(store: SpillStore) -> None:
+    rows = SpilledRows(store)
+    assert rows.get("k") is None and "k" not in rows
+    rows["k"] = 1
+    assert rows["k"] == 1
+    rows.flush()
+    assert rows["k"] == 1 and "j" not in rows
 
 
 def test_close_removes_the_file(tmp_path: Path) -> None:

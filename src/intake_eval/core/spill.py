@@ -1,13 +1,15 @@
 """Keyed tables kept in a private SQLite file instead of Python objects, so a command's memory stays flat
 in the number of conversations, profiles or judgments it walks.
 
-Where the file goes: ``SpillStore(name, parent)`` makes a private hidden folder ``.intake-eval-<name>-*``
-inside ``parent``, the output folder the command is writing — the run's metrics/ for the metrics pass, its
-report/ for the report, the export's staging folder for ``export`` — because a spill is as large as the rows
-it holds and the system temporary folder may be memory (tmpfs). Only a reader that writes nothing in the run
+Where the file goes: ``SpillStore(name, parent)`` makes a private hidden folder
+``.intake-eval-<name>.<host>.<pid>.*`` inside ``parent``, the output folder the command is writing — the
+run's metrics/ for the metrics pass, its report/ for the report, the export's staging folder for ``export`` —
+because a spill is as large as the rows it holds and the system temporary folder may be memory (tmpfs). Only a reader that writes nothing in the run
 folder (``status``) passes ``parent=None`` and spills to the system temporary folder.
 The folder is removed by ``SpillStore.close``, when the store is garbage-collected, or at the latest when the
-process exits — never by a forked worker, whose parent still owns it.
+process exits — never by a forked worker, whose parent still owns it — and ``parent`` too when the store made it
+and it is still empty. A folder left by a process killed outright is removed by the next store made in the same
+``parent`` on the same host (``sweep_stale``: its process no longer runs).
 
 A forked process (the report's shard workers) opens its own connection on first use, since a SQLite
 connection must not cross a fork; ``SpillStore.commit`` writes every table's pending rows before anything
@@ -32,6 +34,7 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
+import socket
 import sqlite3
 import tempfile
 import weakref
@@ -54,19 +57,58 @@ def parts_of(key: str) -> tuple[str, ...]:
     return tuple(key.split(_PART))
 
 
-def _remove_folder(folder: Path, creator: int) -> None:
-    if os.getpid() == creator:  # never from a forked worker: the folder is its parent's
-        shutil.rmtree(folder, ignore_errors=True)
+def _remove_folder(folder: Path, creator: int, made_parent: bool) -> None:
+    if os.getpid() != creator:  # never from a forked worker: the folder is its parent's
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    if made_parent:  # an output folder made only to spill in (a report that failed early) is not left behind
+        try:
+            folder.parent.rmdir()
+        except OSError:  # it holds something now
+            pass
+
+
+def _this_host() -> str:
+    return socket.gethostname().replace(".", "_") or "host"
+
+
+def _folder_prefix(name: str) -> str:
+    """``.intake-eval-<name>.<host>.<pid>.``: whose folder it is, so that a later store can tell a dead one's."""
+    return f".intake-eval-{name}.{_this_host()}.{os.getpid()}."
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def sweep_stale(parent: Path) -> None:
+    """Remove the spill folders in ``parent`` left by a process of this host that no longer runs (one killed
+    with SIGKILL cannot remove its own): a spill is as large as the rows it held."""
+    host = _this_host()
+    for folder in parent.glob(".intake-eval-*"):
+        fields = folder.name.rsplit(".", 3)  # [".intake-eval-<name>", host, pid, random]
+        if len(fields) != 4 or fields[1] != host or not fields[2].isdigit():
+            continue
+        if int(fields[2]) != os.getpid() and not _running(int(fields[2])):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 class SpillStore:
     """One private folder holding one SQLite file with every table spilled into it (see the module docstring)."""
 
     def __init__(self, name: str, parent: Path | None) -> None:
+        made_parent = parent is not None and not parent.exists()
         if parent is not None:
             parent.mkdir(parents=True, exist_ok=True)
-        self._folder = Path(tempfile.mkdtemp(prefix=f".intake-eval-{name}-", dir=parent))
-        self._removal = weakref.finalize(self, _remove_folder, self._folder, os.getpid())
+            sweep_stale(parent)
+        self._folder = Path(tempfile.mkdtemp(prefix=_folder_prefix(name), dir=parent))
+        self._removal = weakref.finalize(self, _remove_folder, self._folder, os.getpid(), made_parent)
         self.path = self._folder / "spill.sqlite"
         self._connection: sqlite3.Connection | None = None
         self._inherited: list[sqlite3.Connection] = []  # a parent's connection, never used nor closed after a fork
@@ -119,6 +161,7 @@ class _SpilledTable:
         self._table = store.new_table(self, self._DECLARED)
         self._pending: dict[str, tuple[Any, ...] | None] = {}
         self._moved: set[str] = set()  # pending keys removed and then put again: they take a new position
+        self._on_file = False  # whether any row went to the file (a lookup in a table never written asks no SQL)
         names = ", ".join(("key", *self._COLUMNS))
         marks = ", ".join("?" * (1 + len(self._COLUMNS)))
         update = ", ".join(f"{column} = excluded.{column}" for column in self._COLUMNS)
@@ -149,6 +192,8 @@ class _SpilledTable:
             return None
         if key in self._pending:
             return self._pending[key]
+        if not self._on_file:
+            return None
         names = ", ".join(self._COLUMNS) or "1"
         found: tuple[Any, ...] | None = self._query(f"SELECT {names} FROM {{table}} WHERE key = ?", (key,)).fetchone()
         return found
@@ -163,6 +208,7 @@ class _SpilledTable:
         connection.executemany(f"DELETE FROM {self._table} WHERE key = ?", gone).close()
         connection.executemany(self._upsert, kept).close()
         connection.execute("COMMIT")
+        self._on_file = self._on_file or bool(kept)
         self._pending, self._moved = {}, set()
 
     def __iter__(self) -> Iterator[str]:
