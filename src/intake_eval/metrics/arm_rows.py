@@ -71,7 +71,7 @@ def _column(column: Any) -> tuple[Any, Any]:
     """(a column as a numpy array, where its undefined cells are or None): text as Python strings shared by
     the rows holding them (columnar.read_columns's), a number column as numbers with its undefined cells
     masked (a Python float per cell would be 32 bytes a cell)."""
-    import pyarrow
+    import pyarrow  # type: ignore[import-untyped]  # pyarrow ships no type information
 
     if pyarrow.types.is_string(column.type) or not column.null_count:
         return numpy_column(column), None

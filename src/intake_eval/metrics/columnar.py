@@ -31,9 +31,9 @@ def parquet_path(csv_path: Path) -> Path:
 
 
 def _pyarrow() -> tuple[Any, Any]:
-    import pyarrow
-    import pyarrow.compute
-    import pyarrow.parquet
+    import pyarrow  # type: ignore[import-untyped]  # pyarrow ships no type information
+    import pyarrow.compute  # type: ignore[import-untyped]  # pyarrow ships no type information
+    import pyarrow.parquet  # type: ignore[import-untyped]  # pyarrow ships no type information
 
     return pyarrow, pyarrow.parquet
 

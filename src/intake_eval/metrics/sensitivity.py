@@ -48,7 +48,7 @@ def entity_profile_trials(frame: Any, judge: str, metric: str, columns: list[str
     Entities and profiles come in sorted order. Grouped on integer codes (a stable sort keeps each group's rows
     in frame order), so a long table costs a few arrays, not a Python object per group and row."""
     import numpy as np
-    import pandas as pd
+    import pandas as pd  # type: ignore[import-untyped]  # pandas ships no type information
 
     rows = frame[(frame["judge"] == judge) & frame[metric].notna()]
     if not len(rows):
@@ -108,7 +108,7 @@ def tied_ranks(scores: dict[str, float], order: list[str]) -> list[tuple[str, st
 
 
 def kendall_tau(reference: dict[str, float], other: dict[str, float]) -> float | None:
-    from scipy.stats import kendalltau
+    from scipy.stats import kendalltau  # type: ignore[import-untyped]  # scipy ships no type stubs
 
     entities = sorted(reference)
     if len(entities) < 2:

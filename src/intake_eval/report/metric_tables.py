@@ -58,7 +58,7 @@ class MetricTables(Mapping[str, Any]):
         frame = self._read(name, list(wanted), text_as_categories)
         if frame is None or not text_as_categories:
             return frame
-        import pandas as pd
+        import pandas as pd  # type: ignore[import-untyped]  # pandas ships no type information
 
         for column in frame.columns:
             if frame[column].dtype == object or isinstance(frame[column].dtype, pd.CategoricalDtype):
@@ -79,7 +79,7 @@ class MetricTables(Mapping[str, Any]):
             if frame is not None:
                 yield frame
             return
-        import pyarrow.parquet as parquet
+        import pyarrow.parquet as parquet  # type: ignore[import-untyped]  # pyarrow ships no type information
 
         try:
             source = parquet.ParquetFile(path)
@@ -129,7 +129,7 @@ def _categorized(source: Any, wanted: list[str]) -> Any:
     ``BATCH_ROWS`` rows at a time: a code per row is held, never the rows' strings nor the whole Arrow table."""
     import pandas as pd
     import pyarrow as pa
-    from pandas.api.types import union_categoricals
+    from pandas.api.types import union_categoricals  # type: ignore[import-untyped]  # pandas ships no type information
 
     texts = {field.name for field in source.schema_arrow if pa.types.is_string(field.type)}
     parts: dict[str, list[Any]] = {column: [] for column in wanted}
