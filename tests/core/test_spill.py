@@ -271,3 +271,18 @@ def test_what_the_report_holds_does_not_grow_with_the_conversations(tmp_path: Pa
     grown = _held_bytes(large.root) - _held_bytes(small.root)
     per_conversation = grown / (2 * (100 - 20))
     assert per_conversation < 100, f"{per_conversation:.0f} bytes held per extra conversation"
+
+
+def test_a_working_folder_left_by_a_killed_metrics_pass_is_swept_like_a_spill(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from intake_eval.core.spill import spill_folder
+
+    left = subprocess.run([sys.executable, "-c", "import os, sys\nfrom pathlib import Path\n"
+                           "from intake_eval.core.spill import spill_folder\n"
+                           "print(spill_folder('metrics-pass', Path(sys.argv[1])))\nsys.stdout.flush(); os._exit(0)",
+                           str(tmp_path)], capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(left).is_dir() and Path(left).parent == tmp_path
+    mine = spill_folder("metrics-pass", tmp_path)
+    assert not Path(left).exists() and mine.is_dir()

@@ -99,15 +99,22 @@ def sweep_stale(parent: Path) -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def spill_folder(name: str, parent: Path | None) -> Path:
+    """A new private hidden folder ``.intake-eval-<name>.<host>.<pid>.*`` in ``parent`` (made if missing; the
+    system temporary folder for None), after removing the ones dead processes left there (``sweep_stale``).
+    The caller removes it; ``SpillStore`` does for its own."""
+    if parent is not None:
+        parent.mkdir(parents=True, exist_ok=True)
+        sweep_stale(parent)
+    return Path(tempfile.mkdtemp(prefix=_folder_prefix(name), dir=parent))
+
+
 class SpillStore:
     """One private folder holding one SQLite file with every table spilled into it (see the module docstring)."""
 
     def __init__(self, name: str, parent: Path | None) -> None:
         made_parent = parent is not None and not parent.exists()
-        if parent is not None:
-            parent.mkdir(parents=True, exist_ok=True)
-            sweep_stale(parent)
-        self._folder = Path(tempfile.mkdtemp(prefix=_folder_prefix(name), dir=parent))
+        self._folder = spill_folder(name, parent)
         self._removal = weakref.finalize(self, _remove_folder, self._folder, os.getpid(), made_parent)
         self.path = self._folder / "spill.sqlite"
         self._connection: sqlite3.Connection | None = None

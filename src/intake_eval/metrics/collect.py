@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.records import Judgment, Profile, arm_condition
-from intake_eval.core.spill import SpilledRows
+from intake_eval.core.spill import SpilledRows, spill_folder
 from intake_eval.core.store import RunPaths, iter_records
 from intake_eval.core.usage import CLINICIAN_ROLES, usage_of
 from intake_eval.metrics import registry
@@ -123,8 +122,7 @@ def publish(collected: Collected, paths: RunPaths) -> dict[str, Path]:
 @contextmanager
 def collected(paths: RunPaths, also: Callable[..., None] | None = None) -> Iterator[Collected]:
     """The pass over the run folder, its tables in a temporary folder inside metrics/ removed on leaving."""
-    paths.metrics_dir.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix=".metrics-pass-", dir=paths.metrics_dir))
+    folder = spill_folder("metrics-pass", paths.metrics_dir)  # one a killed pass left is swept by the next
     try:
         yield collect(paths, folder, also)
     finally:
