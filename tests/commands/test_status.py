@@ -33,10 +33,10 @@ def _full_read(root: Path) -> tuple[str, str]:
 
 
 def _no_record_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(path: Path, stats: object = None) -> None:
+    def refuse(path: Path, span: object, stats: object = None) -> None:
         raise AssertionError(f"status read the records of {path}")
 
-    monkeypatch.setattr(record_facts, "iter_json_records", refuse)
+    monkeypatch.setattr(record_facts, "iter_json_records_in", refuse)
 
 
 def test_first_status_after_the_stages_reads_no_record_and_equals_a_full_read(

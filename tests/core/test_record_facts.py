@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from intake_eval.core import record_facts
+from intake_eval.core.lines import LineSpan
 from intake_eval.core.record_facts import FACTS_FILE, FolderFacts
 from intake_eval.core.records import Record
 from intake_eval.core.store import RunPaths
@@ -46,15 +47,16 @@ def _summary(paths: RunPaths, path: Path) -> Any:
     return found
 
 
-def _reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    read: list[Path] = []
-    real = record_facts.iter_json_records
+def _reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, int]]:
+    """Each read of a file's lines, as (file, the byte it starts at)."""
+    read: list[tuple[Path, int]] = []
+    real = record_facts.iter_json_records_in
 
-    def counting(path: Path, stats: Any = None) -> Any:
-        read.append(path)
-        return real(path, stats)
+    def counting(path: Path, span: LineSpan, stats: Any = None) -> Any:
+        read.append((path, span.begin))
+        return real(path, span, stats)
 
-    monkeypatch.setattr(record_facts, "iter_json_records", counting)
+    monkeypatch.setattr(record_facts, "iter_json_records_in", counting)
     return read
 
 
@@ -65,10 +67,10 @@ def test_kept_while_unchanged_and_read_again_after_an_append(tmp_path: Path, mon
     read = _reads(monkeypatch)
     assert _summary(paths, tally) == {"error": 1, "ok": 1}
     assert _summary(paths, tally) == {"error": 1, "ok": 1}
-    assert read == [tally]  # the second answer came from the kept summary
+    assert read == [(tally, 0)]  # the second answer came from the kept summary
     _lines(tally, {"item": "shaun"})  # the retry succeeded: the later line wins
     assert _summary(paths, tally) == {"ok": 2}
-    assert read == [tally, tally]
+    assert [begin for _path, begin in read] == [0, 0]  # no fold: the file's reader cannot fold
     assert json.loads((tmp_path / FACTS_FILE).read_text())["files"]["tally/sheep.jsonl"]["facts"] == {
         "statuses": {"ok": 2}}
 

@@ -1,0 +1,125 @@
+"""Where a kept record file's facts end, so a file that only grew is read from there on.
+
+A *fold base* says how much of a file its kept facts cover: ``end`` (the byte after the last whole
+line they folded), ``lines`` (how many lines that is, so a tail's warnings name the same line numbers
+as a whole read), ``inode``, a ``check`` digest of the covered prefix's first and last blocks, and the
+digests of every key the covered lines hold, per key field. A file *grew by appending* when it has the
+same inode, is at least ``end`` bytes long and its prefix gives the same ``check``: then its lines from
+``end`` on are its tail. A rewrite (compaction's new inode, a merge, a truncation, an edit of the
+covered blocks) fails one of these and the file is read whole.
+
+Key digests are 8 bytes of BLAKE2b per key, packed and base64-encoded (a store of 3·10⁵ keys stays
+near 3 MB). A tail key whose digest is among the kept ones may supersede a covered line; the caller
+then reads the file whole (a collision only costs that read, never a wrong answer).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from array import array
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CHECK_BLOCK = 65536  # bytes hashed at each end of the covered prefix
+SCAN_BLOCK = 1 << 20  # bytes read at a time when counting lines
+DIGEST_BYTES = 8
+
+
+def key_digest(key: str) -> int:
+    """A key's 8-byte BLAKE2b digest as an unsigned integer."""
+    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=DIGEST_BYTES).digest(), "little")
+
+
+class KeyDigests:
+    """The digests of the keys a file's covered lines hold, for one key field."""
+
+    def __init__(self, digests: Iterable[int] = ()):
+        self.digests: set[int] = set(digests)
+
+    @classmethod
+    def decoded(cls, text: str) -> KeyDigests:
+        packed = array("Q")
+        packed.frombytes(base64.b64decode(text.encode("ascii")))
+        return cls(packed)
+
+    def encoded(self) -> str:
+        """Sorted and packed, so the same keys give the same text."""
+        return base64.b64encode(array("Q", sorted(self.digests)).tobytes()).decode("ascii")
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key_digest(key) in self.digests
+
+    def add(self, key: str) -> None:
+        self.digests.add(key_digest(key))
+
+
+def prefix_check(path: Path, end: int) -> str:
+    """A digest of the first and last ``CHECK_BLOCK`` bytes of the file's first ``end`` bytes."""
+    digest = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as handle:
+        digest.update(handle.read(min(end, CHECK_BLOCK)))
+        handle.seek(max(0, end - CHECK_BLOCK))
+        digest.update(handle.read(min(end, CHECK_BLOCK)))
+    return digest.hexdigest()
+
+
+def whole_lines(path: Path, begin: int, stop: int) -> tuple[int, int]:
+    """(where the last whole line of bytes ``begin``..``stop`` ends, how many whole lines there are)."""
+    end, lines = begin, 0
+    with open(path, "rb") as handle:
+        handle.seek(begin)
+        at = begin
+        while at < stop:
+            block = handle.read(min(SCAN_BLOCK, stop - at))
+            if not block:
+                break
+            newlines = block.count(b"\n")
+            if newlines:
+                lines += newlines
+                end = at + block.rindex(b"\n") + 1
+            at += len(block)
+    return end, lines
+
+
+@dataclass(frozen=True)
+class FoldBase:
+    """How much of a file its kept facts cover (see the module docstring)."""
+
+    end: int
+    lines: int
+    inode: int
+    check: str
+    keys: Mapping[str, str]  # key field → encoded KeyDigests
+
+    def as_json(self) -> dict[str, Any]:
+        return {"end": self.end, "lines": self.lines, "inode": self.inode, "check": self.check,
+                "keys": dict(self.keys)}
+
+    @classmethod
+    def from_json(cls, value: Any) -> FoldBase | None:
+        """The base a store entry kept, or None when it is absent or malformed."""
+        if not isinstance(value, Mapping):
+            return None
+        end, lines, inode, check, keys = (value.get(name) for name in ("end", "lines", "inode", "check", "keys"))
+        if not (isinstance(end, int) and isinstance(lines, int) and isinstance(inode, int)
+                and isinstance(check, str) and isinstance(keys, Mapping)
+                and all(isinstance(text, str) for text in keys.values())):
+            return None
+        return cls(end, lines, inode, check, dict(keys))
+
+    def still_prefix_of(self, path: Path) -> bool:
+        """Whether the file only grew since: same inode, at least as long, the same covered blocks."""
+        try:
+            info = os.stat(path)
+            return (info.st_ino == self.inode and info.st_size >= self.end
+                    and prefix_check(path, self.end) == self.check)
+        except OSError:
+            return False
+
+    def digests(self, field: str) -> KeyDigests:
+        text = self.keys.get(field)
+        return KeyDigests.decoded(text) if text is not None else KeyDigests()
