@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from intake_eval.cli import app
 from intake_eval.core import record_facts
-from intake_eval.core.lines import LineSpan
+from intake_eval.core.lines import LineSpan, ReadStats
 from intake_eval.core.record_facts import FACTS_FILE
 from tests.helpers.offline_runs import offline_run
 from tests.helpers.report_runs import synth_run
@@ -118,7 +118,7 @@ def test_status_while_a_stage_appends_folds_the_tails_and_equals_a_full_read(
     read: list[tuple[Path, int]] = []
     real = record_facts.iter_json_records_in
 
-    def counting(path: Path, span: LineSpan, stats: object = None) -> object:
+    def counting(path: Path, span: LineSpan, stats: ReadStats | None = None) -> object:
         read.append((path, span.begin))
         return real(path, span, stats)
 
