@@ -233,8 +233,8 @@ class _TailRead:
         base = based[0] if based is not None else None
         self.begin = base.end if base is not None else 0
         self.first_line = base.lines + 1 if base is not None else 1
-        self.covered_keys = {reader.key: base.digests(reader.key) if base is not None else KeyDigests()
-                             for reader in readers}
+        self.covered_keys = {field: base.digests(field) if base is not None else KeyDigests()
+                             for field in dict.fromkeys(reader.key for reader in readers)}
         self.new_keys = {field: KeyDigests() for field in self.covered_keys}
         self.latest: dict[str, dict[str, Any]] = {reader.name: {} for reader in readers}
         self.clean = True
@@ -249,7 +249,8 @@ class _TailRead:
                 key = data.get(reader.key)
                 if not isinstance(key, str):
                     continue
-                if self.based is not None and key in self.covered_keys[reader.key]:
+                if (self.based is not None and key not in self.latest[reader.name]
+                        and key in self.covered_keys[reader.key]):  # (a key of the tail may repeat in it)
                     return False
                 self.latest[reader.name][key] = reader.fact(data, record)
                 self.new_keys[reader.key].add(key)
@@ -276,11 +277,10 @@ class _TailRead:
             return None
         self.clean = not caught
         self.covered = self._summaries()
-        keys = dict(self.covered_keys)
         for field, added in self.new_keys.items():
-            keys[field] = KeyDigests(keys[field].digests | added.digests)
+            self.covered_keys[field].add_all(added)
         self.base = FoldBase(end, self.first_line - 1 + lines, os.stat(self.path).st_ino, prefix_check(self.path, end),
-                             {field: digests.encoded() for field, digests in keys.items()})
+                             {field: digests.encoded() for field, digests in self.covered_keys.items()})
         if end == self.size:
             self.facts = self.covered
             return self

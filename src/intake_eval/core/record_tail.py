@@ -19,6 +19,7 @@ import base64
 import hashlib
 import os
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,10 +36,14 @@ def key_digest(key: str) -> int:
 
 
 class KeyDigests:
-    """The digests of the keys a file's covered lines hold, for one key field."""
+    """The digests of the keys a file's covered lines hold, for one key field: a sorted packed array, so
+    a store's keys are decoded and looked up without a Python object per key."""
 
-    def __init__(self, digests: Iterable[int] = ()):
-        self.digests: set[int] = set(digests)
+    MERGE_AT = 1024  # more added digests than this are merged by one sort, fewer inserted one by one
+
+    def __init__(self, packed: array[int] | None = None):
+        self.packed: array[int] = packed if packed is not None else array("Q")
+        self.added: set[int] = set()
 
     @classmethod
     def decoded(cls, text: str) -> KeyDigests:
@@ -48,13 +53,33 @@ class KeyDigests:
 
     def encoded(self) -> str:
         """Sorted and packed, so the same keys give the same text."""
-        return base64.b64encode(array("Q", sorted(self.digests)).tobytes()).decode("ascii")
+        return base64.b64encode(self.merged().tobytes()).decode("ascii")
+
+    def merged(self) -> array[int]:
+        """Every digest, the added ones merged in, sorted."""
+        if len(self.added) > self.MERGE_AT:
+            self.packed = array("Q", sorted(self.added.union(self.packed)))
+        else:
+            for digest in self.added:
+                at = bisect_left(self.packed, digest)
+                if at == len(self.packed) or self.packed[at] != digest:
+                    self.packed.insert(at, digest)
+        self.added = set()
+        return self.packed
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and key_digest(key) in self.digests
+        if not isinstance(key, str):
+            return False
+        digest = key_digest(key)
+        at = bisect_left(self.packed, digest)
+        return (at < len(self.packed) and self.packed[at] == digest) or digest in self.added
 
     def add(self, key: str) -> None:
-        self.digests.add(key_digest(key))
+        self.added.add(key_digest(key))
+
+    def add_all(self, other: KeyDigests) -> None:
+        """Take ``other``'s added digests as this one's."""
+        self.added |= other.added
 
 
 def prefix_check(path: Path, end: int) -> str:
