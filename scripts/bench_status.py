@@ -1,7 +1,7 @@
 """Time `intake-eval status` on a run folder: the full read, the first status after the stages kept
 their record facts, and status while a stage appends to the record files.
 
-    python scripts/bench_status.py RUN_DIR [--keep] [--append] [--supersede]
+    python scripts/bench_status.py RUN_DIR [--keep] [--append] [--supersede] [--live N]
 
 Without ``--keep`` it times status with no kept facts (every record read; status then keeps them).
 With ``--keep`` it first keeps every record file's facts the way the stages do as they finish (one pass
@@ -10,9 +10,11 @@ time and peak RSS, then times status. With ``--append`` it then appends one reco
 (a copy of its last line under a new key: what a stage writing now adds) and times status again: the
 first folds each file's tail into the kept facts, the second finds them kept. ``--supersede`` instead
 appends a copy of each file's last line under the same key (a retried record): such a tail supersedes a
-kept line, so status reads those files whole. The size of the kept-facts file is printed after each step.
+kept line, so status reads those files whole. ``--live N`` then times status N times while a child
+process holds the run lock and appends records under new keys (each line in two writes, so a status may
+find one half-written), as a stage does. The size of the kept-facts file is printed after each step.
 
-RUN_DIR is written to (``.record_facts.json``; with ``--append`` or ``--supersede``, the record files):
+RUN_DIR is written to (``.record_facts.json``; with ``--append``, ``--supersede`` or ``--live``, the record files):
 use a copy. ``cp -al`` is enough without them; with them, copy the record files for real (a record file
 with another hard link is refused, so a reference run is never appended to).
 """
@@ -100,6 +102,61 @@ def append_one_record(root: Path, *, same_key: bool) -> int:
     return appended
 
 
+def live_stage(root: Path, stop: Path) -> None:
+    """What a stage writing now does, until ``stop`` exists: hold the run lock and append records under new
+    keys to the record files in turn, each line in two writes (a status may see it half-written)."""
+    from intake_eval.core.run_lock import RunLock
+    from intake_eval.core.store import RunPaths
+    from intake_eval.stage_kinds import stage_kinds
+
+    paths = RunPaths(root)
+    readers = stage_kinds().readers()
+    targets = []
+    for path in record_files(root):
+        if path.stat().st_nlink > 1:
+            raise SystemExit(f"{path} has another hard link: copy the record files for real before appending")
+        keys = {reader.key for reader in readers if reader.claims(paths, path)}
+        if keys and path.stat().st_size:
+            targets.append((path, keys, json.loads(_last_line(path))))
+    with RunLock(paths):
+        print("stage appending", flush=True)
+        written = 0
+        while not stop.exists():
+            path, keys, record = targets[written % len(targets)]
+            for key in keys:
+                if isinstance(record.get(key), str):
+                    record[key] = record[key].split("~")[0] + f"~live-{written}"
+            line = (json.dumps(record) + "\n").encode()
+            with path.open("ab") as handle:
+                handle.write(line[:len(line) // 2])
+                handle.flush()
+                time.sleep(0.002)
+                handle.write(line[len(line) // 2:])
+            written += 1
+            time.sleep(0.01)
+    print(f"stage appended {written} records", flush=True)
+
+
+def time_while_a_stage_appends(root: Path, times: int) -> None:
+    """Time status ``times`` times while a child process appends as a stage does."""
+    stop = root / ".bench-stop"
+    stop.unlink(missing_ok=True)
+    stage = subprocess.Popen([sys.executable, __file__, str(root), "--live-stage"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert stage.stdout is not None
+        stage.stdout.readline()  # it holds the lock
+        time.sleep(1.0)
+        for attempt in range(1, times + 1):
+            wall, cpu, peak = timed_status(root)
+            print(f"status #{attempt} while a stage appends: {wall:.2f} s wall, {cpu:.2f} s CPU, peak RSS "
+                  f"{peak:.0f} MB; kept facts {_facts_size(root)}", flush=True)
+            time.sleep(1.0)
+    finally:
+        stop.touch()
+        print(stage.communicate()[0].strip(), flush=True)
+        stop.unlink(missing_ok=True)
+
+
 def timed_status(root: Path) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds and peak RSS (MB) of one `intake-eval status` in its own process."""
     started = time.perf_counter()
@@ -131,20 +188,33 @@ def main() -> None:
                         help="then append one record (a new key) to every record file and time status again")
     parser.add_argument("--supersede", action="store_true",
                         help="then append one record (a key already kept) to every record file and time status")
+    parser.add_argument("--live", type=int, default=0, metavar="N",
+                        help="then time status N times while a child process holds the run lock and appends")
+    parser.add_argument("--keep-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--live-stage", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.keep:
+    if args.live_stage:
+        live_stage(args.run_dir, args.run_dir / ".bench-stop")
+        return
+    if args.keep_only:
         started = time.perf_counter()
         keep_facts(args.run_dir)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"facts kept as the stages keep them: {time.perf_counter() - started:.1f} s, peak RSS {peak:.0f} MB; "
               f"kept facts {_facts_size(args.run_dir)}", flush=True)
-    _time_twice(args.run_dir, "(as kept)" if args.keep else "(no kept facts, then as kept)")
+        return
+    if args.keep:  # in a child, so this process stays small (a child's peak RSS starts at its parent's)
+        subprocess.run([sys.executable, __file__, str(args.run_dir), "--keep-only"], check=True)
+    kept = args.keep or (args.run_dir / FACTS_FILE).exists()
+    _time_twice(args.run_dir, "(as kept)" if kept else "(no kept facts, then as kept)")
     if args.append:
         files = append_one_record(args.run_dir, same_key=False)
         _time_twice(args.run_dir, f"after one new record appended to each of {files} files")
     if args.supersede:
         files = append_one_record(args.run_dir, same_key=True)
         _time_twice(args.run_dir, f"after one superseding record appended to each of {files} files")
+    if args.live:
+        time_while_a_stage_appends(args.run_dir, args.live)
 
 
 if __name__ == "__main__":
