@@ -1,7 +1,7 @@
 """Time `intake-eval status` on a run folder: the full read, the first status after the stages kept
 their record facts, and status while a stage appends to the record files.
 
-    python scripts/bench_status.py RUN_DIR [--keep] [--append] [--supersede] [--live N]
+    python scripts/bench_status.py RUN_DIR [--keep] [--append] [--supersede] [--live N] [--check]
 
 Without ``--keep`` it times status with no kept facts (every record read; status then keeps them).
 With ``--keep`` it first keeps every record file's facts the way the stages do as they finish (one pass
@@ -13,6 +13,7 @@ appends a copy of each file's last line under the same key (a retried record): s
 kept line, so status reads those files whole. ``--live N`` then times status N times while a child
 process holds the run lock and appends records under new keys (each line in two writes, so a status may
 find one half-written), as a stage does. The size of the kept-facts file is printed after each step.
+``--check`` ends by comparing `status --json` from the kept facts with a full read of every record.
 
 RUN_DIR is written to (``.record_facts.json``; with ``--append``, ``--supersede`` or ``--live``, the record files):
 use a copy. ``cp -al`` is enough without them; with them, copy the record files for real (a record file
@@ -125,7 +126,7 @@ def live_stage(root: Path, stop: Path) -> None:
             path, keys, record = targets[written % len(targets)]
             for key in keys:
                 if isinstance(record.get(key), str):
-                    record[key] = record[key].split("~")[0] + f"~live-{written}"
+                    record[key] = record[key].split("~")[0] + f"~live-{os.getpid()}-{written}"
             line = (json.dumps(record) + "\n").encode()
             with path.open("ab") as handle:
                 handle.write(line[:len(line) // 2])
@@ -155,6 +156,23 @@ def time_while_a_stage_appends(root: Path, times: int) -> None:
         stop.touch()
         print(stage.communicate()[0].strip(), flush=True)
         stop.unlink(missing_ok=True)
+
+
+def same_as_a_full_read(root: Path) -> bool:
+    """Whether `status --json` from the kept facts prints exactly what it prints with none kept (every
+    record read); the kept facts are put back after."""
+    def shown() -> bytes:
+        return subprocess.run([sys.executable, "-m", "intake_eval", "status", "--json", "--run-dir", str(root)],
+                              check=True, capture_output=True).stdout
+
+    kept = root / FACTS_FILE
+    folded = shown()
+    aside = root / f"{FACTS_FILE}.bench"
+    kept.replace(aside)
+    try:
+        return shown() == folded
+    finally:
+        aside.replace(kept)
 
 
 def timed_status(root: Path) -> tuple[float, float, float]:
@@ -190,6 +208,8 @@ def main() -> None:
                         help="then append one record (a key already kept) to every record file and time status")
     parser.add_argument("--live", type=int, default=0, metavar="N",
                         help="then time status N times while a child process holds the run lock and appends")
+    parser.add_argument("--check", action="store_true",
+                        help="at the end, check that status from the kept facts equals a full read (reads every record)")
     parser.add_argument("--keep-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--live-stage", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -215,6 +235,8 @@ def main() -> None:
         _time_twice(args.run_dir, f"after one superseding record appended to each of {files} files")
     if args.live:
         time_while_a_stage_appends(args.run_dir, args.live)
+    if args.check:
+        print(f"status from the kept facts == a full read: {same_as_a_full_read(args.run_dir)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -233,9 +233,12 @@ class _TailRead:
         base = based[0] if based is not None else None
         self.begin = base.end if base is not None else 0
         self.first_line = base.lines + 1 if base is not None else 1
+        self.by_field: dict[str, list[FactReader]] = {}  # key field → the readers keyed by it
+        for reader in readers:
+            self.by_field.setdefault(reader.key, []).append(reader)
         self.covered_keys = {field: base.digests(field) if base is not None else KeyDigests()
-                             for field in dict.fromkeys(reader.key for reader in readers)}
-        self.new_keys = {field: KeyDigests() for field in self.covered_keys}
+                             for field in self.by_field}
+        self.tail_keys: dict[str, set[str]] = {field: set() for field in self.by_field}
         self.latest: dict[str, dict[str, Any]] = {reader.name: {} for reader in readers}
         self.clean = True
         self.facts: dict[str, Any] = {}
@@ -245,15 +248,16 @@ class _TailRead:
     def _take(self, span: LineSpan) -> bool:
         """Fold the lines of ``span`` into ``latest``; False when one supersedes a covered line."""
         for data, record in iter_json_records_in(self.path, span):
-            for reader in self.readers:
-                key = data.get(reader.key)
+            for field, readers in self.by_field.items():
+                key = data.get(field)
                 if not isinstance(key, str):
                     continue
-                if (self.based is not None and key not in self.latest[reader.name]
-                        and key in self.covered_keys[reader.key]):  # (a key of the tail may repeat in it)
-                    return False
-                self.latest[reader.name][key] = reader.fact(data, record)
-                self.new_keys[reader.key].add(key)
+                if key not in self.tail_keys[field]:  # (a key of the tail may repeat in it)
+                    if self.based is not None and key in self.covered_keys[field]:
+                        return False
+                    self.tail_keys[field].add(key)
+                for reader in readers:
+                    self.latest[reader.name][key] = reader.fact(data, record)
         return True
 
     def _summaries(self) -> dict[str, Any]:
@@ -277,7 +281,7 @@ class _TailRead:
             return None
         self.clean = not caught
         self.covered = self._summaries()
-        for field, added in self.new_keys.items():
+        for field, added in self.tail_keys.items():
             self.covered_keys[field].add_all(added)
         self.base = FoldBase(end, self.first_line - 1 + lines, os.stat(self.path).st_ino, prefix_check(self.path, end),
                              {field: digests.encoded() for field, digests in self.covered_keys.items()})

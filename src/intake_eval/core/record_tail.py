@@ -77,9 +77,8 @@ class KeyDigests:
     def add(self, key: str) -> None:
         self.added.add(key_digest(key))
 
-    def add_all(self, other: KeyDigests) -> None:
-        """Take ``other``'s added digests as this one's."""
-        self.added |= other.added
+    def add_all(self, keys: Iterable[str]) -> None:
+        self.added.update(key_digest(key) for key in keys)
 
 
 def prefix_check(path: Path, end: int) -> str:
