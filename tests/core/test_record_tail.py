@@ -46,8 +46,17 @@ def test_a_fold_base_holds_while_its_file_only_grows(tmp_path: Path) -> None:
     base = _base(path)
     assert FoldBase.from_json(base.as_json()) == base
     assert FoldBase.from_json({"end": "9"}) is None
+    assert not base.still_prefix_of(path)  # not longer: nothing was appended (an edit in place, a touch)
     with path.open("ab") as handle:
         handle.write(b"more\n")
+    assert base.still_prefix_of(path)
+    with path.open("r+b") as handle:  # an edit of a sampled block in the middle
+        handle.seek(base.end // 2)
+        handle.write(b"z")
+    assert not base.still_prefix_of(path)
+    with path.open("r+b") as handle:
+        handle.seek(base.end // 2)
+        handle.write(b"x")
     assert base.still_prefix_of(path)
     with path.open("r+b") as handle:  # an edit inside the last covered block
         handle.seek(base.end - 10)

@@ -2,11 +2,13 @@
 
 A *fold base* says how much of a file its kept facts cover: ``end`` (the byte after the last whole
 line they folded), ``lines`` (how many lines that is, so a tail's warnings name the same line numbers
-as a whole read), ``inode``, a ``check`` digest of the covered prefix's first and last blocks, and the
-digests of every key the covered lines hold, per key field. A file *grew by appending* when it has the
-same inode, is at least ``end`` bytes long and its prefix gives the same ``check``: then its lines from
-``end`` on are its tail. A rewrite (compaction's new inode, a merge, a truncation, an edit of the
-covered blocks) fails one of these and the file is read whole.
+as a whole read), ``inode``, a ``check`` digest of the covered prefix as sampled (its first and last
+64 KiB and 32 blocks between), and the digests of every key the covered lines hold, per key field. A
+file *grew by appending* when it has the same inode, is longer than ``end`` and its prefix gives the
+same ``check``: then its lines from ``end`` on are its tail. A rewrite (compaction's new inode, a merge,
+a truncation, an edit in place that keeps the length, an edit of the sampled blocks) fails one of these
+and the file is read whole; an edit in place of unsampled covered bytes followed by an append is the
+one change not seen (no writer of intake-eval edits a record file in place).
 
 Key digests are 8 bytes of BLAKE2b per key, packed and base64-encoded (a store of 3·10⁵ keys stays
 near 3 MB). A tail key whose digest is among the kept ones may supersede a covered line; the caller
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 CHECK_BLOCK = 65536  # bytes hashed at each end of the covered prefix
+SAMPLES, SAMPLE_BLOCK = 32, 4096  # and blocks hashed between them
 SCAN_BLOCK = 1 << 20  # bytes read at a time when counting lines
 DIGEST_BYTES = 8
 
@@ -82,12 +85,15 @@ class KeyDigests:
 
 
 def prefix_check(path: Path, end: int) -> str:
-    """A digest of the first and last ``CHECK_BLOCK`` bytes of the file's first ``end`` bytes."""
+    """A digest of the file's first ``end`` bytes as sampled: their first and last ``CHECK_BLOCK`` bytes and
+    ``SAMPLES`` blocks of ``SAMPLE_BLOCK`` bytes spread evenly between (a few dozen small reads at any size)."""
     digest = hashlib.blake2b(digest_size=16)
+    starts = [0, *(end * n // (SAMPLES + 1) for n in range(1, SAMPLES + 1)), max(0, end - CHECK_BLOCK)]
+    sizes = [CHECK_BLOCK, *([SAMPLE_BLOCK] * SAMPLES), CHECK_BLOCK]
     with open(path, "rb") as handle:
-        digest.update(handle.read(min(end, CHECK_BLOCK)))
-        handle.seek(max(0, end - CHECK_BLOCK))
-        digest.update(handle.read(min(end, CHECK_BLOCK)))
+        for start, size in zip(starts, sizes):
+            handle.seek(start)
+            digest.update(handle.read(max(0, min(size, end - start))))
     return digest.hexdigest()
 
 
@@ -136,10 +142,11 @@ class FoldBase:
         return cls(end, lines, inode, check, dict(keys))
 
     def still_prefix_of(self, path: Path) -> bool:
-        """Whether the file only grew since: same inode, at least as long, the same covered blocks."""
+        """Whether the file only grew since: same inode, longer, the same covered blocks. A file of the
+        covered length that changed (its caller knows the signature did) did not grow: an edit in place."""
         try:
             info = os.stat(path)
-            return (info.st_ino == self.inode and info.st_size >= self.end
+            return (info.st_ino == self.inode and info.st_size > self.end
                     and prefix_check(path, self.end) == self.check)
         except OSError:
             return False
