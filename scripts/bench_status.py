@@ -52,6 +52,7 @@ def keep_facts(root: Path) -> None:
 
     paths = RunPaths(root)
     kinds = stage_kinds()
+    (root / FACTS_FILE).unlink(missing_ok=True)  # every file read, as by the stages that wrote them
     facts = kinds.folder_facts(paths, keep=True)
     for path in record_files(root):
         for reader in kinds.readers():

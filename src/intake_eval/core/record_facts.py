@@ -165,13 +165,13 @@ class FolderFacts:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             based = self._fold_base(path, readers, entry)
-            read = _TailRead(path, readers, before[0], based).run() if based is not None else None
-            if read is None:  # no base, or the tail supersedes a covered line
+            read = _TailRead(path, readers, before[0], based)
+            if based is None or not read.run():  # no base, or the tail supersedes a covered line
                 del caught[:]
-                read = _TailRead(path, readers, before[0], None).run()
+                read = _TailRead(path, readers, before[0], None)
+                read.run()  # (a read from the start covers no key before it: it never stops)
         for warning in caught:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
-        assert read is not None  # a read from the start never stops at a covered key: it covers none
         after = signature(path)
         if read.clean and after is not None and after[2] == before[2] and after[0] >= read.base.end:
             whole = read.base.end == before[0] and after == before  # no half-written line left out
@@ -221,8 +221,8 @@ class _TailRead:
 
     ``facts``: the summaries of the file as ``size`` bytes long (a half-written last line included when it
     parses, as a whole read does); ``covered`` and ``base``: what its whole lines add up to and where they
-    end, to keep; ``clean``: no whole line warned. ``run`` returns None when a tail line's key is a covered
-    line's."""
+    end, to keep; ``clean``: no whole line warned. ``run`` stops, returning False, at a tail line whose key
+    is a covered line's."""
 
     def __init__(self, path: Path, readers: list[FactReader], size: int,
                  based: tuple[FoldBase, dict[str, Any]] | None):
@@ -270,7 +270,7 @@ class _TailRead:
                 summaries[reader.name] = _json_shaped(reader.summary(facts))
         return summaries
 
-    def run(self) -> _TailRead | None:
+    def run(self) -> bool:
         end, lines = whole_lines(self.path, self.begin, self.size)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -278,7 +278,7 @@ class _TailRead:
         for warning in caught:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
         if not taken:
-            return None
+            return False
         self.clean = not caught
         self.covered = self._summaries()
         for field, added in self.tail_keys.items():
@@ -287,11 +287,11 @@ class _TailRead:
                              {field: digests.encoded() for field, digests in self.covered_keys.items()})
         if end == self.size:
             self.facts = self.covered
-            return self
+            return True
         if not self._take(LineSpan(end, self.first_line + lines, self.size)):
-            return None
+            return False
         self.facts = self._summaries()  # the half-written last line parsed: it counts now, not in ``covered``
-        return self
+        return True
 
 
 # ---------------------------------------------------------------- usage and records done, by group
