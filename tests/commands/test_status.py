@@ -139,3 +139,18 @@ def test_status_while_a_stage_appends_folds_the_tails_and_equals_a_full_read(
         assert superseded == _full_read(run_dir)
     shown, before = (json.JSONDecoder().raw_decode(text)[0] for text in (superseded[0], folded[0]))
     assert shown["stages"]["run"]["counts"]["done"] == before["stages"]["run"]["counts"]["done"] - 1
+
+
+def test_status_keeps_what_it_folded_while_a_stage_holds_the_folder(tmp_path: Path) -> None:
+    from intake_eval.core.run_lock import RunLock
+    from intake_eval.core.store import RunPaths
+
+    run_dir = offline_run(tmp_path, n=4)
+    conversations = sorted((run_dir / "conversations").glob("*.jsonl"))[0]
+    with RunLock(RunPaths(run_dir)):  # a stage is running
+        with conversations.open("a", encoding="utf-8") as handle:
+            first = conversations.read_text(encoding="utf-8").splitlines()[0]
+            handle.write(_renamed(first, "-more") + "\n")
+        _status(run_dir)
+        kept = json.loads((run_dir / FACTS_FILE).read_text())["files"][f"conversations/{conversations.name}"]
+        assert kept["fold"]["end"] == conversations.stat().st_size  # the next status reads from here

@@ -253,3 +253,16 @@ def test_usage_is_folded_one_fact_at_a_time_as_a_whole_read_adds_it() -> None:
     assert folded == record_facts.usage_summary(kept + tail)
     assert folded[0][3]["clinician"]["cost_usd"] == 1.0  # summing the tail first would give 1.0000000000000002
     assert folded[0][1:3] == [3, 3]
+
+
+def test_two_processes_saving_keep_each_others_entries(tmp_path: Path) -> None:
+    paths = RunPaths(tmp_path)
+    sheep, goats = tmp_path / "tally" / "sheep.jsonl", tmp_path / "tally" / "goats.jsonl"
+    _lines(sheep, {"item": "dolly"})
+    _lines(goats, {"item": "billy", "status": "lost"})
+    stage, status = (FolderFacts(paths, [FoldingStatuses()], keep=True) for _ in range(2))  # both load the store
+    assert stage.summary("statuses", sheep) == {"ok": 1}
+    stage.save()
+    assert status.summary("statuses", goats) == {"lost": 1}
+    status.save()  # reads the store again: the stage's entry stays
+    assert set(json.loads((tmp_path / FACTS_FILE).read_text())["files"]) == {"tally/sheep.jsonl", "tally/goats.jsonl"}
