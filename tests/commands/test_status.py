@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from intake_eval.cli import app
 from intake_eval.core import record_facts
+from intake_eval.core.lines import LineSpan, ReadStats
 from intake_eval.core.record_facts import FACTS_FILE
 from tests.helpers.offline_runs import offline_run
 from tests.helpers.report_runs import synth_run
@@ -33,10 +34,10 @@ def _full_read(root: Path) -> tuple[str, str]:
 
 
 def _no_record_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(path: Path, stats: object = None) -> None:
+    def refuse(path: Path, span: object, stats: object = None) -> None:
         raise AssertionError(f"status read the records of {path}")
 
-    monkeypatch.setattr(record_facts, "iter_json_records", refuse)
+    monkeypatch.setattr(record_facts, "iter_json_records_in", refuse)
 
 
 def test_first_status_after_the_stages_reads_no_record_and_equals_a_full_read(
@@ -88,3 +89,68 @@ def test_status_keeps_what_it_read_and_renews_it_when_a_record_changes(tmp_path:
     count = {row["clinician"]: row["conversations"] for row in after["answers"]["clinicians"]}
     assert count[clinician] == {row["clinician"]: row["conversations"]
                                 for row in first["answers"]["clinicians"]}[clinician] - 1
+
+
+def _renamed(line: str, suffix: str) -> str:
+    """A record line as another conversation's (its id changed): a new key for the file."""
+    record = json.loads(line)
+    record["conversation_id"] += suffix
+    return json.dumps(record)
+
+
+def test_status_while_a_stage_appends_folds_the_tails_and_equals_a_full_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir = offline_run(tmp_path, n=4)
+    _status(run_dir)
+    first, second = sorted((run_dir / "conversations").glob("*.jsonl"))
+    judgments = sorted((run_dir / "judgments").glob("*/*.jsonl"))
+    sizes = {path: path.stat().st_size for path in (first, second, *judgments)}
+    lines = {path: path.read_text(encoding="utf-8").splitlines() for path in sizes}
+    failed = {**json.loads(lines[first][1]), "status": "model_error", "termination": "model_error"}
+    with first.open("a", encoding="utf-8") as handle:  # new conversations, then a corrupt line
+        handle.write(_renamed(lines[first][0], "-more") + "\n" + _renamed(lines[first][2], "-again") + "\n")
+        handle.write("{ not json\n")
+    with second.open("a", encoding="utf-8") as handle:  # one new, then a half-written line
+        handle.write(_renamed(lines[second][0], "-more") + "\n" + lines[second][1][:40])
+    for path in judgments:
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(_renamed(lines[path][0], "-more") + "\n")
+    read: list[tuple[Path, int]] = []
+    real = record_facts.iter_json_records_in
+
+    def counting(path: Path, span: LineSpan, stats: ReadStats | None = None) -> object:
+        read.append((path, span.begin))
+        return real(path, span, stats)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(record_facts, "iter_json_records_in", counting)
+        with pytest.warns(UserWarning, match="corrupt line|half-written"):
+            folded = _status(run_dir), _status(run_dir, as_json=False)
+    assert {path for path, _begin in read} == set(sizes)
+    assert all(begin >= sizes[path] for path, begin in read)  # only the tails
+    kept = (run_dir / FACTS_FILE).read_bytes()
+    with pytest.warns(UserWarning, match="corrupt line|half-written"):
+        assert folded == _full_read(run_dir)
+    (run_dir / FACTS_FILE).write_bytes(kept)
+    with first.open("a", encoding="utf-8") as handle:  # a kept conversation's line superseded: read whole
+        handle.write(json.dumps(failed) + "\n")
+    with pytest.warns(UserWarning, match="corrupt line|half-written"):
+        superseded = _status(run_dir), _status(run_dir, as_json=False)
+        assert superseded == _full_read(run_dir)
+    shown, before = (json.JSONDecoder().raw_decode(text)[0] for text in (superseded[0], folded[0]))
+    assert shown["stages"]["run"]["counts"]["done"] == before["stages"]["run"]["counts"]["done"] - 1
+
+
+def test_status_keeps_what_it_folded_while_a_stage_holds_the_folder(tmp_path: Path) -> None:
+    from intake_eval.core.run_lock import RunLock
+    from intake_eval.core.store import RunPaths
+
+    run_dir = offline_run(tmp_path, n=4)
+    conversations = sorted((run_dir / "conversations").glob("*.jsonl"))[0]
+    with RunLock(RunPaths(run_dir)):  # a stage is running
+        with conversations.open("a", encoding="utf-8") as handle:
+            first = conversations.read_text(encoding="utf-8").splitlines()[0]
+            handle.write(_renamed(first, "-more") + "\n")
+        _status(run_dir)
+        kept = json.loads((run_dir / FACTS_FILE).read_text())["files"][f"conversations/{conversations.name}"]
+        assert kept["fold"]["end"] == conversations.stat().st_size  # the next status reads from here

@@ -59,13 +59,14 @@ def facts_from_records(paths: Any, data: dict[str, Any], kinds: StageKinds, fact
 def _facts(paths: Any, kinds: StageKinds) -> dict[str, Any]:
     """The manifest with the records' facts and the answers counted from them. The stages keep each record
     file's facts as they finish (core/record_facts), so this reads the manifest, the stage log and the kept
-    facts; a record file changed since (a merge, a kill mid-stage, a stage writing now) is read again,
-    and its facts kept while no process holds the folder."""
+    facts; of a record file that only grew since (a stage appending now) only the new lines are read, and
+    one changed otherwise (a merge, a compaction, an edit) is read again. What it read is kept, also while
+    a stage holds the folder: every kept entry is checked against its file when used, so the next status
+    reads only what was appended after this one."""
     from intake_eval.core.manifest import Manifest
-    from intake_eval.core.run_lock import RunLock
     from intake_eval.metrics.answer_facts import kept_answers
 
-    facts = kinds.folder_facts(paths, keep=not RunLock.is_held(paths))
+    facts = kinds.folder_facts(paths, keep=True)
     data = facts_from_records(paths, Manifest(paths).data, kinds, facts)
     data["answers"] = kept_answers(paths, facts)
     facts.save()

@@ -35,6 +35,15 @@ class ReadStats:
     truncated_tail: bool = False
 
 
+@dataclass(frozen=True)
+class LineSpan:
+    """A byte range of a file that starts a line: from ``begin`` (line ``first_line``) to ``stop`` (None: the end)."""
+
+    begin: int = 0
+    first_line: int = 1
+    stop: int | None = None
+
+
 # Which record each run-folder file holds, so every reader validates what it reads (a line of the
 # wrong shape is skipped like a corrupt one and redone on resume, never taken as done).
 def record_model_of(path: Path) -> type[Record] | None:
@@ -66,14 +75,21 @@ def _invalid_reason(error: ValidationError) -> str:
     return f"{where}: {first['msg']}{more}"
 
 
-def _iter_lines(path: Path, stats: ReadStats, model: type[BaseModel] | None
+def _iter_lines(path: Path, stats: ReadStats, model: type[BaseModel] | None, span: LineSpan | None = None
                 ) -> Iterator[tuple[dict[str, Any], BaseModel | None, int, int]]:
-    """(dict, validated record or None, byte offset, length) per good line; bad lines skipped with a warning."""
+    """(dict, validated record or None, byte offset, length) per good line; bad lines skipped with a warning.
+    ``span``: only the lines of that byte range, numbered from its first line's number."""
     if not path.exists():
         return
-    offset = 0
+    span = span or LineSpan()
+    offset = span.begin
     with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
+        handle.seek(span.begin)
+        for number, raw in enumerate(handle, start=span.first_line):
+            if span.stop is not None:  # the file as it was when it was ``stop`` bytes long
+                if offset >= span.stop:
+                    break
+                raw = raw[:span.stop - offset]
             start, offset = offset, offset + len(raw)
             if not raw.strip():
                 continue
@@ -133,4 +149,12 @@ def iter_records(path: Path, model: type[T], stats: ReadStats | None = None) -> 
 def iter_json_records(path: Path, stats: ReadStats | None = None) -> Iterator[tuple[dict[str, Any], Record | None]]:
     """Like iter_json_lines, with each line's record validated against its file's model (None: no model)."""
     for data, record, _offset, _length in _iter_lines(path, stats or ReadStats(), record_model_of(path)):
+        yield data, cast(Record | None, record)
+
+
+def iter_json_records_in(path: Path, span: LineSpan, stats: ReadStats | None = None
+                         ) -> Iterator[tuple[dict[str, Any], Record | None]]:
+    """Like iter_json_records, over the lines of ``span`` only (a file's appended tail): the same lines
+    are good, corrupt or half-written, with the same warnings, as in a read of the whole file."""
+    for data, record, _offset, _length in _iter_lines(path, stats or ReadStats(), record_model_of(path), span):
         yield data, cast(Record | None, record)

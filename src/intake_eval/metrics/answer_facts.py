@@ -9,14 +9,20 @@ written so) is counted from the conversations themselves.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from intake_eval.core.record_facts import FactReader, FolderFacts
 from intake_eval.core.records import Conversation, Judgment, Record
 from intake_eval.core.store import RunPaths
-from intake_eval.metrics.answers import answer_rows, conversation_answer_row, conversation_answers, judge_answer_rows
+from intake_eval.metrics.answers import (
+    answer_rows,
+    answer_rows_after,
+    conversation_answer_row,
+    conversation_answers,
+    judge_answer_rows,
+)
 
 CONVERSATION_ANSWERS = "answers"  # the kept summaries' names
 JUDGE_ANSWERS = "judge_answers"
@@ -38,6 +44,9 @@ class ConversationAnswers:
     def summary(self, facts: list[Any]) -> Any:
         return answer_rows(facts)
 
+    def fold(self, summary: Any, facts: list[Any]) -> Any:
+        return answer_rows_after(summary, facts)
+
 
 class JudgeAnswers:
     """A judgment file's judge rows: judgments ok, refused, judge and provider errors, answers cut."""
@@ -57,6 +66,9 @@ class JudgeAnswers:
     def summary(self, facts: list[Any]) -> Any:
         return judge_answer_rows(facts)
 
+    def fold(self, summary: Any, facts: list[Any]) -> Any:
+        return _summed_judge_rows([summary, judge_answer_rows(facts)])
+
 
 def answer_readers() -> tuple[FactReader, ...]:
     return (ConversationAnswers(), JudgeAnswers())
@@ -74,8 +86,13 @@ def _clinician_rows(paths: RunPaths, facts: FolderFacts) -> list[dict[str, Any]]
 
 
 def _judge_rows(paths: RunPaths, facts: FolderFacts) -> list[dict[str, Any]]:
+    return _summed_judge_rows(facts.summaries(JUDGE_ANSWERS, paths.judgment_files()))
+
+
+def _summed_judge_rows(summaries: Iterable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Judge rows (counts only) summed per judge and clinician, sorted."""
     judges: dict[tuple[str, ...], dict[str, Any]] = {}
-    for rows in facts.summaries(JUDGE_ANSWERS, paths.judgment_files()):
+    for rows in summaries:
         for row in rows:
             key = tuple(row[name] for name in JUDGE_ROW_KEYS)
             known = judges.setdefault(key, {name: row[name] for name in JUDGE_ROW_KEYS})

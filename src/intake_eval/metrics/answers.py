@@ -170,6 +170,21 @@ def answer_rows(conversation_rows: Iterable[dict[str, Any]]) -> list[dict[str, A
     return totals.rows()
 
 
+def answer_rows_after(rows: Iterable[dict[str, Any]], conversation_rows: Iterable[dict[str, Any]]
+                      ) -> list[dict[str, Any]]:
+    """``answer_rows`` of the conversations ``rows`` were counted from, then of ``conversation_rows`` (a
+    file's tail): the counts of ``rows`` carried on, the shares worked out again from the sums."""
+    totals = _AnswerTotals()
+    arm_columns = ANSWER_COLUMNS[:3]
+    for row in rows:
+        counts = totals.arms[(row["clinician"], row["condition"], row["patient_mode"])].counts
+        counts.update({column: row[column] for column in ANSWER_COLUMNS
+                       if column not in arm_columns and not column.endswith("_share")})
+    for row in conversation_rows:
+        totals.add(row)
+    return totals.rows()
+
+
 def judge_answer_rows(judgments: Iterable[JudgmentAnswers]) -> list[dict[str, Any]]:
     groups: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for judgment in judgments:
