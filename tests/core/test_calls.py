@@ -116,7 +116,7 @@ def test_repeated_lines_count_once_and_an_unread_answer_is_priced_by_a_later_ans
 
 
 def test_an_unread_request_is_priced_from_the_ledger_as_it_was_first_read(tmp_path):
-    from intake_eval.core.calls import _request_prices
+    from intake_eval.core.ledger_read import _request_prices
 
     path = tmp_path / "calls.jsonl"
     write(path, [sent("p-1", "r1"), answer("p-1", "r1", 0.0, error="timeout"),
@@ -130,7 +130,7 @@ def test_an_unread_request_is_priced_from_the_ledger_as_it_was_first_read(tmp_pa
 
 
 def test_the_second_read_parses_only_lines_that_may_answer_a_wanted_request():
-    from intake_eval.core.calls import _may_name
+    from intake_eval.core.ledger_read import _may_name
 
     wanted = {b"r1"}
     assert _may_name(b'{"event":"answer","request":"r1"}\n', wanted)

@@ -103,24 +103,46 @@ def test_a_file_whose_reading_warned_is_not_kept(tmp_path: Path) -> None:
     assert not (tmp_path / FACTS_FILE).exists()
 
 
-def test_a_kept_value_follows_its_file_and_nothing_is_written_without_keep(tmp_path: Path) -> None:
+class _LineCount:
+    """A stream read counting a file's lines, for ``kept_stream``."""
+
+    def __init__(self, count: int = 0) -> None:
+        self.count = count
+
+    def read(self, path: Path, span: Any = None) -> None:
+        from intake_eval.core.lines import iter_json_lines_at
+        self.count += sum(1 for _ in iter_json_lines_at(path, model=None, span=span))
+
+    def as_json(self) -> Any:
+        return {"count": self.count}
+
+    @classmethod
+    def resumed(cls, kept: Any) -> "_LineCount | None":
+        return cls(kept["count"]) if isinstance(kept, dict) and isinstance(kept.get("count"), int) else None
+
+
+def test_a_kept_stream_follows_its_file_and_nothing_is_written_without_keep(tmp_path: Path) -> None:
     paths = RunPaths(tmp_path)
     ledger = tmp_path / "calls.jsonl"
     computed: list[int] = []
 
-    def lines() -> int:
-        computed.append(1)
-        return len(ledger.read_text().splitlines()) if ledger.exists() else 0
+    def lines(state: _LineCount) -> int:
+        computed.append(state.count)
+        return state.count
 
+    _lines(ledger, {"event": "opened"})
     for keep in (False, True, True):
         facts = FolderFacts(paths, [], keep=keep)
-        assert facts.kept("ledger", ledger, lines) == 0
+        assert facts.kept_stream("ledger", ledger, _LineCount, _LineCount.resumed, lines) == 1
         facts.save()
-    assert len(computed) == 2  # the first (not kept) and the second; the third came from the store
+    assert computed == [1, 1]  # the first (not kept) and the second; the third came from the store
+    assert FolderFacts(paths, [], keep=False).kept_stream("ledger", ledger, _LineCount, _LineCount.resumed, lines,
+                                                          variant="other") == 1  # from the kept state
     _lines(ledger, {"event": "sent"})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert FolderFacts(paths, [], keep=False).kept("ledger", ledger, lines) == 1
+        assert FolderFacts(paths, [], keep=False).kept_stream("ledger", ledger, _LineCount, _LineCount.resumed,
+                                                              lines) == 2
 
 
 class FoldingStatuses(Statuses):

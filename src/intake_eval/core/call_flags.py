@@ -8,6 +8,7 @@ id (a batch answer's ``batch-<provider id>``, a hand-written ledger's) is held i
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 SENT, ANSWERED = 1, 2
@@ -51,3 +52,15 @@ class CallFlags:
         before = flags[number]
         flags[number] = before | bits
         return before
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON-shaped (a kept read of the ledger): each prefix's flags base64-encoded, other ids as pairs."""
+        return {"counted": [[prefix, base64.b64encode(flags).decode("ascii")] for prefix, flags in self._counted.items()],
+                "other": [[call, bits] for call, bits in self._other.items()]}
+
+    @classmethod
+    def from_json(cls, value: Any) -> CallFlags:
+        flags = cls()
+        flags._counted = {prefix: bytearray(base64.b64decode(text)) for prefix, text in value["counted"]}
+        flags._other = {call: int(bits) for call, bits in value["other"]}
+        return flags

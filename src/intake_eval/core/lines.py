@@ -134,10 +134,11 @@ def iter_json_lines(path: Path, stats: ReadStats | None = None, model: Any = _BY
         yield data
 
 
-def iter_json_lines_at(path: Path, stats: ReadStats | None = None, model: Any = _BY_LOCATION
-                       ) -> Iterator[tuple[dict[str, Any], int, int]]:
-    """Like iter_json_lines, with each line's byte offset and length (to read it back later)."""
-    for data, _record, start, length in _iter_lines(path, stats or ReadStats(), _model(path, model)):
+def iter_json_lines_at(path: Path, stats: ReadStats | None = None, model: Any = _BY_LOCATION,
+                       span: LineSpan | None = None) -> Iterator[tuple[dict[str, Any], int, int]]:
+    """Like iter_json_lines, with each line's byte offset and length (to read it back later); ``span``: only
+    the lines of that byte range (a file's appended tail), as in iter_json_records_in."""
+    for data, _record, start, length in _iter_lines(path, stats or ReadStats(), _model(path, model), span):
         yield data, start, length
 
 

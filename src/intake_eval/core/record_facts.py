@@ -9,8 +9,9 @@ The summaries are kept in ``.record_facts.json`` in the run folder, each with it
 (size, modification time in ns, inode). The stage runner keeps them as a stage finishes, for the
 files the stage wrote, so the first ``status`` after a stage (or a resume) reads the kept
 summaries instead of 10⁵ records. A file whose reading warned (an unreadable line) is read again
-each time: its warnings show every time. A kept value of a whole file (the call ledger's totals) is
-kept the same way (``kept``). An unreadable or unwritable store is ignored.
+each time: its warnings show every time. A value of a whole file read with a small state (the call
+ledger's totals) is kept with that state (``kept_stream``), and read on from it while the file only grows.
+An unreadable or unwritable store is ignored.
 
 A file whose signature changed is folded when it only grew (a stage appending now): with each
 summary the store keeps the file's fold base (core/record_tail: where the covered lines end, the
@@ -37,7 +38,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from intake_eval.core.errors import IntakeEvalError
 from intake_eval.core.lines import LineSpan, iter_json_records_in
-from intake_eval.core.record_tail import FoldBase, KeyDigests, prefix_check, whole_lines
+from intake_eval.core.record_tail import S, FoldBase, KeyDigests, prefix_check, read_on, whole_lines
 from intake_eval.core.records import Record, Usage
 from intake_eval.core.store import RunPaths, write_text_atomic
 from intake_eval.core.usage import usage_of
@@ -180,21 +181,31 @@ class FolderFacts:
             self._changed["files"].add(where)
         return read.facts
 
-    def kept(self, name: str, path: Path, compute: Callable[[], Any]) -> Any:
-        """A value computed from one whole file (``compute()``, JSON-shaped), kept while the file is unchanged."""
+    def kept_stream(self, name: str, path: Path, fresh: Callable[[], S], resumed: Callable[[Any], S | None],
+                    value: Callable[[S], Any], *, variant: str = "") -> Any:
+        """``value(state)`` (JSON-shaped) after a read of a whole file whose state is kept (core/record_tail:
+        ``StreamRead``, ``read_on``): while the file is unchanged, the value kept for the same ``variant`` of
+        ``value``, else computed from the kept state; while it only grew, the kept state reads its new lines
+        alone; else a ``fresh()`` read reads it whole. Kept unless reading warned or the file was replaced."""
         entry = self._store["kept"].get(name)
+        entry = entry if isinstance(entry, dict) else {}
         before = signature(path)
-        if isinstance(entry, dict) and entry.get("signature") == before and "value" in entry:
+        if before is None:
+            return _json_shaped(value(fresh()))
+        unchanged = entry.get("signature") == before
+        if unchanged and entry.get("variant") == variant and "value" in entry:
             return entry["value"]
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            value = _json_shaped(compute())
+            read = read_on(path, entry, before[0], unchanged, fresh, resumed, lambda state: _json_shaped(value(state)))
         for warning in caught:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
-        if not caught and signature(path) == before:
-            self._store["kept"][name] = {"signature": before, "value": value}
+        after = signature(path)
+        if not caught and after is not None and after[2] == before[2] and after[0] >= read.end:
+            whole = read.end == before[0] and after == before  # no half-written line left out
+            self._store["kept"][name] = {**read.entry, "signature": before if whole else None, "variant": variant}
             self._changed["kept"].add(name)
-        return value
+        return read.value
 
     def save(self) -> None:
         """Write what was read back to the store (with ``keep``); a folder that cannot be written is left as is.

@@ -10,6 +10,9 @@ a truncation, an edit in place that keeps the length, an edit of the sampled blo
 and the file is read whole; an edit in place of unsampled covered bytes followed by an append is the
 one change not seen (no writer of intake-eval edits a record file in place).
 
+A *stream read* (``StreamRead``: the call ledger's) is a whole-file value whose reading state is itself
+small: it is kept with its fold base and resumed on the lines past ``end`` (``read_on``).
+
 Key digests are 8 bytes of BLAKE2b per key, packed and base64-encoded (a store of 3·10⁵ keys stays
 near 3 MB). A tail key whose digest is among the kept ones may supersede a covered line; the caller
 then reads the file whole (a collision only costs that read, never a wrong answer).
@@ -22,10 +25,12 @@ import hashlib
 import os
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
+
+from intake_eval.core.lines import LineSpan
 
 CHECK_BLOCK = 65536  # bytes hashed at each end of the covered prefix
 SAMPLES, SAMPLE_BLOCK = 32, 4096  # and blocks hashed between them
@@ -154,3 +159,50 @@ class FoldBase:
     def digests(self, field: str) -> KeyDigests:
         text = self.keys.get(field)
         return KeyDigests.decoded(text) if text is not None else KeyDigests()
+
+
+class StreamRead(Protocol):
+    """A read of one file, line by line, whose state is small, JSON-shaped (``as_json``) and resumable."""
+
+    def read(self, path: Path, span: LineSpan | None = None) -> None:
+        """Read the lines of ``span`` (the file's appended lines, when resumed), after those read before."""
+
+    def as_json(self) -> Any:
+        """The state, JSON-shaped, to keep."""
+
+
+S = TypeVar("S", bound=StreamRead)
+
+
+@dataclass
+class StreamKept:
+    """What ``read_on`` gives: the value of the file as read, where its whole lines end, and what to keep."""
+
+    value: Any
+    end: int
+    entry: dict[str, Any]
+
+
+def read_on(path: Path, entry: Mapping[str, Any], size: int, unchanged: bool, fresh: Callable[[], S],
+            resumed: Callable[[Any], S | None], value: Callable[[S], Any]) -> StreamKept:
+    """``value(state)`` after a read of the first ``size`` bytes of ``path``: the kept ``entry``'s state
+    (``resumed(kept state)``) read on from its base's end when the file is ``unchanged`` or only grew since,
+    else ``fresh()`` read from the start. A half-written last line is read, and counts in the value, but the
+    state kept is the one before it (the next read starts at its beginning). The entry to keep holds the
+    state, its base and the value."""
+    base = FoldBase.from_json(entry.get("fold"))
+    state = resumed(entry.get("state")) if base is not None and (unchanged or base.still_prefix_of(path)) else None
+    if state is None:
+        base, state = None, fresh()
+    begin, first_line = (base.end, base.lines + 1) if base is not None else (0, 1)
+    end, lines = whole_lines(path, begin, size)
+    state.read(path, LineSpan(begin, first_line, end))
+    covered = FoldBase(end, first_line - 1 + lines, os.stat(path).st_ino, prefix_check(path, end), {})
+    if end == size:
+        result = value(state)
+        kept = state.as_json()  # (after ``value``, which may look up more that holds up to ``end``)
+    else:
+        kept = state.as_json()
+        state.read(path, LineSpan(end, first_line + lines, size))
+        result = value(state)
+    return StreamKept(result, end, {"value": result, "fold": covered.as_json(), "state": kept})

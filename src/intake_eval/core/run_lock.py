@@ -44,18 +44,29 @@ class RunLock:
         return self.acquire()
 
     @staticmethod
-    def is_held(paths: RunPaths) -> bool:
-        """Whether a live process holds the folder's lock (a killed holder's lock is released by the OS)."""
+    def _held(paths: RunPaths) -> str | None:
+        """What the lock file says (its holder's pid as written) while a live process holds it, else None."""
         if not paths.lock.exists():
-            return False
+            return None
         fd = open_no_follow(paths.lock, os.O_RDONLY, "lock file")
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return True
+            return os.read(fd, 64).decode("ascii", errors="replace").strip()
         finally:
             os.close(fd)
-        return False
+        return None
+
+    @staticmethod
+    def is_held(paths: RunPaths) -> bool:
+        """Whether a live process holds the folder's lock (a killed holder's lock is released by the OS)."""
+        return RunLock._held(paths) is not None
+
+    @staticmethod
+    def holder(paths: RunPaths) -> int | None:
+        """The pid of the live process holding the folder's lock (None: none holds it, or it wrote no pid yet)."""
+        owner = RunLock._held(paths)
+        return int(owner) if owner and owner.isdigit() and owner.isascii() else None
 
     def __exit__(self, *exc: object) -> None:
         self.release()
