@@ -126,7 +126,8 @@ def main() -> None:
             wall, cpu, peak, billed = timed_read(Path(folder), STATUS)
             whole = timed_read(path)[3]
             print(f"{'':>10} {'+1,000 (*)':>10} {wall:>7.1f} {cpu:>7.1f} {peak:>8.0f}  {billed}  (a whole read: {whole})")
-    print("(*) new requests billed unread (a timeout, a kill): their prices are looked up by reading the ledger again")
+    print("(*) with new requests billed unread (a timeout, a kill): the ledger is read again for their prices only when\n"
+          "    an earlier answer may have priced the same request (core/hash_filter)")
 
 
 if __name__ == "__main__":

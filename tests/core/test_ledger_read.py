@@ -53,8 +53,10 @@ def _kept_and_resumed(state: LedgerRead) -> LedgerRead:
     return resumed
 
 
+@pytest.mark.parametrize("kept", [False, True])
 @pytest.mark.parametrize("in_flight", [None, "12-bb-"])
-def test_a_read_resumed_at_any_line_gives_the_whole_reads_figures_exactly(tmp_path: Path, in_flight: str | None) -> None:
+def test_a_read_resumed_at_any_line_gives_the_whole_reads_figures_exactly(tmp_path: Path, in_flight: str | None,
+                                                                          kept: bool) -> None:
     path = tmp_path / "calls.jsonl"
     lines = _ledger_lines()
     _write(path, lines)
@@ -64,7 +66,7 @@ def test_a_read_resumed_at_any_line_gives_the_whole_reads_figures_exactly(tmp_pa
     for line in lines:
         ends.append(ends[-1] + len(json.dumps(line)) + 1)
     for cut in range(1, len(lines)):
-        first = LedgerRead()
+        first = LedgerRead(kept=kept)
         first.read(path, LineSpan(0, 1, ends[cut]))
         first.figures(path, in_flight)  # a status at the cut: may look prices up, which the state then keeps
         state = _kept_and_resumed(first)
@@ -149,3 +151,28 @@ def test_a_request_in_flight_in_the_lock_holder_is_unanswered_not_billed(tmp_pat
     assert RunLock.holder(paths) is None
     after = ledger_figures(paths, FolderFacts(paths, [], keep=False))  # its process gone: caught in flight
     assert after is not None and after["billed_usd"] == pytest.approx(0.25 + 0.25) and after["billed_known"] is False
+
+
+def test_a_request_billed_unread_that_no_answer_priced_needs_no_second_read(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "calls.jsonl"
+    _write(path, [sent("1-a-1", "r1"), answer("1-a-1", "r1", 0.2, latency=1.0)])
+    state = LedgerRead(kept=True)
+    state.read(path)
+    second_reads: list[set[str]] = []
+    real = ledger_read._request_prices
+
+    def counting(path: Path, wanted: Any, end: int) -> dict[str, float]:
+        second_reads.append(set(wanted))
+        return real(path, wanted, end)
+
+    monkeypatch.setattr(ledger_read, "_request_prices", counting)
+    begin = path.stat().st_size
+    with path.open("a") as ledger:
+        ledger.write(json.dumps(sent("1-a-2", "r2", chars=200)) + "\n")  # caught in flight: r2 never priced
+        ledger.write(json.dumps(sent("1-a-3", "r1", chars=200)) + "\n")  # caught in flight: r1 was priced
+    state.read(path, LineSpan(begin, 3, None))
+    figures = state.figures(path)
+    assert second_reads == [{"r1"}]  # only the hash an answer may have priced is looked up
+    whole = read_ledger(path)
+    assert whole is not None and figures.as_dict() == whole.as_dict()

@@ -69,8 +69,8 @@ def ledger_figures(paths: Any, facts: FolderFacts) -> dict[str, Any] | None:
     def figures(state: LedgerRead) -> dict[str, Any]:
         return state.figures(paths.calls, in_flight).as_dict()
 
-    kept: dict[str, Any] = facts.kept_stream(LEDGER_FACTS, paths.calls, LedgerRead, LedgerRead.from_json, figures,
-                                             variant=in_flight or "")
+    kept: dict[str, Any] = facts.kept_stream(LEDGER_FACTS, paths.calls, lambda: LedgerRead(kept=True),
+                                             LedgerRead.from_json, figures, variant=in_flight or "")
     return kept
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from intake_eval.core.call_flags import ANSWERED, SENT, CallFlags
+from intake_eval.core.hash_filter import HashFilter
 from intake_eval.core.ledger_totals import AliasCalls, InFlightOdds, LedgerTotals, totals_from_json, totals_json
 from intake_eval.core.lines import LineSpan, iter_json_lines_at
 
@@ -34,11 +35,17 @@ def _number(value: Any) -> float:
 SENT_KEYS = ("alias", "stage", "request", "prompt_chars", "estimate_usd")  # what a sent line is read again for
 
 
+def _prices(line: Mapping[str, Any]) -> bool:
+    """Whether an answer line (the first of its call) says what its request costs (``_note_price``)."""
+    return bool(line.get("cost_known", True)) and bool(
+        line.get("cache_hit") or (line.get("billed") and line.get("error") not in UNREAD_BILLED))
+
+
 def _note_price(line: Mapping[str, Any], prices: dict[str, float], wanted: Container[str]) -> None:
     """What an answer line (the first of its call) says one request costs, for the requests ``wanted``:
     a billed, priced answer's dollars, else the first priced cache hit's."""
     request = str(line.get("request", ""))
-    if request not in wanted or not line.get("cost_known", True):
+    if request not in wanted or not _prices(line):
         return
     if line.get("cache_hit"):
         prices.setdefault(request, _number(line.get("dollars")))
@@ -144,9 +151,11 @@ class LedgerRead:
     repeated line counts once. ``figures`` gives the totals as of the lines read; ``read`` goes on from
     where the last read stopped (a ledger that only grew), and ``as_json``/``from_json`` keep the state
     between processes. The prices of requests billed unread (by their hash, ``_note_price``) are looked up
-    once per hash by a second read up to ``end`` and then kept up to date as later lines are read."""
+    once per hash by a second read up to ``end`` and then kept up to date as later lines are read. A read
+    made to be ``kept`` also notes every request hash an answer priced in a ``HashFilter``, so that a hash
+    it certainly never priced needs no second read."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, kept: bool = False) -> None:
         self.totals = LedgerTotals()
         self.flags = CallFlags()
         self.pending: dict[str, dict[str, Any]] = {}  # call → what its sent line says that is read again (SENT_KEYS)
@@ -158,6 +167,7 @@ class LedgerRead:
         self.end = 0  # where the last line read ends
         self.priced: set[str] = set()  # request hashes whose ``prices`` are complete up to ``end``
         self.prices: dict[str, float] = {}  # request hash → its price, for hashes in ``priced`` that have one
+        self.priced_somewhere = HashFilter() if kept else None  # every request hash an answer read priced
 
     def read(self, path: Path, span: LineSpan | None = None) -> None:
         """Count the ledger's lines of ``span`` (its whole, by default; a resumed read: the appended tail)."""
@@ -183,6 +193,8 @@ class LedgerRead:
                               self.answered_by, self.unread_answers)
                 if self.priced:
                     _note_price(line, self.prices, self.priced)
+                if self.priced_somewhere is not None and _prices(line):
+                    self.priced_somewhere.add(str(line.get("request", "")))
 
     def figures(self, path: Path, in_flight: str | None = None, *, unanswered_billed: bool = False) -> LedgerTotals:
         """The totals as of the lines read (the state itself is left as it is, but for the prices it looks up).
@@ -204,6 +216,10 @@ class LedgerRead:
             earlier.billed_usd += self.before
             earlier.estimated_usd += self.before
         wanted = {str(request.get("request", "")) for request, _, _ in unread} - self.priced
+        if wanted and self.priced_somewhere is not None:
+            never = {request for request in wanted if not self.priced_somewhere.may_contain(request)}
+            self.priced |= never  # (no price up to ``end``: later answers are noted as they are read)
+            wanted -= never
         if wanted:
             self.prices.update(_request_prices(path, wanted, self.end))
             self.priced |= wanted
@@ -234,7 +250,8 @@ class LedgerRead:
                 "rate": [[alias, pair] for alias, pair in self.rate.items()],
                 "answered_by": [[alias, dataclasses.asdict(odds)] for alias, odds in self.answered_by.items()],
                 "end": self.end, "priced": sorted(self.priced),
-                "prices": [[request, price] for request, price in self.prices.items()]}
+                "prices": [[request, price] for request, price in self.prices.items()],
+                "priced_somewhere": self.priced_somewhere.as_json() if self.priced_somewhere is not None else None}
 
     @classmethod
     def from_json(cls, value: Any) -> LedgerRead | None:
@@ -253,6 +270,8 @@ class LedgerRead:
             state.end = int(value["end"])
             state.priced = {str(request) for request in value["priced"]}
             state.prices = {str(request): float(price) for request, price in value["prices"]}
+            kept = value["priced_somewhere"]
+            state.priced_somewhere = HashFilter.from_json(kept) if kept is not None else None
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
         return state
