@@ -259,7 +259,8 @@ def collect(paths: RunPaths, folder: Path, also: Callable[..., None] | None = No
     facts = _profile_facts(paths)
     result = Collected(folder)
     writers = _Writers(result)
-    patients = SpilledRows.alone("conversation-patients", paths.metrics_dir)  # conversation id → the patient model that spoke
+    patients = SpilledRows.alone("conversation-patients", paths.metrics_dir,  # conversation id → the patient model that spoke
+                                  read_ahead=True)  # looked up in judgment order
     index: ConversationIndex | None = None
     try:
         index = conversation_index(paths, on_valid=lambda data: _conversation_rows(data, writers, patients))

@@ -44,7 +44,7 @@ def conversation_index(paths: RunPaths, on_valid: Callable[[dict[str, Any]], Non
     """Each conversation file read raw and validated (bad lines were announced by the stage readers);
     a conversation id seen under two profiles is refused, with a warning. ``on_valid`` sees every valid
     record's dict as it is read (one line in memory at a time)."""
-    index = ConversationIndex(profiles=SpilledRows.alone("conversation-profiles", paths.metrics_dir),
+    index = ConversationIndex(profiles=SpilledRows.alone("conversation-profiles", paths.metrics_dir, read_ahead=True),
                               refused=SpilledRows.alone("refused-conversations", paths.metrics_dir),
                               any_files=bool(paths.conversation_files()))
     try:
