@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,7 @@ COLUMNS = ("conversation_id", "judge", "trial", "turn", "label", "asked")
 TYPES = {"trial": "int64", "turn": "int64", "asked": "bool"}
 # (key, head cells, each row's cells after them): an empty judgment, a None in a head, a key written twice
 # (an uncompacted file: the later rows win), rows spread over several row groups
-ADDS = [
+ADDS: list[tuple[tuple[str, str], tuple[Any, ...], list[tuple[Any, ...]]]] = [
     (("j", "c1"), ("c1", "j", 0), [(1, "open", True), (2, None, False)]),
     (("j", "c2"), ("c2", "j", 1), []),
     (("j", "c3"), ("c3", None, 0), [(0, "opening", False)]),
