@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import random
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from intake_eval.core import spill as spill_module
 from intake_eval.core.spill import (
     SpilledLocations,
     SpilledRows,
@@ -286,3 +289,68 @@ def test_a_working_folder_left_by_a_killed_metrics_pass_is_swept_like_a_spill(tm
     assert Path(left).is_dir() and Path(left).parent == tmp_path
     mine = spill_folder("metrics-pass", tmp_path)
     assert not Path(left).exists() and mine.is_dir()
+
+
+def _walk_counting_queries(rows: SpilledRows, keys: list[str], store: SpillStore) -> tuple[list[Any], int]:
+    """The values of ``keys`` looked up in turn, and how many SQL statements the lookups ran."""
+    statements: list[str] = []
+    store.connection().set_trace_callback(statements.append)
+    try:
+        found = [rows.get(key) for key in keys]
+    finally:
+        store.connection().set_trace_callback(None)
+    return found, len(statements)
+
+
+def test_lookups_in_the_tables_order_read_ahead(store: SpillStore) -> None:
+    rows = SpilledRows(store, read_ahead=True)
+    keys = [f"c{index:05d}" for index in range(2_000)]
+    for index, key in enumerate(keys):
+        rows[key] = index
+    rows.flush()
+    found, statements = _walk_counting_queries(rows, keys, store)
+    assert found == list(range(2_000))
+    assert statements <= 2 * (2_000 // spill_module.AHEAD + 2)  # one lookup per row would be 2,000
+
+
+def test_lookups_out_of_order_read_no_rows_ahead(store: SpillStore) -> None:
+    rows = SpilledRows(store, read_ahead=True)
+    keys = [f"c{index:05d}" for index in range(1_000)]
+    for index, key in enumerate(keys):
+        rows[key] = index
+    rows.flush()
+    scattered = keys[::-(spill_module.AHEAD + 7)]  # each lookup far from the last: reading ahead would be waste
+    found, statements = _walk_counting_queries(rows, scattered, store)
+    assert found == [int(key[1:]) for key in scattered]
+    assert statements == len(scattered)
+
+
+def test_rows_read_ahead_never_hide_a_later_write(store: SpillStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lookups, writes and removals mixed at random answer as a dict does, across batches and read-aheads."""
+    monkeypatch.setattr(spill_module, "BATCH", 5)
+    monkeypatch.setattr(spill_module, "AHEAD", 4)
+    rows = SpilledRows(store, read_ahead=True)
+    expected: dict[str, int] = {}
+    chooser = random.Random(7)
+    for step in range(3_000):
+        key = f"k{chooser.randrange(40):02d}" if chooser.random() < 0.5 else f"k{step % 40:02d}"
+        action = chooser.random()
+        if action < 0.3:
+            rows[key] = expected[key] = step
+        elif action < 0.4:
+            rows.discard(key)
+            expected.pop(key, None)
+        else:
+            assert rows.get(key) == expected.get(key), (step, key)
+            assert (key in rows) == (key in expected)
+    assert dict(rows.items()) == expected
+
+
+def test_a_table_without_read_ahead_asks_once_per_lookup(store: SpillStore) -> None:
+    rows = SpilledRows(store)
+    keys = [f"c{index:03d}" for index in range(300)]
+    for index, key in enumerate(keys):
+        rows[key] = index
+    rows.flush()
+    found, statements = _walk_counting_queries(rows, keys, store)
+    assert found == list(range(300)) and statements == 300

@@ -49,6 +49,7 @@ def test_the_pass_holds_nothing_per_conversation(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(collect, "_LONG_ROWS", 11)
     monkeypatch.setattr(collect._KeyTexts, "LIMIT", 4)
     monkeypatch.setattr(spill, "BATCH", 8)
+    monkeypatch.setattr(spill, "AHEAD", 8)
     monkeypatch.setattr(clinical.RowCollector, "RECENT_PROFILES", 4)
     monkeypatch.setattr(turn_labels, "ParquetRows", functools.partial(columnar.ParquetRows, row_group_rows=11))
     monkeypatch.setattr(turn_labels, "SPREADSHEET_ROWS", 50)  # past a spreadsheet's size: its CSV text goes too

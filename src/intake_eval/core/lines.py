@@ -1,6 +1,9 @@
 """Reading JSONL record files: every line parsed and validated against the record model of its
 file, so a corrupt line and a line of the wrong shape are handled alike: skipped with ``file:line``
 and the reason as a warning, counted, and (not being on disk as done) redone on resume.
+
+Lines are parsed by orjson where it gives exactly what ``json.loads`` gives, and by ``json.loads`` otherwise
+(``parse_line``), so which lines count as corrupt, and every value read, is the standard library's.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+import orjson
 from pydantic import BaseModel, ValidationError
 
 from intake_eval.core.schema import SCHEMA_VERSION
@@ -75,6 +79,24 @@ def _invalid_reason(error: ValidationError) -> str:
     return f"{where}: {first['msg']}{more}"
 
 
+# orjson reads an integer beyond 64 bits as a float (json.loads keeps it exact); such an integer has at
+# least 19 digits in a row, so a line holding 19 digits in a row (rare: never in a record we write) goes to
+# json.loads. Every line orjson refuses goes there too: NaN and Infinity, a byte-order mark, lone surrogates
+# and invalid UTF-8 are json.loads's to accept or refuse.
+_DIGITS_ONLY = bytes(ord("0") if chr(byte).isdigit() and byte < 128 else ord("x") for byte in range(256))
+_LONG_DIGIT_RUN = b"0" * 19
+
+
+def parse_line(raw: bytes) -> Any:
+    """``json.loads(raw)``: the same value, or the same ValueError, faster for almost every line."""
+    if _LONG_DIGIT_RUN not in raw.translate(_DIGITS_ONLY):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(raw)
+
+
 def _iter_lines(path: Path, stats: ReadStats, model: type[BaseModel] | None, span: LineSpan | None = None
                 ) -> Iterator[tuple[dict[str, Any], BaseModel | None, int, int]]:
     """(dict, validated record or None, byte offset, length) per good line; bad lines skipped with a warning.
@@ -91,11 +113,11 @@ def _iter_lines(path: Path, stats: ReadStats, model: type[BaseModel] | None, spa
                     break
                 raw = raw[:span.stop - offset]
             start, offset = offset, offset + len(raw)
-            if not raw.strip():
+            if raw.isspace():  # a blank line (strip would copy every line to learn this)
                 continue
             is_tail = not raw.endswith(b"\n")
             try:
-                data = json.loads(raw)
+                data = parse_line(raw)
                 if not isinstance(data, dict):
                     raise ValueError("not an object")
             except ValueError:

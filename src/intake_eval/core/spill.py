@@ -26,7 +26,11 @@ Table kinds, each one table of the store:
 Key order is Python's ``str`` order (SQLite compares UTF-8 bytes, which orders as code points do). A key of
 several text parts is joined by ``key_of``, so the joined keys sort as the tuples of parts would.
 Writes wait in a batch of ``BATCH`` rows per table and go to the file together; lookups see pending rows.
-What stays in memory is each table's pending batch and SQLite's bounded page cache, whatever the row count.
+A table made with ``read_ahead`` serves lookups that walk it in its first-put order (a pass over judgments
+looking up the conversations, in the order they were read) ``AHEAD`` rows at a time: a lookup whose row lies
+just past the previous one's fetches the rows after it too, so the next lookups ask no SQL; a write drops what
+was read ahead. What stays in memory is each table's pending batch, its rows read ahead (at most ``AHEAD``)
+and SQLite's bounded page cache, whatever the row count.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 BATCH = 1_000  # rows a table holds before they go to the file (more saves no time, costs memory)
+AHEAD = 256  # rows read past a looked-up row when lookups walk the table in its order
 _PAGE_CACHE_KIB = 8192  # SQLite's page cache per connection: the memory the rows cost, whatever their number
 _PART = "\x00"  # joins a key's parts; sorts before every other character, so joined keys sort as tuples
 _REMOVED = None  # a pending entry that deletes its key
@@ -163,22 +168,29 @@ class _SpilledTable:
     _COLUMNS: tuple[str, ...] = ()
     _DECLARED = ""  # the value columns' SQL declarations, each with a leading comma
 
-    def __init__(self, store: SpillStore) -> None:
+    def __init__(self, store: SpillStore, read_ahead: bool = False) -> None:
         self._store = store
+        self._read_ahead = read_ahead
         self._table = store.new_table(self, self._DECLARED)
         self._pending: dict[str, tuple[Any, ...] | None] = {}
         self._moved: set[str] = set()  # pending keys removed and then put again: they take a new position
         self._on_file = False  # whether any row went to the file (a lookup in a table never written asks no SQL)
+        self._ahead: dict[str, tuple[Any, ...]] = {}  # rows on file read past the last looked-up one, by key
+        self._last_found = -AHEAD - 2  # the rowid of the last row a lookup read from the file
         names = ", ".join(("key", *self._COLUMNS))
         marks = ", ".join("?" * (1 + len(self._COLUMNS)))
         update = ", ".join(f"{column} = excluded.{column}" for column in self._COLUMNS)
         self._upsert = (f"INSERT INTO {self._table} ({names}) VALUES ({marks}) ON CONFLICT (key) DO "
                         + (f"UPDATE SET {update}" if update else "NOTHING"))
+        values = ", ".join(self._COLUMNS) or "1"
+        self._select_one = f"SELECT rowid, {values} FROM {self._table} WHERE key = ?"
+        self._select_after = f"SELECT key, {values} FROM {self._table} WHERE rowid > ? ORDER BY rowid LIMIT {AHEAD}"
 
     def _query(self, sql: str, parameters: tuple[Any, ...] = ()) -> sqlite3.Cursor:
         return self._store.connection().execute(sql.replace("{table}", self._table), parameters)
 
     def _write(self, key: str, values: tuple[Any, ...]) -> None:
+        self._ahead.pop(key, None)  # what was read ahead of it is no longer its row
         if key in self._pending and self._pending[key] is _REMOVED:
             self._moved.add(key)  # as in a dict, a key removed and put again goes last
             del self._pending[key]
@@ -188,6 +200,7 @@ class _SpilledTable:
 
     def discard(self, key: str) -> None:
         """Forget ``key`` if it is there."""
+        self._ahead.pop(key, None)
         self._moved.discard(key)
         self._pending[key] = _REMOVED
         if len(self._pending) >= BATCH:
@@ -201,9 +214,18 @@ class _SpilledTable:
             return self._pending[key]
         if not self._on_file:
             return None
-        names = ", ".join(self._COLUMNS) or "1"
-        found: tuple[Any, ...] | None = self._query(f"SELECT {names} FROM {{table}} WHERE key = ?", (key,)).fetchone()
-        return found
+        ahead = self._ahead.get(key)
+        if ahead is not None:
+            return ahead
+        connection = self._store.connection()
+        found = connection.execute(self._select_one, (key,)).fetchone()
+        if found is None:
+            return None
+        rowid, values = found[0], tuple(found[1:])
+        if self._read_ahead and 0 < rowid - self._last_found <= AHEAD + 1:  # walking the table in its order
+            self._ahead = {row[0]: tuple(row[1:]) for row in connection.execute(self._select_after, (rowid,))}
+        self._last_found = rowid
+        return values
 
     def flush(self) -> None:
         if not self._pending:
@@ -217,6 +239,7 @@ class _SpilledTable:
         connection.execute("COMMIT")
         self._on_file = self._on_file or bool(kept)
         self._pending, self._moved = {}, set()
+        self._ahead = {}  # read while those rows were pending: the file has changed under them
 
     def __iter__(self) -> Iterator[str]:
         self.flush()
@@ -241,14 +264,15 @@ class SpilledRows(_SpilledTable, MutableMapping[str, Any]):
     _COLUMNS = ("grp", "body")
     _DECLARED = ", grp TEXT NOT NULL, body BLOB NOT NULL"
 
-    def __init__(self, store: SpillStore) -> None:
-        super().__init__(store)
+    def __init__(self, store: SpillStore, read_ahead: bool = False) -> None:
+        super().__init__(store, read_ahead)
         self._own_store = False
 
     @classmethod
-    def alone(cls, name: str, parent: Path | None) -> SpilledRows:
-        """Rows in a store of their own, removed with them by ``close`` (see the module docstring for ``parent``)."""
-        rows = cls(SpillStore(name, parent))
+    def alone(cls, name: str, parent: Path | None, read_ahead: bool = False) -> SpilledRows:
+        """Rows in a store of their own, removed with them by ``close`` (see the module docstring for ``parent``
+        and ``read_ahead``)."""
+        rows = cls(SpillStore(name, parent), read_ahead)
         rows._own_store = True
         return rows
 
@@ -293,7 +317,7 @@ class SpilledRows(_SpilledTable, MutableMapping[str, Any]):
 
     def close(self) -> None:
         """Forget the pending rows; rows made by ``alone`` remove their store too."""
-        self._pending, self._moved = {}, set()
+        self._pending, self._moved, self._ahead = {}, set(), {}
         if self._own_store:
             self._store.close()
 

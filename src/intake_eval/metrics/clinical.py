@@ -89,7 +89,8 @@ class _ConversationFacts:
 
 def _conversations(paths: RunPaths) -> spill.SpilledRows:
     """conversation id → its _ConversationFacts (the latest record per conversation), on disk."""
-    facts = spill.SpilledRows.alone("conversation-facts", paths.metrics_dir)
+    # looked up in judgment order, which follows the conversations' (read ahead)
+    facts = spill.SpilledRows.alone("conversation-facts", paths.metrics_dir, read_ahead=True)
     for path in paths.conversation_files():
         for conversation in iter_records(path, Conversation):
             facts[conversation.conversation_id] = _ConversationFacts(
@@ -101,7 +102,8 @@ def _conversations(paths: RunPaths) -> spill.SpilledRows:
 
 def _profiles(paths: RunPaths) -> spill.SpilledRows:
     """profile id → what the scores read of it (``scored_part``), on disk."""
-    profiles = spill.SpilledRows.alone("scored-profiles", paths.metrics_dir)
+    # looked up in judgment order, which follows the profiles' (read ahead)
+    profiles = spill.SpilledRows.alone("scored-profiles", paths.metrics_dir, read_ahead=True)
     if paths.profiles.exists():
         for profile in iter_records(paths.profiles, Profile):
             profiles[profile.profile_id] = scored_part(profile)

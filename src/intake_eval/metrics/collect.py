@@ -57,6 +57,8 @@ def conversation_types() -> dict[str, str]:
 TURN_COLUMNS = ("judge", "clinician", "conversation_id", "condition", "patient_mode", "profile_id", "turn",
                 "coverage", "question_type")  # question_type: none for the opening (turn 0)
 TURN_TYPES = {"turn": "int64", "coverage": "float64"}
+TURN_HEAD_COLUMNS = TURN_COLUMNS.index("turn")  # a judgment's turn rows share the cells before "turn"
+EVENT_HEAD_COLUMNS = DOMAIN_EVENT_COLUMNS.index("domain")  # a judgment's domain rows share the cells before "domain"
 UNIT_COLUMNS = ("judge", "clinician", "conversation_id", "condition", "patient_mode", "premature_closure", "last_turn",
                 *(f"{label}_{part}" for label in LABELS for part in ("keys", "values")))
 UNIT_TYPES = {"premature_closure": "int64", "last_turn": "int64"}
@@ -143,8 +145,9 @@ class _Writers:
         self.conversations = ParquetRows(collected.conversations, self.columns, conversation_types(),
                                          row_group_rows=_JUDGMENT_ROWS)
         self.domain_events = ParquetRows(collected.domain_events, DOMAIN_EVENT_COLUMNS, DOMAIN_EVENT_TYPES,
-                                         row_group_rows=_LONG_ROWS)
-        self.turns = ParquetRows(collected.turns, TURN_COLUMNS, TURN_TYPES, row_group_rows=_LONG_ROWS)
+                                         row_group_rows=_LONG_ROWS, head_columns=EVENT_HEAD_COLUMNS)
+        self.turns = ParquetRows(collected.turns, TURN_COLUMNS, TURN_TYPES, row_group_rows=_LONG_ROWS,
+                                 head_columns=TURN_HEAD_COLUMNS)
         self.units = ParquetRows(collected.units, UNIT_COLUMNS, UNIT_TYPES, row_group_rows=_JUDGMENT_ROWS)
         self.meta = ParquetRows(collected.meta, META_COLUMNS, META_TYPES, row_group_rows=_LONG_ROWS)
         self.usage = ParquetRows(collected.usage, USAGE_COLUMNS, USAGE_TYPES, row_group_rows=_LONG_ROWS)
@@ -223,6 +226,8 @@ def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: tuple
     events: list[tuple] = []
     turns: list[tuple] = []
     units: list[tuple] = []
+    event_head: tuple = (None,) * EVENT_HEAD_COLUMNS  # no rows: the head is never written
+    turn_head: tuple = (None,) * TURN_HEAD_COLUMNS
     if judgment.ok:
         result = figures(labels, hidden)
         row.update(registry.metric_row(registry.Judged(labels, hidden, result)))
@@ -231,18 +236,18 @@ def _collect_judgment(judgment: Judgment, labels: list[TurnLabels], facts: tuple
         row["missed_domains"] = ";".join(o.domain for o in outcomes if not o.actively_covered)
         row["bled_domains"] = ";".join(o.domain for o in outcomes if o.bled)
         last = last_clinician_turn(labels)
-        head = (judgment.conversation_id, judgment.judge, judgment.clinician, judgment.condition,
-                judgment.patient_mode, row["phenotype"], judgment.profile_id, judgment.trial)
-        events = [(*head, o.domain, o.first_asked_turn, o.first_disclosed_turn, o.first_covered_turn, o.leaked,
+        event_head = (judgment.conversation_id, judgment.judge, judgment.clinician, judgment.condition,
+                      judgment.patient_mode, row["phenotype"], judgment.profile_id, judgment.trial)
+        events = [(o.domain, o.first_asked_turn, o.first_disclosed_turn, o.first_covered_turn, o.leaked,
                    o.actively_covered, o.bled, last) for o in outcomes]
-        arm = (judgment.judge, judgment.clinician, judgment.conversation_id, judgment.condition,
-               judgment.patient_mode, judgment.profile_id)
+        turn_head = (judgment.judge, judgment.clinician, judgment.conversation_id, judgment.condition,
+                     judgment.patient_mode, judgment.profile_id)
         qtypes = {t.turn: t.question_type for t in labels if t.turn >= 1}
-        turns = [(*arm, turn, coverage, qtypes.get(turn)) for turn, coverage in result.trajectory]
+        turns = [(turn, coverage, qtypes.get(turn)) for turn, coverage in result.trajectory]
         units = [_units_row(judgment, labels, hidden, result, writers.key_texts)]
     writers.conversations.add(key, [tuple([row.get(name) for name in writers.columns])])
-    writers.domain_events.add(key, events)
-    writers.turns.add(key, turns)
+    writers.domain_events.add(key, events, head=event_head)
+    writers.turns.add(key, turns, head=turn_head)
     writers.units.add(key, units)
     return hidden, result
 
@@ -254,7 +259,8 @@ def collect(paths: RunPaths, folder: Path, also: Callable[..., None] | None = No
     facts = _profile_facts(paths)
     result = Collected(folder)
     writers = _Writers(result)
-    patients = SpilledRows.alone("conversation-patients", paths.metrics_dir)  # conversation id → the patient model that spoke
+    patients = SpilledRows.alone("conversation-patients", paths.metrics_dir,  # conversation id → the patient model that spoke
+                                  read_ahead=True)  # looked up in judgment order
     index: ConversationIndex | None = None
     try:
         index = conversation_index(paths, on_valid=lambda data: _conversation_rows(data, writers, patients))

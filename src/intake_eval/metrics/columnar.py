@@ -47,7 +47,8 @@ class ParquetRows:
     (int64, float64, bool); ``row_group_rows``: rows held before a row group is written (wide rows: fewer)."""
 
     def __init__(self, path: Path, columns: Sequence[str], types: Mapping[str, str],
-                 row_group_rows: int = ROW_GROUP_ROWS) -> None:
+                 row_group_rows: int = ROW_GROUP_ROWS, head_columns: int = 0) -> None:
+        """``head_columns``: how many leading columns each ``add`` gives once for all its rows (``add``'s ``head``)."""
         pa, _parquet = _pyarrow()
         kinds = {"int64": pa.int64(), "float64": pa.float64(), "bool": pa.bool_()}
         self._schema = pa.schema([pa.field(name, kinds[types[name]] if name in types else pa.string())
@@ -56,15 +57,25 @@ class ParquetRows:
         self._tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         self._row_group_rows = row_group_rows
         self._writer: Any = None
-        self._pending: list[tuple] = []
+        self._head_columns = head_columns
+        self._pending: list[tuple] = []  # rows, or with head columns each row's cells after its head
+        self._heads: list[tuple] = []  # with head columns: each add's head (adds with rows only)
+        self._head_rows = array("q")  # rows of each of those heads
         self._digests = bytearray()  # one digest per add, in order
         self._lengths = array("q")  # rows of each add
         self._next_row = 0
 
-    def add(self, key: Hashable, rows: Sequence[tuple]) -> None:
+    def add(self, key: Hashable, rows: Sequence[tuple], head: tuple = ()) -> None:
+        """``key``'s rows; with ``head_columns``, ``head`` holds those columns' cells, shared by every row, and
+        each row the cells after them (a shared cell is converted to Arrow once, not once per row)."""
+        if len(head) != self._head_columns:
+            raise ValueError(f"{self._path.name}: a head of {len(head)} cells, not {self._head_columns}")
         self._digests += _key_digest(key)
         self._lengths.append(len(rows))
         self._next_row += len(rows)
+        if self._head_columns and rows:
+            self._heads.append(head)
+            self._head_rows.append(len(rows))
         self._pending.extend(rows)
         if len(self._pending) >= self._row_group_rows:
             self.flush()
@@ -79,11 +90,30 @@ class ParquetRows:
         if self._writer is None:
             self._path.parent.mkdir(parents=True, exist_ok=True)
             self._writer = parquet.ParquetWriter(self._tmp, self._schema, compression=COMPRESSION)
-        columns: list[Sequence[Any]] = list(zip(*self._pending)) if self._pending else [() for _ in self._schema.names]
-        self._writer.write_table(pa.Table.from_arrays([pa.array(column, type=field.type)
-                                                       for column, field in zip(columns, self._schema)],
+        self._writer.write_table(pa.Table.from_arrays([*self._head_arrays(), *self._tail_arrays()],
                                                       schema=self._schema))
         self._pending = []
+        self._heads = []
+        self._head_rows = array("q")
+
+    def _tail_arrays(self) -> list[Any]:
+        """The pending rows' columns after the head columns (all of them without), an Arrow array each."""
+        pa, _parquet = _pyarrow()
+        fields = list(self._schema)[self._head_columns:]
+        columns: list[Sequence[Any]] = list(zip(*self._pending)) if self._pending else [() for _ in fields]
+        return [pa.array(column, type=field.type) for column, field in zip(columns, fields)]
+
+    def _head_arrays(self) -> list[Any]:
+        """The head columns: each head's cells converted once, then repeated for its rows."""
+        import numpy as np
+
+        if not self._head_columns:
+            return []
+        pa, _parquet = _pyarrow()
+        fields = list(self._schema)[:self._head_columns]
+        columns: list[Sequence[Any]] = list(zip(*self._heads)) if self._heads else [() for _ in fields]
+        rows = np.repeat(np.arange(len(self._heads), dtype=np.int64), np.frombuffer(self._head_rows, dtype=np.int64))
+        return [pa.array(column, type=field.type).take(pa.array(rows)) for column, field in zip(columns, fields)]
 
     def close(self) -> Path:
         """Write what is pending, drop superseded rows, move the file into place; its path."""

@@ -16,6 +16,7 @@ Where the band is undefined (the curve has reached 0) the cells are empty.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 import warnings
 from dataclasses import dataclass
@@ -60,13 +61,16 @@ def kaplan_meier(times: Sequence[int], observed: Sequence[bool], horizon: int) -
             low, high = band.low.evaluate(turns), band.high.evaluate(turns)
     else:  # nothing happened to anyone: the curve stays at 1 and has no variance
         survival, low, high = np.ones(len(turns)), np.ones(len(turns)), np.ones(len(turns))
+    # units per turn, counted once (not once per turn of the curve)
+    ending, happened, lost = Counter(times), Counter(events), Counter(censored)
+    at_risk = len(times) - sum(count for turn, count in ending.items() if turn < 0)
     points = []
     for index, turn in enumerate(turns.tolist()):
         points.append(CurvePoint(
-            turn=turn, at_risk=sum(1 for t in times if t >= turn),
-            events=sum(1 for t in events if t == turn), censored=sum(1 for t in censored if t == turn),
+            turn=turn, at_risk=at_risk, events=happened[turn], censored=lost[turn],
             survival=float(survival[index]), ci_low=_defined(low[index]), ci_high=_defined(high[index]),
         ))
+        at_risk -= ending[turn]  # a unit ending at this turn is not at risk after it
     return points
 
 

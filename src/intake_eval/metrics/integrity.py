@@ -44,7 +44,7 @@ def conversation_index(paths: RunPaths, on_valid: Callable[[dict[str, Any]], Non
     """Each conversation file read raw and validated (bad lines were announced by the stage readers);
     a conversation id seen under two profiles is refused, with a warning. ``on_valid`` sees every valid
     record's dict as it is read (one line in memory at a time)."""
-    index = ConversationIndex(profiles=SpilledRows.alone("conversation-profiles", paths.metrics_dir),
+    index = ConversationIndex(profiles=SpilledRows.alone("conversation-profiles", paths.metrics_dir, read_ahead=True),
                               refused=SpilledRows.alone("refused-conversations", paths.metrics_dir),
                               any_files=bool(paths.conversation_files()))
     try:
@@ -68,7 +68,8 @@ def _read_conversations(paths: RunPaths, index: ConversationIndex,
                     raw[str(data.get("conversation_id"))] = True
             if stats.skipped_corrupt or stats.truncated_tail:
                 index.damaged_files.add(path)
-            for data in iter_json_lines(path):
+            validated = ReadStats()
+            for data in iter_json_lines(path, validated):
                 cid, pid = str(data.get("conversation_id")), str(data.get("profile_id", ""))
                 valid_ids[cid] = True
                 known = index.profiles.get(cid)
@@ -77,6 +78,8 @@ def _read_conversations(paths: RunPaths, index: ConversationIndex,
                 index.profiles[cid] = pid
                 if on_valid is not None:
                     on_valid(data)
+            if validated.skipped_corrupt == stats.skipped_corrupt:
+                continue  # every line that is JSON was a valid record: no id of this file is refused
             for cid in raw.sorted_keys():
                 if cid not in valid_ids:
                     index.refused[cid] = True

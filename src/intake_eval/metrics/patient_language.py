@@ -125,22 +125,28 @@ class RunningMattr:
         self.length = 0
 
     def extend(self, tokens: list[str]) -> None:
-        for token in tokens:
+        filling = max(0, min(len(tokens), self.window - self.length))  # tokens still filling the first window
+        for token in tokens[:filling]:
             self.length += 1
-            if self.length <= self.window:
-                self.head.append(token)
-                self.counts[token] += 1
-                self.recent.append(token)
-                if self.length == self.window:
-                    self.total = len(self.counts)
-                continue
-            leaving = self.recent.popleft()
-            self.counts[leaving] -= 1
-            if self.counts[leaving] == 0:
-                del self.counts[leaving]
+            self.head.append(token)
             self.counts[token] += 1
             self.recent.append(token)
-            self.total += len(self.counts)
+            if self.length == self.window:
+                self.total = len(self.counts)
+        # past the first window (names bound locally: this loop runs once per word the patients said)
+        counts, recent, total = self.counts, self.recent, self.total
+        for token in tokens[filling:]:
+            leaving = recent.popleft()
+            left = counts[leaving] - 1
+            if left:
+                counts[leaving] = left
+            else:
+                del counts[leaving]
+            counts[token] += 1
+            recent.append(token)
+            total += len(counts)
+        self.total = total
+        self.length += len(tokens) - filling
 
     def value(self) -> float | None:
         if not self.length:
@@ -217,11 +223,11 @@ class PopulationTally:
         if reply.early:
             self.early += 1
             self.resolved += bool(_EARLY_RESOLUTION.search(reply.text))
-        for start in range(len(tokens) - NGRAM + 1):
-            gram = " ".join(tokens[start:start + NGRAM])  # words hold no space: the join is one-to-one
-            owners = self.owners.get(gram, ())
-            if len(owners) < SHARED_BY_PROFILES and reply.profile_id not in owners:
-                self.owners[gram] = (*owners, reply.profile_id)
+        profile, known = reply.profile_id, self.owners
+        for gram in map(" ".join, zip(*(tokens[start:] for start in range(NGRAM)))):  # words hold no space: the join is one-to-one
+            owners = known.get(gram, ())
+            if len(owners) < SHARED_BY_PROFILES and profile not in owners:
+                known[gram] = (*owners, profile)
 
     def close(self) -> None:
         """Remove what was moved to disk (the measures are not asked again)."""

@@ -53,6 +53,12 @@ def csv_text(columns: Iterable[str], rows: Iterable[dict[str, Any]]) -> str:
 
 
 _ROWS_PER_WRITE = 5_000  # rows rendered before their text goes to disk
+_AS_IS = frozenset({str, int})  # cells csv_cell gives back unchanged (bool is not int here: it becomes "true")
+
+
+def _csv_cells(row: Sequence[Any]) -> list[Any]:
+    """``csv_cell`` of each value; a text or integer cell (most of a long table's) skips the call."""
+    return [value if value.__class__ in _AS_IS else csv_cell(value) for value in row]
 
 
 def write_csv(path: Path, columns: Iterable[str], rows: Iterable[dict[str, Any]]) -> Path:
@@ -97,7 +103,7 @@ def write_csv_rows(path: Path, columns: Sequence[str], rows: Iterable[Sequence[A
             writer = csv.writer(handle, lineterminator="\n")
             writer.writerow(columns)
             for row in rows:
-                writer.writerow([csv_cell(value) for value in row])
+                writer.writerow(_csv_cells(row))
         os.replace(tmp, path)
     except BaseException:
         remove_quietly(tmp)

@@ -47,6 +47,7 @@ from intake_eval.metrics.cost import COST_BILLED_COLUMNS, cost_billed_rows, cost
 from intake_eval.metrics.curves import ALL_DOMAINS, PROBE_CURVE_COLUMNS, curve_rows
 from intake_eval.metrics.events import DOMAIN_EVENT_COLUMNS
 from intake_eval.metrics.forks import write_capacity_gap
+from intake_eval.metrics.gc_pace import fewer_collections
 from intake_eval.metrics.intervals import COLUMNS as INTERVAL_COLUMNS
 from intake_eval.metrics.intervals import interval_rows
 from intake_eval.metrics.judge_agreement import agreement_table
@@ -288,6 +289,11 @@ def write_metrics(paths: RunPaths, kinds: StageKinds) -> dict[str, Path]:
     """Compute every table from the run folder and write metrics/<name>.csv (and the long tables' Parquet).
     Returns name → path. ``kinds`` reads each stage's records for the records' cost column of cost_billed.csv."""
 
+    with fewer_collections():  # the pass's garbage goes by reference counting; see metrics/gc_pace.py
+        return _write_metrics(paths, kinds)
+
+
+def _write_metrics(paths: RunPaths, kinds: StageKinds) -> dict[str, Path]:
     diagnosis = RowCollector(paths, load_default_catalog(paths))
     turn_labels = TurnLabelRows(paths)
 

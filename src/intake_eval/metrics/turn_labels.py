@@ -65,23 +65,55 @@ def _safe(text: str) -> str:
     return text if text and _PLAIN.issuperset(text) else _csv_line([text])[:-1]
 
 
+class _LabelText:
+    """A judgment's label rows as CSV lines. The cells after the turn number repeat across judgments (a run
+    has few question types and domains), so each distinct run of them is rendered once and reused."""
+
+    LIMIT = 10_000  # distinct texts kept; beyond, the cache starts over (memory stays bounded)
+
+    def __init__(self) -> None:
+        self._texts: dict[tuple, str] = {}
+
+    def _text(self, cells: tuple) -> str:
+        found = self._texts.get(cells)
+        if found is None:
+            if len(self._texts) >= self.LIMIT:
+                self._texts.clear()
+            if len(cells) == 2:  # question type, patient faithful
+                found = f"{_safe(cells[0])},{_BOOL[cells[1]]},"
+            else:  # domain, hidden, asked about, disclosed
+                found = f"{_safe(cells[0])},{_BOOL[cells[1]]},{_BOOL[cells[2]]},{_BOOL[cells[3]]}\n"
+            self._texts[cells] = found
+        return found
+
+    def lines(self, prefix: str, labels: Sequence[TurnLabels], hidden: Sequence[str]) -> str:
+        """The rows of ``label_tuples(labels, hidden)``, each line ``prefix`` then its cells."""
+        hidden_set = set(hidden)
+        parts: list[str] = []
+        for turn in labels:
+            head = f"{prefix}{turn.turn},{self._text((turn.question_type, turn.patient_faithful))}"
+            for domain, (asked, disclosed) in sorted(turn.domains.items()):
+                parts += (head, self._text((domain, domain in hidden_set, asked, disclosed)))
+        return "".join(parts)
+
+
 class TurnLabelRows:
     """The long-form labels of every judgment seen: streamed to Parquet, and, while the table fits a
     spreadsheet, spilled to disk as one CSV text chunk per judgment (core/spill.SpilledRows), so memory holds
     a row group and a batch whatever the run's size."""
 
     def __init__(self, paths: RunPaths | None = None) -> None:
-        self._parquet = ParquetRows(parquet_path(paths.metrics(TURN_LABELS_TABLE)), TURN_LABEL_COLUMNS, COLUMN_TYPES) \
-            if paths is not None else None
+        self._parquet = ParquetRows(parquet_path(paths.metrics(TURN_LABELS_TABLE)), TURN_LABEL_COLUMNS, COLUMN_TYPES,
+                                    head_columns=len(HEADER_COLUMNS)) if paths is not None else None
         self._by_key: SpilledRows | None = SpilledRows.alone("turn-labels", paths.metrics_dir if paths is not None else None)  # key_of(judge, conversation) → its CSV lines
         self._rows_by_key: dict[str, int] = {}  # while the table fits a spreadsheet: bounded by its row limit
         self._rows = 0  # rows of the latest record per key
+        self._text = _LabelText()
 
     def add(self, judgment: Judgment, labels: Sequence[TurnLabels], hidden: Sequence[str], _figures: Any = None) -> None:
         tuples = label_tuples(labels, hidden)
         if self._parquet is not None:
-            header = header_tuple(judgment)
-            self._parquet.add((judgment.judge, judgment.conversation_id), [(*header, *row) for row in tuples])
+            self._parquet.add((judgment.judge, judgment.conversation_id), tuples, head=header_tuple(judgment))
         if self._by_key is None:
             return  # past a spreadsheet's size: the CSV is not written, whatever comes later
         key = key_of(judgment.judge, judgment.conversation_id)
@@ -93,9 +125,7 @@ class TurnLabelRows:
             self._rows_by_key = {}
             return
         prefix = _csv_line([csv_cell(v) for v in header_tuple(judgment)])[:-1] + ","
-        self._by_key[key] = "".join(
-            f"{prefix}{turn},{_safe(qtype)},{_BOOL[faithful]},{_safe(domain)},{_BOOL[is_hidden]},{_BOOL[asked]},"
-            f"{_BOOL[disclosed]}\n" for turn, qtype, faithful, domain, is_hidden, asked, disclosed in tuples)
+        self._by_key[key] = self._text.lines(prefix, labels, hidden)
 
     def discard(self) -> None:
         """Drop the partly written Parquet file (the metrics pass failed; nothing in metrics/ changes)."""
