@@ -90,6 +90,19 @@ def test_corrupt_middle_line_report_skips_it_with_a_warning_and_says_how_many(da
     assert len(conversation_rows(damaged)) == 6
 
 
+def test_a_usage_count_no_call_reaches_is_an_invalid_record_skipped_with_a_warning(damaged):
+    target = RunPaths(damaged).judgments("offline/judge", "offline/anchored")
+    lines = target.read_text().splitlines()
+    record = json.loads(lines[0])
+    record["usage"]["prompt_tokens"] = 10**25  # past every 64-bit column of metrics/*.parquet
+    target.write_text("\n".join([json.dumps(record), *lines[1:]]) + "\n")
+    result = cli(damaged, "report")
+    assert result.exit_code == 0, result.output
+    assert f"warning: {target}:1: skipping a line that is not a valid Judgment record (usage.prompt_tokens" \
+        in result.output
+    assert len(conversation_rows(damaged)) == 5  # its judgment is not scored (rerunning judge redoes it)
+
+
 def test_corrupt_middle_line_rerunning_the_stage_repairs_the_file(damaged, base):
     paths = RunPaths(damaged)
     corrupt_middle_line(paths.conversations("offline/screener"))

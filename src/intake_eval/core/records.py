@@ -6,7 +6,7 @@ Each record carries ``schema_version``. Field names here are a contract other to
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -31,23 +31,31 @@ class Record(BaseModel):
     schema_version: int = SCHEMA_VERSION
 
 
+# A count no record reaches (llm/usage_check refuses an implausible count as it arrives): a record claiming
+# more, or a negative count, is not a valid record (skipped with a warning like a corrupt line), and every
+# count a record holds fits the 64-bit integer columns of metrics/*.parquet.
+MAX_COUNT = 10**12
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+
+
 class Usage(BaseModel):
     """Token usage and cost of one or more model calls. cost_usd is 0.0 when unknown-free (local)."""
 
     model_config = record_config("ignore")
-    calls: int = 0
-    cache_hits: int = 0
-    attempts: int = 0  # HTTP attempts, retries included
-    prompt_tokens: int = 0  # every input token, cached ones included
-    completion_tokens: int = 0
-    reasoning_tokens: int = 0
-    cached_prompt_tokens: int = 0  # input tokens the provider read from its prompt cache
-    cache_write_tokens: int = 0  # input tokens the provider wrote to its prompt cache (Anthropic)
+    calls: Count = 0
+    cache_hits: Count = 0
+    attempts: Count = 0  # HTTP attempts, retries included
+    prompt_tokens: Count = 0  # every input token, cached ones included
+    completion_tokens: Count = 0
+    reasoning_tokens: Count = 0
+    cached_prompt_tokens: Count = 0  # input tokens the provider read from its prompt cache
+    cache_write_tokens: Count = 0  # input tokens the provider wrote to its prompt cache (Anthropic)
     cost_usd: float = 0.0
     cost_known: bool = True  # False once any call had no known price
 
     def add(self, other: "Usage") -> "Usage":
-        return Usage(
+        """The sum (not validated again: a total over many records may pass ``MAX_COUNT``)."""
+        return Usage.model_construct(
             calls=self.calls + other.calls,
             cache_hits=self.cache_hits + other.cache_hits,
             attempts=self.attempts + other.attempts,
