@@ -38,7 +38,7 @@ from intake_eval.metrics.answers import write_answer_tables
 from intake_eval.metrics.tables import write_metrics
 from intake_eval.metrics.trials import write_trial_metrics
 from intake_eval.report.metric_tables import MetricTables, table_file
-from intake_eval.report.viewer import domain_outcomes
+from intake_eval.report.viewer import label_code, outcome_of
 from intake_eval.stage_kinds import REPORT_STAGE, stage_kinds
 
 METRIC_TABLES = ("conversations", "cells", "domains", "trajectories", "agreement", "clinicians", "comparisons", "masking",
@@ -186,25 +186,33 @@ def _qtype_code(value: Any) -> str:
     return "\x00" if value is None else str(value)
 
 
+_CODE_TEXT = ("0", "1", "2", "3")
+
+
 def slim_judgment(judgment: dict[str, Any], hidden: list[str]) -> dict[str, Any]:
     """Status, the drill-down outcome per hidden domain (``viewer.domain_outcomes``) and a label signature:
-    per turn "turn\x1fquestion type\x1fcodes", one code per hidden domain (asked + 2 × disclosed, '-' if
-    unlabelled), turns joined by \x1e (the agreement hotspots compare two judges' signatures)."""
+    per turn "turn\x1fquestion type\x1fcodes", one code per hidden domain (``viewer.label_code``, '-' if
+    unlabelled), turns joined by \x1e (the agreement hotspots compare two judges' signatures). One walk over
+    the labels gives both (hot loop: kept plain)."""
 
-    out: dict[str, Any] = {"status": str(judgment.get("status", "ok"))}
-    if "status" not in judgment:
-        out.pop("status")
-    out["outcomes"] = domain_outcomes(judgment, hidden)
+    out: dict[str, Any] = {"status": str(judgment["status"])} if "status" in judgment else {}
+    seen = [0] * len(hidden)  # per hidden domain: the bit set of its label codes (``viewer.outcome_of``)
     turns = []
     for turn in judgment.get("turns", []):
         labels = turn.get("domains", {})
         codes = []
-        for domain in hidden:
+        for position, domain in enumerate(hidden):
             label = labels.get(domain)
-            codes.append("-" if label is None else
-                         str(int(bool(label.get("asked_about"))) + 2 * int(bool(label.get("disclosed")))))
+            if label is None:
+                codes.append("-")
+                continue
+            code = label_code(label)
+            codes.append(_CODE_TEXT[code])
+            seen[position] |= 1 << code
         number = turn.get("turn")
         turns.append(f"{'' if number is None else int(number)}\x1f{_qtype_code(turn.get('question_type'))}\x1f{''.join(codes)}")
+    judged_ok = bool(judgment) and judgment.get("status", "ok") == "ok"
+    out["outcomes"] = {domain: outcome_of(seen[position]) for position, domain in enumerate(hidden)} if judged_ok else None
     out["sig"] = "\x1e".join(turns)
     return out
 

@@ -37,22 +37,32 @@ def hidden_domains(conv: dict[str, Any], profile: dict[str, Any] | None) -> list
     return []
 
 
+def label_code(label: dict[str, Any]) -> int:
+    """A turn's label of one domain as a number: asked (1) + 2 × disclosed (2)."""
+    return (1 if label.get("asked_about") else 0) + (2 if label.get("disclosed") else 0)
+
+
+def outcome_of(codes_seen: int) -> str:
+    """A domain's outcome over the conversation from the bit set of its turns' ``label_code``s
+    (bit ``1 << code``): active = some turn asked + disclosed; else bleed = disclosed without ask;
+    else asked; else missed."""
+    if codes_seen & 0b1000:
+        return ACTIVE
+    return BLEED if codes_seen & 0b0100 else ASKED if codes_seen & 0b0010 else MISSED
+
+
 def domain_outcomes(judgment: dict[str, Any] | None, hidden: list[str]) -> dict[str, str] | None:
-    """active = some turn asked + disclosed; else bleed = disclosed without ask; else asked; else missed."""
+    """Each hidden domain's outcome (``outcome_of``); None when the judgment is missing or not ok."""
     if not judgment or judgment.get("status", "ok") != "ok":
         return None
     out = {}
     for domain in hidden:
-        active = bleed = asked = False
+        seen = 0
         for turn in judgment.get("turns", []):
             label = turn.get("domains", {}).get(domain)
-            if not label:
-                continue
-            a, d = bool(label.get("asked_about")), bool(label.get("disclosed"))
-            active |= a and d
-            bleed |= d and not a
-            asked |= a
-        out[domain] = ACTIVE if active else BLEED if bleed else ASKED if asked else MISSED
+            if label:
+                seen |= 1 << label_code(label)
+        out[domain] = outcome_of(seen)
     return out
 
 
