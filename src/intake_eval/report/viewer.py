@@ -230,7 +230,8 @@ def _write_shard_batch(batch: list[tuple[str, list[tuple[str, list[str]]]]]) -> 
                     if at is not None:
                         per_judge[judge] = index.read(at)
                 payload[cid] = compact_conversation(index.conversation(cid), profile, per_judge, diagnosis.get(cid))
-        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+        # check_circular=False: a tree of parsed JSON has no cycles; the encoder skips its id() bookkeeping
+        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), check_circular=False).replace("</", "<\\/")
         (staging / f"{name}.js").write_text(f"IE_SHARD({json.dumps(name)},{text});\n", encoding="utf-8")
         written += len(payload)
     return written
