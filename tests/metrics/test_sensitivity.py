@@ -88,3 +88,21 @@ def test_profile_means_are_the_dict_values_to_the_bit():
         assert {codes[code]: mean for code, mean in found[entity].as_dict().items()} == by_profile
         assert list(found[entity].as_dict()) == sorted(found[entity].as_dict())  # codes ascend as the ids sort
         assert found[entity].total() == sum(by_profile.values())
+
+
+def test_categorical_columns_give_the_same_views_as_text():
+    import random
+
+    from intake_eval.metrics.sensitivity import judge_sensitivity
+
+    rng = random.Random(5)
+    rows = [{"judge": judge, "clinician": clinician, "profile_id": f"P{profile}",
+             "active_coverage_rate": rng.choice([0.0, 0.25, 0.5, 0.75, 1.0])}
+            for judge in ("j", "k") for clinician in ("zeta", "alpha", "mid") for profile in range(30)]
+    text = pd.DataFrame(rows)
+    coded = text.copy()
+    for column in ("judge", "clinician", "profile_id"):  # unsorted categories, one of them unused
+        values = sorted(set(text[column]), reverse=True) + ["unused"]
+        coded[column] = pd.Categorical(text[column], categories=values)
+    assert judge_sensitivity(coded, ["j", "k"], ["clinician"], seed="s") == \
+        judge_sensitivity(text, ["j", "k"], ["clinician"], seed="s")

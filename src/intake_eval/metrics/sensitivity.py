@@ -54,15 +54,36 @@ def _entity_profile_groups(frame: Any, judge: str, metric: str, columns: list[st
     rows = frame[(frame["judge"] == judge) & frame[metric].notna()]
     if not len(rows):
         return None
-    parts = [rows[column].astype(str) for column in columns]
-    entity_column = parts[0]
-    for part in parts[1:]:
-        entity_column = entity_column.str.cat(part, sep=" · ")
-    entity_codes, entities = pd.factorize(entity_column, sort=True)
-    profile_codes, profiles = pd.factorize(rows["profile_id"].astype(str), sort=True)
+    if len(columns) == 1:
+        entity_codes, entities = _sorted_codes(rows[columns[0]])
+    else:
+        parts = [rows[column].astype(str) for column in columns]
+        entity_column = parts[0]
+        for part in parts[1:]:
+            entity_column = entity_column.str.cat(part, sep=" · ")
+        entity_codes, entities = pd.factorize(entity_column, sort=True)
+    profile_codes, profiles = _sorted_codes(rows["profile_id"])
     order = np.lexsort((profile_codes, entity_codes))
     return (entities, profiles, entity_codes[order], profile_codes[order],
             rows[metric].to_numpy(dtype=float)[order])
+
+
+def _sorted_codes(column: Any) -> tuple[Any, Any]:
+    """(a code per row, the values as text in sorted order): ``pd.factorize(column.astype(str), sort=True)``.
+    A categorical column of text with no missing cell is re-ranked on its codes (no string per row: what a
+    long table read with ``text_as_categories`` holds); its unused categories get codes no row has."""
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        categories = list(column.cat.categories)
+        codes = column.cat.codes.to_numpy()
+        if all(isinstance(value, str) for value in categories) and not (codes < 0).any():
+            order = sorted(range(len(categories)), key=categories.__getitem__)
+            rank = np.empty(len(categories), dtype=np.int64)
+            rank[order] = np.arange(len(categories))
+            return rank[codes], [categories[i] for i in order]
+    return pd.factorize(column.astype(str), sort=True)
 
 
 def entity_profile_trials(frame: Any, judge: str, metric: str, columns: list[str]) -> dict[str, dict[str, list[float]]]:
