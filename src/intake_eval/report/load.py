@@ -208,10 +208,10 @@ _CODE_TEXT = ("0", "1", "2", "3")
 
 
 def slim_judgment(judgment: dict[str, Any], hidden: list[str]) -> dict[str, Any]:
-    """Status, the drill-down outcome per hidden domain (``viewer.domain_outcomes``) and a label signature:
+    """Status, the drill-down outcome per hidden domain (``viewer.domain_outcomes``), a label signature:
     per turn "turn\x1fquestion type\x1fcodes", one code per hidden domain (``viewer.label_code``, '-' if
-    unlabelled), turns joined by \x1e (the agreement hotspots compare two judges' signatures). One walk over
-    the labels gives both (hot loop: kept plain)."""
+    unlabelled), turns joined by \x1e (the agreement hotspots compare two judges' signatures), and the hidden
+    domains themselves, in the codes' order. One walk over the labels gives them all (hot loop: kept plain)."""
 
     out: dict[str, Any] = {"status": str(judgment["status"])} if "status" in judgment else {}
     seen = [0] * len(hidden)  # per hidden domain: the bit set of its label codes (``viewer.outcome_of``)
@@ -232,6 +232,7 @@ def slim_judgment(judgment: dict[str, Any], hidden: list[str]) -> dict[str, Any]
     judged_ok = bool(judgment) and judgment.get("status", "ok") == "ok"
     out["outcomes"] = {domain: outcome_of(seen[position]) for position, domain in enumerate(hidden)} if judged_ok else None
     out["sig"] = "\x1e".join(turns)
+    out["hidden"] = hidden  # what the codes' positions stand for (the agreement hotspots tally by domain)
     return out
 
 
