@@ -148,28 +148,54 @@ def headline_csv(rows: list[dict[str, Any]]) -> str:
     return csv_text(headline_columns(), rows)
 
 
+def _in_key_order(mapping: Mapping[str, Any]) -> Callable[[str], Any]:
+    """``mapping.get`` for keys asked in ascending order: a spilled table is walked once in key order beside the
+    caller's own walk (no query per key); a plain mapping is asked directly."""
+    if not isinstance(mapping, SpilledRows):
+        return mapping.get
+    pending = mapping.sorted_items()
+    current: list[Any] = [None, None]  # the walk's next (key, value); key None once it is done
+
+    def advance() -> None:
+        current[0], current[1] = next(pending, (None, None))
+
+    advance()
+
+    def get(key: str) -> Any:
+        while current[0] is not None and current[0] < key:
+            advance()
+        return current[1] if current[0] == key else None
+
+    return get
+
+
 def _viewer_rows(data: RunData, views: dict[str, Any], shard_of: ShardAssignment,
                  coverage: Mapping[str, float | None]) -> Iterator[tuple[list[Any], str | None]]:
     """Per conversation in id order: its viewer entry [id, shard, arm, profile, status, drill-down codes,
     trial, coverage] and its bleed flags per hidden domain when it bled (shown on the drill-down squares,
     caught ones too), else None."""
     arm_index = {arm: i for i, arm in enumerate(views["arms"])}
-    primary_done = data.judgments.get(views["primary"], {}) if views["primary"] else {}
+    judged_of = _in_key_order(data.judgments.get(views["primary"], {}) if views["primary"] else {})
+    coverage_of = _in_key_order(coverage)
     conversations = (data.conversations.sorted_items() if isinstance(data.conversations, SpilledRows)
                      else iter(sorted(data.conversations.items())))
+    last_profile: tuple[str | None, dict[str, Any], str] = (None, {}, "")  # a profile's conversations sort together
     for cid, conv in conversations:
-        profile = data.profiles.get(conv.get("profile_id", ""), {})
+        pid = conv.get("profile_id", "")
+        if pid != last_profile[0]:
+            last_profile = (pid, data.profiles.get(pid, {}), shard_of.of_profile(pid))
+        _, profile, shard = last_profile
         hidden = [d["domain"] for d in profile.get("hidden", [])]
         status = conv.get("status", "ok")
-        judged = primary_done.get(cid)
+        judged = judged_of(cid)
         outcomes = judged_outcomes(conv, judged)
         if status == "ok" and judged is not None and judged.get("status", "ok") != "ok":
             status = f"judge: {judged.get('status')}"
         flags = None
         if judged is not None and status == "ok" and "1" in (bleed := bleed_flags(judged.get("sig", ""), len(hidden))):
             flags = bleed
-        yield ([cid, shard_of.of_profile(conv.get("profile_id", "")), arm_index[arm_of(conv)], conv.get("profile_id", ""),
-                status, outcome_codes(outcomes, hidden), conv.get("trial", 0), coverage.get(cid)], flags)
+        yield ([cid, shard, arm_index[arm_of(conv)], pid, status, outcome_codes(outcomes, hidden), conv.get("trial", 0),
+                coverage_of(cid)], flags)
 
 
 def count_profiles(data: RunData) -> int:
