@@ -31,6 +31,7 @@ from intake_eval.report.conversation_index import place_index
 from intake_eval.report.load import (
     RunData,
     domain_labels,
+    in_key_order,
     load_run,
     order_judges,
     spill_store,
@@ -148,35 +149,14 @@ def headline_csv(rows: list[dict[str, Any]]) -> str:
     return csv_text(headline_columns(), rows)
 
 
-def _in_key_order(mapping: Mapping[str, Any]) -> Callable[[str], Any]:
-    """``mapping.get`` for keys asked in ascending order: a spilled table is walked once in key order beside the
-    caller's own walk (no query per key); a plain mapping is asked directly."""
-    if not isinstance(mapping, SpilledRows):
-        return mapping.get
-    pending = mapping.sorted_items()
-    current: list[Any] = [None, None]  # the walk's next (key, value); key None once it is done
-
-    def advance() -> None:
-        current[0], current[1] = next(pending, (None, None))
-
-    advance()
-
-    def get(key: str) -> Any:
-        while current[0] is not None and current[0] < key:
-            advance()
-        return current[1] if current[0] == key else None
-
-    return get
-
-
 def _viewer_rows(data: RunData, views: dict[str, Any], shard_of: ShardAssignment,
                  coverage: Mapping[str, float | None]) -> Iterator[tuple[list[Any], str | None]]:
     """Per conversation in id order: its viewer entry [id, shard, arm, profile, status, drill-down codes,
     trial, coverage] and its bleed flags per hidden domain when it bled (shown on the drill-down squares,
     caught ones too), else None."""
     arm_index = {arm: i for i, arm in enumerate(views["arms"])}
-    judged_of = _in_key_order(data.judgments.get(views["primary"], {}) if views["primary"] else {})
-    coverage_of = _in_key_order(coverage)
+    judged_of = in_key_order(data.judgments.get(views["primary"], {}) if views["primary"] else {})
+    coverage_of = in_key_order(coverage)
     conversations = (data.conversations.sorted_items() if isinstance(data.conversations, SpilledRows)
                      else iter(sorted(data.conversations.items())))
     last_profile: tuple[str | None, dict[str, Any], str] = (None, {}, "")  # a profile's conversations sort together

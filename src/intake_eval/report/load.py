@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sized
+from collections.abc import Callable, Iterator, Mapping, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -360,6 +360,27 @@ def spill_store(data: RunData) -> SpillStore:
     return data.index.store
 
 
+def in_key_order(mapping: Mapping[str, Any]) -> Callable[[str], Any]:
+    """``mapping.get`` for keys asked in ascending order: a spilled table is walked once in key order beside the
+    caller's own walk (no query per key); a plain mapping is asked directly."""
+    if not isinstance(mapping, SpilledRows):
+        return mapping.get
+    pending = mapping.sorted_items()
+    current: list[Any] = [None, None]  # the walk's next (key, value); key None once it is done
+
+    def advance() -> None:
+        current[0], current[1] = next(pending, (None, None))
+
+    advance()
+
+    def get(key: str) -> Any:
+        while current[0] is not None and current[0] < key:
+            advance()
+        return current[1] if current[0] == key else None
+
+    return get
+
+
 def missing_notes(data: RunData) -> list[str]:
     """Plain sentences about what this run does not have yet (counted in one pass per question, no
     per-conversation set held in memory)."""
@@ -371,7 +392,9 @@ def missing_notes(data: RunData) -> list[str]:
     if failed:
         notes.append(f"{failed} of {len(data.conversations)} conversations failed (model errors); they are counted, not scored")
     for judge, done in data.judgments.items():
-        missing = sum(1 for cid, conv in data.conversations.items() if conv.get("status", "ok") == "ok" and cid not in done)
+        judged = in_key_order(done)
+        missing = sum(1 for cid, conv in _in_key_order_items(data.conversations)
+                      if conv.get("status", "ok") == "ok" and judged(cid) is None)
         if missing:
             notes.append(f"judge {judge}: {missing} of {finished} finished conversations not judged yet")
     unknown = {c["profile_id"] for c in data.conversations.values() if c["profile_id"] not in data.profiles}
@@ -386,6 +409,11 @@ def missing_notes(data: RunData) -> list[str]:
         if stage != REPORT_STAGE and isinstance(info, dict) and info.get("status") == "running":
             notes.append(f"stage {stage} is still running (or was interrupted); numbers may change")
     return notes
+
+
+def _in_key_order_items(mapping: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """(key, value) in ascending key order (what ``in_key_order`` walks beside)."""
+    return mapping.sorted_items() if isinstance(mapping, SpilledRows) else iter(sorted(mapping.items()))
 
 
 def _profiles_seen(data: RunData) -> dict[str, int]:
