@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd  # type: ignore[import-untyped]  # pandas ships no type information
 import pytest
 
@@ -65,7 +67,7 @@ def test_kendall_tau_is_scipys_float_ties_included():
         reference = {e: rng.choice([0.1, 0.2, 0.3, rng.random()]) for e in entities}
         other = {e: rng.choice([0.1, 0.2, rng.random()]) for e in entities}
         expected = kendalltau([reference[e] for e in entities], [other[e] for e in entities]).statistic
-        assert kendall_tau(reference, other) == (None if expected != expected else float(expected))
+        assert kendall_tau(reference, other) == (None if math.isnan(expected) else float(expected))
     assert kendall_tau({"a": 0.5, "b": 0.5}, {"a": 0.1, "b": 0.2}) is None  # one side all ties: undefined
     assert kendall_tau({"a": 0.5}, {"a": 0.1}) is None
 
@@ -73,7 +75,10 @@ def test_kendall_tau_is_scipys_float_ties_included():
 def test_profile_means_are_the_dict_values_to_the_bit():
     import random
 
-    from intake_eval.metrics.sensitivity import entity_profile_means, entity_profile_values
+    from intake_eval.metrics.sensitivity import (
+        entity_profile_means,
+        entity_profile_values,
+    )
 
     rng = random.Random(3)
     rows = [{"judge": rng.choice(["j", "k"]), "clinician": rng.choice(["b", "a", "c"]),

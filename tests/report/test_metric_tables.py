@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]  # pandas ships no type information
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
-import pyarrow.parquet as parquet  # type: ignore[import-untyped]  # pyarrow ships no type information
+from pyarrow import parquet
 
 from intake_eval.core.store import RunPaths
 from intake_eval.report import metric_tables

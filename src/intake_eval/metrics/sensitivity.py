@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from intake_eval.metrics.stats import PairedComparison, holm, paired_comparison

@@ -32,6 +32,7 @@ from intake_eval.report.load import (
     RunData,
     domain_labels,
     in_key_order,
+    items_in_key_order,
     load_run,
     order_judges,
     spill_store,
@@ -157,8 +158,7 @@ def _viewer_rows(data: RunData, views: dict[str, Any], shard_of: ShardAssignment
     arm_index = {arm: i for i, arm in enumerate(views["arms"])}
     judged_of = in_key_order(data.judgments.get(views["primary"], {}) if views["primary"] else {})
     coverage_of = in_key_order(coverage)
-    conversations = (data.conversations.sorted_items() if isinstance(data.conversations, SpilledRows)
-                     else iter(sorted(data.conversations.items())))
+    conversations = items_in_key_order(data.conversations)
     last_profile: tuple[str | None, dict[str, Any], str] = (None, {}, "")  # a profile's conversations sort together
     for cid, conv in conversations:
         pid = conv.get("profile_id", "")

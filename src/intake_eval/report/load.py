@@ -393,7 +393,7 @@ def missing_notes(data: RunData) -> list[str]:
         notes.append(f"{failed} of {len(data.conversations)} conversations failed (model errors); they are counted, not scored")
     for judge, done in data.judgments.items():
         judged = in_key_order(done)
-        missing = sum(1 for cid, conv in _in_key_order_items(data.conversations)
+        missing = sum(1 for cid, conv in items_in_key_order(data.conversations)
                       if conv.get("status", "ok") == "ok" and judged(cid) is None)
         if missing:
             notes.append(f"judge {judge}: {missing} of {finished} finished conversations not judged yet")
@@ -411,7 +411,7 @@ def missing_notes(data: RunData) -> list[str]:
     return notes
 
 
-def _in_key_order_items(mapping: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+def items_in_key_order(mapping: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
     """(key, value) in ascending key order (what ``in_key_order`` walks beside)."""
     return mapping.sorted_items() if isinstance(mapping, SpilledRows) else iter(sorted(mapping.items()))
 
