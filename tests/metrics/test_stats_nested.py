@@ -110,6 +110,17 @@ def test_holm_against_a_hand_worked_family():
     assert holm([None]) == [None] and holm([]) == []
 
 
+def test_holm_is_statsmodels_multipletests_to_the_bit():
+    import random
+
+    from statsmodels.stats.multitest import multipletests  # type: ignore[import-untyped]  # statsmodels ships no type information
+
+    rng = random.Random(11)
+    for _ in range(200):
+        family = [rng.choice([rng.random(), rng.random() / 50, 0.01, 0.3, 1.0]) for _ in range(rng.randint(1, 12))]
+        assert holm(family) == [float(p) for p in multipletests(family, method="holm")[1]]
+
+
 def test_nested_bootstrap_with_unequal_trial_counts():
     rng = np.random.default_rng(9)
     groups = {f"P{i:02d}": [float(v) for v in rng.choice([0.0, 0.25, 0.5, 1.0], size=1 + i % 4)] for i in range(30)}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,29 +43,61 @@ class Sensitivity:
     verdict: str
 
 
-def entity_profile_trials(frame: Any, judge: str, metric: str, columns: list[str]) -> dict[str, dict[str, list[float]]]:
-    """entity → profile id → ``metric`` of each trial (in conversation order), from rows of
-    metrics/conversations.csv (a DataFrame of ok rows); the entity is the values of ``columns`` joined with ' · '.
-    Entities and profiles come in sorted order. Grouped on integer codes (a stable sort keeps each group's rows
-    in frame order), so a long table costs a few arrays, not a Python object per group and row."""
+def _entity_profile_groups(frame: Any, judge: str, metric: str, columns: list[str]) -> tuple[Any, ...] | None:
+    """The ok rows of ``judge`` grouped by (entity, profile), entities and profiles in sorted order, a group's
+    rows in frame order: (entity names, profile ids, entity code per row, profile code per row, value per row),
+    rows sorted by group; None when there are no rows. Grouped on integer codes (a stable sort keeps each
+    group's rows in frame order), so a long table costs a few arrays, not a Python object per group and row."""
     import numpy as np
     import pandas as pd  # type: ignore[import-untyped]  # pandas ships no type information
 
     rows = frame[(frame["judge"] == judge) & frame[metric].notna()]
     if not len(rows):
-        return {}
-    parts = [rows[column].astype(str) for column in columns]
-    entity_column = parts[0]
-    for part in parts[1:]:
-        entity_column = entity_column.str.cat(part, sep=" · ")
-    entity_codes, entities = pd.factorize(entity_column, sort=True)
-    profile_codes, profiles = pd.factorize(rows["profile_id"].astype(str), sort=True)
+        return None
+    if len(columns) == 1:
+        entity_codes, entities = _sorted_codes(rows[columns[0]])
+    else:
+        parts = [rows[column].astype(str) for column in columns]
+        entity_column = parts[0]
+        for part in parts[1:]:
+            entity_column = entity_column.str.cat(part, sep=" · ")
+        entity_codes, entities = pd.factorize(entity_column, sort=True)
+    profile_codes, profiles = _sorted_codes(rows["profile_id"])
     order = np.lexsort((profile_codes, entity_codes))
-    measured = rows[metric].to_numpy(dtype=float)[order].tolist()
+    return (entities, profiles, entity_codes[order], profile_codes[order],
+            rows[metric].to_numpy(dtype=float)[order])
+
+
+def _sorted_codes(column: Any) -> tuple[Any, Any]:
+    """(a code per row, the values as text in sorted order): ``pd.factorize(column.astype(str), sort=True)``.
+    A categorical column of text with no missing cell is re-ranked on its codes (no string per row: what a
+    long table read with ``text_as_categories`` holds); its unused categories get codes no row has."""
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        categories = list(column.cat.categories)
+        codes = column.cat.codes.to_numpy()
+        if all(isinstance(value, str) for value in categories) and not (codes < 0).any():
+            order = sorted(range(len(categories)), key=categories.__getitem__)
+            rank = np.empty(len(categories), dtype=np.int64)
+            rank[order] = np.arange(len(categories))
+            return rank[codes], [categories[i] for i in order]
+    return pd.factorize(column.astype(str), sort=True)
+
+
+def entity_profile_trials(frame: Any, judge: str, metric: str, columns: list[str]) -> dict[str, dict[str, list[float]]]:
+    """entity → profile id → ``metric`` of each trial (in conversation order), from rows of
+    metrics/conversations.csv (a DataFrame of ok rows); the entity is the values of ``columns`` joined with ' · '.
+    Entities and profiles come in sorted order."""
+    groups = _entity_profile_groups(frame, judge, metric, columns)
+    if groups is None:
+        return {}
+    entities, profiles, entity_codes, profile_codes, measured = groups
     out: dict[str, dict[str, list[float]]] = {}
     current: tuple[int, int] | None = None
     group: list[float] = []
-    for entity_code, profile_code, value in zip(entity_codes[order].tolist(), profile_codes[order].tolist(), measured):
+    for entity_code, profile_code, value in zip(entity_codes.tolist(), profile_codes.tolist(), measured.tolist()):
         if (entity_code, profile_code) != current:
             current = (entity_code, profile_code)
             group = out.setdefault(str(entities[entity_code]), {}).setdefault(str(profiles[profile_code]), [])
@@ -78,6 +111,48 @@ def entity_profile_values(frame: Any, judge: str, metric: str, columns: list[str
             for entity, profiles in entity_profile_trials(frame, judge, metric, columns).items()}
 
 
+@dataclass
+class ProfileMeans:
+    """One entity's mean over trials per profile, as two arrays: ``profiles`` (the profiles' codes, ascending in
+    the order of their sorted ids) and ``means``. What ``entity_profile_values`` gives as a dict, without a
+    Python object per profile: a long table's views hold arrays, and a test builds its dicts one pair at a time."""
+
+    profiles: Any  # numpy int array
+    means: Any  # numpy float array
+
+    def __len__(self) -> int:
+        return len(self.profiles)
+
+    def total(self) -> float:
+        """The means summed in profile order (as ``sum`` adds a dict's values: the same float)."""
+        return float(sum(self.means.tolist()))
+
+    def as_dict(self) -> dict[int, float]:
+        """profile code → mean: a pair test's input (codes sort as the profile ids do)."""
+        return dict(zip(self.profiles.tolist(), self.means.tolist()))
+
+
+def entity_profile_means(frame: Any, judge: str, metric: str, columns: list[str]) -> dict[str, ProfileMeans]:
+    """entity → its ``ProfileMeans`` (the same numbers as ``entity_profile_values``: each mean is its trials
+    summed in frame order, then divided by their number), entities in sorted order."""
+    import numpy as np
+
+    groups = _entity_profile_groups(frame, judge, metric, columns)
+    if groups is None:
+        return {}
+    entities, _, entity_codes, profile_codes, measured = groups
+    first_of_group = np.r_[True, (entity_codes[1:] != entity_codes[:-1]) | (profile_codes[1:] != profile_codes[:-1])]
+    starts = np.flatnonzero(first_of_group)
+    group_of_row = np.cumsum(first_of_group) - 1
+    # bincount adds each group's values one after another in row order, from 0.0: Python's sum of the same list
+    sums = np.bincount(group_of_row, weights=measured, minlength=len(starts))
+    means = sums / np.bincount(group_of_row, minlength=len(starts))
+    group_entities, group_profiles = entity_codes[starts], profile_codes[starts]
+    bounds = np.flatnonzero(np.r_[True, group_entities[1:] != group_entities[:-1], True])
+    return {str(entities[group_entities[low]]): ProfileMeans(group_profiles[low:high], means[low:high])
+            for low, high in zip(bounds[:-1].tolist(), bounds[1:].tolist())}
+
+
 def conclusion(a: str, b: str, test: PairedComparison, adjusted_p: float | None) -> str:
     """'a > b' / 'a < b' when the (Holm-adjusted) permutation p is below SIGNIFICANCE, else 'no difference'."""
     if not test.n_pairs or adjusted_p is None or adjusted_p >= SIGNIFICANCE or not test.mean_difference:
@@ -85,12 +160,28 @@ def conclusion(a: str, b: str, test: PairedComparison, adjusted_p: float | None)
     return f"{a} > {b}" if test.mean_difference > 0 else f"{a} < {b}"
 
 
-def scorer_view(scorer: Any, values: dict[str, dict[str, float]], entities: list[str], seed: str) -> ScorerView:
+EntityValues = Mapping[str, Mapping[Any, float] | ProfileMeans]  # entity → profile → mean over trials
+
+
+def _score(values: Mapping[Any, float] | ProfileMeans) -> float:
+    """Mean over profiles of the per-profile means."""
+    if isinstance(values, ProfileMeans):
+        return values.total() / len(values)
+    return sum(values.values()) / len(values)
+
+
+def _pair_input(values: Mapping[Any, float] | ProfileMeans) -> Mapping[Any, float]:
+    return values.as_dict() if isinstance(values, ProfileMeans) else values
+
+
+def scorer_view(scorer: Any, values: EntityValues, entities: list[str], seed: str) -> ScorerView:
     """Scores, ranking and the paired tests of every two entities; the tests of one view are one family
-    (Holm-adjusted together), so a verdict never rests on an unadjusted p among many pairs."""
-    scores = {e: sum(values[e].values()) / len(values[e]) for e in entities}
+    (Holm-adjusted together), so a verdict never rests on an unadjusted p among many pairs. A ``ProfileMeans``
+    is made a dict only for the one test it is in."""
+    scores = {e: _score(values[e]) for e in entities}
     pairs = list(itertools.combinations(entities, 2))
-    tests = [paired_comparison(values[a], values[b], seed=f"sensitivity|{seed}|{a}|{b}") for a, b in pairs]
+    tests = [paired_comparison(_pair_input(values[a]), _pair_input(values[b]), seed=f"sensitivity|{seed}|{a}|{b}")
+             for a, b in pairs]
     adjusted = holm([test.permutation_p if test.n_pairs else None for test in tests])
     conclusions = {(a, b): conclusion(a, b, test, p) for (a, b), test, p in zip(pairs, tests, adjusted)}
     return ScorerView(scorer, scores, conclusions, sorted(entities, key=lambda e: (-scores[e], e)))
@@ -108,13 +199,25 @@ def tied_ranks(scores: dict[str, float], order: list[str]) -> list[tuple[str, st
 
 
 def kendall_tau(reference: dict[str, float], other: dict[str, float]) -> float | None:
-    from scipy.stats import kendalltau  # type: ignore[import-untyped]  # scipy ships no type stubs
-
+    """Kendall's τ-b of the two scores over ``reference``'s entities; None with fewer than two entities or when
+    one side is all ties. Counted over the pairs (a handful of entities), with the same integer counts and
+    float steps as scipy.stats.kendalltau, so the same float (importing scipy.stats costs a second and 60 MB)."""
     entities = sorted(reference)
-    if len(entities) < 2:
+    if len(entities) < 2 or any(math.isnan(scores[e]) for scores in (reference, other) for e in entities):
         return None
-    tau = kendalltau([reference[e] for e in entities], [other[e] for e in entities]).statistic
-    return None if tau is None or math.isnan(tau) else float(tau)
+    total = x_ties = y_ties = joint_ties = discordant = 0
+    for a, b in itertools.combinations(entities, 2):
+        x_sign, y_sign = _sign(reference[a] - reference[b]), _sign(other[a] - other[b])
+        total += 1
+        x_ties += x_sign == 0
+        y_ties += y_sign == 0
+        joint_ties += x_sign == 0 and y_sign == 0
+        discordant += x_sign * y_sign < 0
+    if x_ties == total or y_ties == total:
+        return None
+    concordant_minus_discordant = total - x_ties - y_ties + joint_ties - 2 * discordant
+    tau = concordant_minus_discordant / math.sqrt(total - x_ties) / math.sqrt(total - y_ties)
+    return min(1.0, max(-1.0, tau))
 
 
 def _sign(value: float) -> int:
@@ -137,7 +240,7 @@ def compare_views(reference: ScorerView, view: ScorerView, dimension: str) -> Se
                        flips, changed, verdict)
 
 
-def _against_first(values: dict[Any, dict[str, dict[str, float]]], dimension: str,
+def _against_first(values: Mapping[Any, EntityValues], dimension: str,
                    seed: str) -> tuple[list[ScorerView], list[Sensitivity]]:
     """Every scorer's view against the first one's, over the entities all of them scored."""
     values = {scorer: v for scorer, v in values.items() if v}
@@ -150,7 +253,7 @@ def _against_first(values: dict[Any, dict[str, dict[str, float]]], dimension: st
 
 def judge_sensitivity(frame: Any, judges: list[str], columns: list[str], seed: str = "") -> tuple[list[ScorerView], list[Sensitivity]]:
     """Every judge of one run against the first (the primary), over the entities all of them scored."""
-    values = {judge: entity_profile_values(frame, judge, RANK_METRIC, columns) for judge in judges}
+    values = {judge: entity_profile_means(frame, judge, RANK_METRIC, columns) for judge in judges}
     return _against_first(values, "judge choice", seed)
 
 
@@ -158,6 +261,6 @@ def patient_sensitivity(frame: Any, judge: str, patients: list[str], columns: li
                         seed: str = "") -> tuple[list[ScorerView], list[Sensitivity]]:
     """Every patient model of one run against the first, all scored by ``judge``: does the clinicians'
     ordering (and do the paired tests) survive a change of the model that plays the patient?"""
-    values = {patient: entity_profile_values(frame[frame["patient"] == patient], judge, RANK_METRIC, columns)
+    values = {patient: entity_profile_means(frame[frame["patient"] == patient], judge, RANK_METRIC, columns)
               for patient in patients}
     return _against_first(values, "patient model", f"patient|{seed}")

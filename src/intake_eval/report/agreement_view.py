@@ -24,11 +24,6 @@ def kappa_rows(data: RunData, judges: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def _hidden(data: RunData, cid: str) -> list[str]:
-    profile = data.profiles.get(data.conversations.get(cid, {}).get("profile_id", ""), {})
-    return [d["domain"] for d in profile.get("hidden", [])]
-
-
 def _signature_turns(judgment: dict[str, Any]) -> list[tuple[int | None, tuple[str | None, str]]]:
     """A slim judgment's label signature (``load.slim_judgment``) as (turn, (question type, codes)) pairs."""
     out = []
@@ -52,7 +47,7 @@ def hotspots(data: RunData, judges: list[str], top: int = 10) -> dict[str, Any]:
         b = data.judgments[other].get(cid)
         if b is None or a.get("status", "ok") != "ok" or b.get("status", "ok") != "ok":
             continue
-        hidden = _hidden(data, cid)
+        hidden = a["hidden"]  # the conversation's profile's hidden domains, kept with the signature
         turns_b = dict(_signature_turns(b))
         differing = cells = 0
         for number, (qtype_a, codes_a) in _signature_turns(a):

@@ -31,6 +31,8 @@ from intake_eval.report.conversation_index import place_index
 from intake_eval.report.load import (
     RunData,
     domain_labels,
+    in_key_order,
+    items_in_key_order,
     load_run,
     order_judges,
     spill_store,
@@ -154,22 +156,26 @@ def _viewer_rows(data: RunData, views: dict[str, Any], shard_of: ShardAssignment
     trial, coverage] and its bleed flags per hidden domain when it bled (shown on the drill-down squares,
     caught ones too), else None."""
     arm_index = {arm: i for i, arm in enumerate(views["arms"])}
-    primary_done = data.judgments.get(views["primary"], {}) if views["primary"] else {}
-    conversations = (data.conversations.sorted_items() if isinstance(data.conversations, SpilledRows)
-                     else iter(sorted(data.conversations.items())))
+    judged_of = in_key_order(data.judgments.get(views["primary"], {}) if views["primary"] else {})
+    coverage_of = in_key_order(coverage)
+    conversations = items_in_key_order(data.conversations)
+    last_profile: tuple[str | None, dict[str, Any], str] = (None, {}, "")  # a profile's conversations sort together
     for cid, conv in conversations:
-        profile = data.profiles.get(conv.get("profile_id", ""), {})
+        pid = conv.get("profile_id", "")
+        if pid != last_profile[0]:
+            last_profile = (pid, data.profiles.get(pid, {}), shard_of.of_profile(pid))
+        _, profile, shard = last_profile
         hidden = [d["domain"] for d in profile.get("hidden", [])]
         status = conv.get("status", "ok")
-        judged = primary_done.get(cid)
+        judged = judged_of(cid)
         outcomes = judged_outcomes(conv, judged)
         if status == "ok" and judged is not None and judged.get("status", "ok") != "ok":
             status = f"judge: {judged.get('status')}"
         flags = None
         if judged is not None and status == "ok" and "1" in (bleed := bleed_flags(judged.get("sig", ""), len(hidden))):
             flags = bleed
-        yield ([cid, shard_of.of_profile(conv.get("profile_id", "")), arm_index[arm_of(conv)], conv.get("profile_id", ""),
-                status, outcome_codes(outcomes, hidden), conv.get("trial", 0), coverage.get(cid)], flags)
+        yield ([cid, shard, arm_index[arm_of(conv)], pid, status, outcome_codes(outcomes, hidden), conv.get("trial", 0),
+                coverage_of(cid)], flags)
 
 
 def count_profiles(data: RunData) -> int:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from intake_eval.generate.kind import GENERATE_STAGE
-from intake_eval.interview.stage import RUN_STAGE
+from intake_eval.interview.kind import RUN_STAGE
 from intake_eval.interview.tracker import TRACKER_MAX_TOKENS
 from intake_eval.judge.judging import MODES, judge_label
 from intake_eval.metrics.intervals import shown_intervals

@@ -91,6 +91,33 @@ class MetricTables(Mapping[str, Any]):
             self._unreadable.add(name)
             self._notes.append(f"metrics/{path.name} is unreadable ({exc.__class__.__name__}); left out")
 
+    def has_columns(self, name: str, wanted: Iterable[str], rows: int = BATCH_ROWS) -> bool:
+        """Whether the table is there, has every ``wanted`` column and reads to its end (as ``columns`` would:
+        an unreadable table is left out with its note), read ``rows`` rows at a time: a section that only needs
+        to know the columns are there holds no long table."""
+        wanted = list(wanted)
+        if name not in self._files or name in self._unreadable:
+            return False
+        path = self._files[name]
+        if path.suffix == ".parquet":
+            present: set[str] = set()
+            for batch in self.column_batches(name, wanted, rows):
+                present = set(batch.columns)
+            return name not in self._unreadable and set(wanted) <= present
+        import pandas as pd
+
+        try:
+            present = set(pd.read_csv(path, nrows=0).columns)
+            reader = pd.read_csv(path, keep_default_na=True, usecols=[c for c in wanted if c in present], chunksize=rows)
+            with reader:
+                for _ in reader:
+                    pass
+        except (ValueError, OSError) as exc:  # as ``_read``: pandas' EmptyDataError/ParserError are ValueErrors
+            self._unreadable.add(name)
+            self._notes.append(f"metrics/{path.name} is unreadable ({exc.__class__.__name__}); left out")
+            return False
+        return set(wanted) <= present
+
     def _read(self, name: str, wanted: list[str] | None, text_as_categories: bool = False) -> Any:
         import pandas as pd
 
@@ -103,7 +130,7 @@ class MetricTables(Mapping[str, Any]):
                     present = set(parquet.read_schema(path).names)
                     wanted = [column for column in wanted if column in present]
                 if text_as_categories and wanted is not None:
-                    return _categorized(parquet.ParquetFile(path), wanted)
+                    return _categorized(path, wanted)
                 return parquet.read_table(path, columns=wanted).to_pandas()
             if wanted is not None:
                 present = set(pd.read_csv(path, nrows=0).columns)
@@ -124,23 +151,41 @@ class MetricTables(Mapping[str, Any]):
         return len(self._files) - len(self._unreadable)
 
 
-def _categorized(source: Any, wanted: list[str]) -> Any:
+def _categorized(path: Path, wanted: list[str]) -> Any:
     """``wanted`` columns of a Parquet file, its text columns as categoricals with sorted categories, read
-    ``BATCH_ROWS`` rows at a time: a code per row is held, never the rows' strings nor the whole Arrow table."""
+    ``BATCH_ROWS`` rows at a time: a code per row is held, never the rows' strings nor the whole Arrow table.
+    Text columns are read as Arrow dictionaries (no string object per row) and each batch is folded into the
+    column's categorical so far at once, so only the distinct values are ever held as strings."""
     import pandas as pd
     import pyarrow as pa
+    import pyarrow.parquet as parquet
     from pandas.api.types import union_categoricals  # type: ignore[import-untyped]  # pandas ships no type information
 
-    texts = {field.name for field in source.schema_arrow if pa.types.is_string(field.type)}
-    parts: dict[str, list[Any]] = {column: [] for column in wanted}
+    texts = [field.name for field in parquet.read_schema(path) if field.name in wanted and pa.types.is_string(field.type)]
+    source = parquet.ParquetFile(path, read_dictionary=texts)
+    folded: dict[str, Any] = {}  # text column → its categorical so far
+    numbers: dict[str, list[Any]] = {column: [] for column in wanted if column not in texts}
     for batch in source.iter_batches(batch_size=BATCH_ROWS, columns=wanted):
         frame = batch.to_pandas()
         for column in wanted:
-            parts[column].append(frame[column].astype("category") if column in texts else frame[column])
-    if not any(parts.values()):
+            if column not in texts:
+                numbers[column].append(frame[column])
+                continue
+            part = frame[column].astype("category").array
+            folded[column] = union_categoricals([folded[column], part]) if column in folded else part
+    if not folded and not any(numbers.values()):
         return source.schema_arrow.empty_table().select(wanted).to_pandas()
-    return pd.DataFrame({column: pd.Series(union_categoricals(parts[column], sort_categories=True)) if column in texts
-                         else pd.concat(parts[column], ignore_index=True) for column in wanted})
+    return pd.DataFrame({column: pd.Series(folded[column].reorder_categories(sorted(folded[column].categories)))
+                         if column in texts else pd.concat(numbers[column], ignore_index=True) for column in wanted})
+
+
+def has_columns(tables: Mapping[str, Any], name: str, wanted: Iterable[str]) -> bool:
+    """Whether ``tables`` has a readable table ``name`` with every ``wanted`` column (``MetricTables.has_columns``
+    when ``tables`` reads lazily, else the table as held)."""
+    if isinstance(tables, MetricTables):
+        return tables.has_columns(name, wanted)
+    table = tables.get(name)
+    return table is not None and all(column in table.columns for column in wanted)
 
 
 def read_columns(tables: Mapping[str, Any], name: str, wanted: Iterable[str], *, text_as_categories: bool = False) -> Any:

@@ -12,6 +12,7 @@ the hidden domains it named without their being actively surfaced (``unearned_do
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -37,22 +38,32 @@ def hidden_domains(conv: dict[str, Any], profile: dict[str, Any] | None) -> list
     return []
 
 
+def label_code(label: dict[str, Any]) -> int:
+    """A turn's label of one domain as a number: asked (1) + 2 × disclosed (2)."""
+    return (1 if label.get("asked_about") else 0) + (2 if label.get("disclosed") else 0)
+
+
+def outcome_of(codes_seen: int) -> str:
+    """A domain's outcome over the conversation from the bit set of its turns' ``label_code``s
+    (bit ``1 << code``): active = some turn asked + disclosed; else bleed = disclosed without ask;
+    else asked; else missed."""
+    if codes_seen & 0b1000:
+        return ACTIVE
+    return BLEED if codes_seen & 0b0100 else ASKED if codes_seen & 0b0010 else MISSED
+
+
 def domain_outcomes(judgment: dict[str, Any] | None, hidden: list[str]) -> dict[str, str] | None:
-    """active = some turn asked + disclosed; else bleed = disclosed without ask; else asked; else missed."""
+    """Each hidden domain's outcome (``outcome_of``); None when the judgment is missing or not ok."""
     if not judgment or judgment.get("status", "ok") != "ok":
         return None
     out = {}
     for domain in hidden:
-        active = bleed = asked = False
+        seen = 0
         for turn in judgment.get("turns", []):
             label = turn.get("domains", {}).get(domain)
-            if not label:
-                continue
-            a, d = bool(label.get("asked_about")), bool(label.get("disclosed"))
-            active |= a and d
-            bleed |= d and not a
-            asked |= a
-        out[domain] = ACTIVE if active else BLEED if bleed else ASKED if asked else MISSED
+            if label:
+                seen |= 1 << label_code(label)
+        out[domain] = outcome_of(seen)
     return out
 
 
@@ -206,18 +217,21 @@ PARALLEL_MIN_CONVERSATIONS = 2000
 def _write_shard_batch(batch: list[tuple[str, list[tuple[str, list[str]]]]]) -> int:
     staging, profiles, index, judges, diagnosis = (
         _SHARD_INPUT[k] for k in ("staging", "profiles", "index", "judges", "diagnosis"))
+    judged = [(judge, index.judgments.get(judge, {})) for judge in judges]
     written = 0
     for name, members in batch:  # full records are read back from disk one shard at a time
         payload = {}
         for pid, cids in members:
+            profile = profiles.get(pid)  # one look-up per profile, not per conversation
             for cid in cids:
                 per_judge = {}
-                for judge in judges:
-                    at = index.judgments.get(judge, {}).get(cid)
+                for judge, locations in judged:
+                    at = locations.get(cid)
                     if at is not None:
                         per_judge[judge] = index.read(at)
-                payload[cid] = compact_conversation(index.conversation(cid), profiles.get(pid), per_judge, diagnosis.get(cid))
-        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+                payload[cid] = compact_conversation(index.conversation(cid), profile, per_judge, diagnosis.get(cid))
+        # check_circular=False: a tree of parsed JSON has no cycles; the encoder skips its id() bookkeeping
+        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), check_circular=False).replace("</", "<\\/")
         (staging / f"{name}.js").write_text(f"IE_SHARD({json.dumps(name)},{text});\n", encoding="utf-8")
         written += len(payload)
     return written
@@ -327,6 +341,11 @@ def write_shards(target: Path, profiles: Mapping[str, dict[str, Any]], conversat
         _SHARD_INPUT.update(staging=staging, profiles=profiles, index=index, judges=list(judges),
                             diagnosis=diagnosis or {})
         try:
+            # Every object alive now (the modules, pandas, matplotlib…) is set aside from the cyclic collector:
+            # its full passes would walk them all again and again while the shards' short-lived JSON trees
+            # come and go (1.5 s of CPU at 10^4 conversations, measured); cycles made meanwhile are still found.
+            # Forked workers inherit it (and their pages stay shared: the collector writes no header of them).
+            gc.freeze()
             batches = _batches(_shards(members))
             workers = min(os.cpu_count() or 1, 8)
             if len(conversations) >= PARALLEL_MIN_CONVERSATIONS and workers > 1 and "fork" in _start_methods():
@@ -343,6 +362,7 @@ def write_shards(target: Path, profiles: Mapping[str, dict[str, Any]], conversat
                     if progress:
                         progress(written)
         finally:
+            gc.unfreeze()
             _SHARD_INPUT.clear()
         if fingerprint:
             with named_os_error(target):
