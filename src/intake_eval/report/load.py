@@ -12,7 +12,6 @@ one shard at a time, so memory stays flat as runs grow.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sized
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from intake_eval.core.errors import IntakeEvalError
+from intake_eval.core.lines import parse_line
 from intake_eval.core.manifest import parse_manifest
 from intake_eval.core.records import arm_condition
 from intake_eval.core.spill import (
@@ -105,22 +105,9 @@ class RecordIndex:
         self.store.close()
 
 
-DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
-LONG_DIGIT_RUN = b"0" * 19  # an integer this long may not fit 64 bits (orjson would make it a float)
-
-
 def parse_record(line: bytes) -> dict[str, Any]:
-    """A record line read back (one ``json.loads`` already accepted) as ``json.loads`` parses it, by orjson
-    (a third of the time per viewer shard). What orjson reads otherwise is left to json.loads: lines it refuses
-    (NaN, Infinity, lone surrogates) and lines with a run of 19 digits anywhere (an integer beyond 64 bits)."""
-    import orjson
-
-    if LONG_DIGIT_RUN not in line.translate(DIGITS_AS_ZERO):  # a C pass over the bytes: ten times a regex's speed
-        try:
-            return cast(dict[str, Any], orjson.loads(line))
-        except orjson.JSONDecodeError:
-            pass
-    return cast(dict[str, Any], json.loads(line))
+    """A record line read back (one ``json.loads`` already accepted) as ``json.loads`` parses it (core/lines)."""
+    return cast(dict[str, Any], parse_line(line))
 
 
 def read_manifest(paths: RunPaths) -> dict[str, Any]:
