@@ -216,13 +216,13 @@ def test_help_is_there():
 
 
 def test_parallel_shard_writing_gives_the_same_files(tmp_path: Path, monkeypatch):
-    from intake_eval.report import viewer
+    from intake_eval.report import shards
     from intake_eval.report.build import build_report
 
     paths = synth_run(tmp_path / "par", n_profiles=25, clinicians=("offline/screener", "offline/anchored"))
     build_report(paths.root)
     serial = {p.name: p.read_bytes() for p in paths.report_shards_dir.glob("*.js")}
-    monkeypatch.setattr(viewer, "PARALLEL_MIN_CONVERSATIONS", 1)
+    monkeypatch.setattr(shards, "PARALLEL_MIN_CONVERSATIONS", 1)
     build_report(paths.root)
     parallel = {p.name: p.read_bytes() for p in paths.report_shards_dir.glob("*.js")}
     assert len(serial) == 3 and serial == parallel

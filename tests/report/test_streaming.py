@@ -26,7 +26,7 @@ def _latest(path: Path, key: str) -> dict[str, dict]:
 
 def _expected_shards(paths, judges: list[str]) -> dict[str, str]:
     """The shards as the whole-records-in-memory report wrote them (reference)."""
-    from intake_eval.report import viewer
+    from intake_eval.report import shards, viewer
 
     profiles = _latest(paths.profiles, "profile_id")
     conversations: dict[str, dict] = {}
@@ -41,10 +41,10 @@ def _expected_shards(paths, judges: list[str]) -> dict[str, str]:
         by_profile.setdefault(conv.get("profile_id", ""), []).append(cid)
     pids = sorted(by_profile)
     out = {}
-    for start in range(0, len(pids), viewer.PROFILES_PER_SHARD):
-        name = viewer.shard_name(start // viewer.PROFILES_PER_SHARD)
+    for start in range(0, len(pids), shards.PROFILES_PER_SHARD):
+        name = shards.shard_name(start // shards.PROFILES_PER_SHARD)
         payload = {}
-        for pid in pids[start:start + viewer.PROFILES_PER_SHARD]:
+        for pid in pids[start:start + shards.PROFILES_PER_SHARD]:
             for cid in sorted(by_profile[pid]):
                 per_judge = {j: judgments[j][cid] for j in judges if cid in judgments.get(j, {})}
                 payload[cid] = viewer.compact_conversation(conversations[cid], profiles.get(pid), per_judge, None)
@@ -77,14 +77,14 @@ def test_shards_equal_the_whole_records_even_with_superseded_lines(tmp_path: Pat
 
 def _race(args) -> int:
     from intake_eval.core.store import RunPaths
-    from intake_eval.report import viewer
+    from intake_eval.report import shards, viewer
     from intake_eval.report.load import load_run
 
     root, worker = args
     data = load_run(RunPaths(Path(root)), spill_in=None, refresh=False)
     try:
         for i in range(15):
-            viewer.write_shards(data.paths.report_shards_dir, data.profiles, data.conversations, data.index,
+            shards.write_shards(data.paths.report_shards_dir, data.profiles, data.conversations, data.index,
                                 list(data.judgments), fingerprint=f"{worker}-{i}")
     finally:
         data.close()

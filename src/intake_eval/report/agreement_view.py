@@ -25,7 +25,7 @@ def kappa_rows(data: RunData, judges: list[str]) -> list[dict[str, Any]]:
 
 
 def _signature_turns(judgment: dict[str, Any]) -> list[tuple[int | None, tuple[str | None, str]]]:
-    """A slim judgment's label signature (``load.slim_judgment``) as (turn, (question type, codes)) pairs."""
+    """A slim judgment's label signature (``slim_records.slim_judgment``) as (turn, (question type, codes)) pairs."""
     out = []
     for part in judgment.get("sig", "").split("\x1e") if judgment.get("sig") else []:
         number, qtype, codes = part.split("\x1f")

@@ -39,7 +39,8 @@ from intake_eval.report.load import (
 )
 from intake_eval.report.metric_tables import read_columns
 from intake_eval.report.tables import arm_of, judged_outcomes
-from intake_eval.report.viewer import ShardAssignment, bleed_flags, outcome_codes
+from intake_eval.report.shards import ShardAssignment, sources_fingerprint, write_shards
+from intake_eval.report.viewer import bleed_flags, outcome_codes
 
 _HEADLINE_ARM = ("arm", "clinician", "condition", "patient_mode", "n_conversations", "n_scored", "n_profiles")
 _HEADLINE_INTEGRITY = ("failures", "judge_errors", "not_judged", "tokens", "cost_usd", "cost_known")
@@ -244,13 +245,13 @@ def _build(data: RunData, paths: RunPaths, judge: str | None, step, timings: dic
     step("drawing charts")
     chart_svgs = render_charts(views, labels, names)
     step("writing transcript shards")
-    fingerprint = viewer.sources_fingerprint([paths.profiles, *paths.conversation_files(), *paths.judgment_files(),
+    fingerprint = sources_fingerprint([paths.profiles, *paths.conversation_files(), *paths.judgment_files(),
                                               paths.metrics("diagnosis")], judges)
-    shard_of = viewer.write_shards(paths.report_shards_dir, data.profiles, data.conversations, data.index, judges,
-                                   progress=shard_progress,
-                                   fingerprint=fingerprint, diagnosis=viewer.diagnosis_facts(
-                                       read_columns(data.tables, "diagnosis", viewer.DIAGNOSIS_FACT_COLUMNS),
-                                       into=SpilledRows(spill_store(data))))
+    shard_of = write_shards(paths.report_shards_dir, data.profiles, data.conversations, data.index, judges,
+                            progress=shard_progress,
+                            fingerprint=fingerprint, diagnosis=viewer.diagnosis_facts(
+                                read_columns(data.tables, "diagnosis", viewer.DIAGNOSIS_FACT_COLUMNS),
+                                into=SpilledRows(spill_store(data))))
     step("writing index.html and summary.md")
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     n_profiles = count_profiles(data)
